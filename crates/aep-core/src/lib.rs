@@ -1,0 +1,25 @@
+//! Protocol-generic AEP 0.1 (Agent Event Protocol).
+//!
+//! Everything here is independent of Cline: the [`Envelope`] and its attributes, ids,
+//! per-session sequencing, validation of events and streams, capture gating driven by the
+//! schemas' `x-aep-capture` annotations, digests over canonical JSON, the redaction
+//! pipeline, down-leveling, and the attr-match filter. Nothing in this crate does I/O.
+
+mod capture;
+pub mod digest;
+mod envelope;
+mod event_type;
+pub mod filter;
+pub mod gate;
+pub mod id;
+pub mod redact;
+mod schemas;
+pub mod sequence;
+mod severity;
+pub mod source;
+pub mod validate;
+
+pub use capture::Capture;
+pub use envelope::{Envelope, EnvelopeError, ExtValue, AEP_VERSION};
+pub use event_type::{EventType, Scope, TypeError};
+pub use severity::Severity;
