@@ -19,7 +19,7 @@ mod severity;
 pub mod source;
 pub mod validate;
 
-pub use capture::Capture;
+pub use capture::{Capture, CapturePolicy};
 pub use envelope::{Envelope, EnvelopeError, ExtValue, AEP_VERSION};
 pub use event_type::{EventType, Scope, TypeError};
 pub use severity::Severity;
