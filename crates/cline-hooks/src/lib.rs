@@ -1,4 +1,13 @@
-//! Cline's subprocess hook payloads and the pure hook → AEP mapping, plus the per-session
-//! identity tracker (runs, delegation, tool pairing).
+//! Cline's subprocess hooks, as AEP.
 //!
-//! Skeleton until the hook pipeline lands.
+//! - [`payload`]: the hook payloads as `@cline/shared` 0.0.86 defines them.
+//! - [`mapping`]: the pure hook → AEP mapping (AEP-0002 Annex A, `mappings/cline.json`).
+//! - [`session`]: the per-session identity tracker (runs, delegation, tool pairing).
+
+pub mod mapping;
+pub mod payload;
+pub mod session;
+
+pub use mapping::{map_hook, Link, Mapped};
+pub use payload::{HookPayload, PayloadError};
+pub use session::{Planned, SessionTracker};

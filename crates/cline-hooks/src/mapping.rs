@@ -1,0 +1,426 @@
+//! The pure hook → AEP mapping (AEP-0002 Annex A, pinned by `mappings/cline.json`).
+//!
+//! Payload and capture policy in, events out: no I/O, no clock, no ids. What needs memory
+//! (run ids, tool pairing, delegation pairs, first sight of a session) is the
+//! [`crate::session::SessionTracker`]'s job; each [`Mapped`] says through its [`Link`] what
+//! the tracker must do with it.
+//!
+//! Content follows the capture ceiling of the event's category (AEP-0003 §9.1): at
+//! `metadata` only names, ids, counts, durations and digests (digests are computed over the
+//! ORIGINAL content, AEP-0003 §9.3); at `redacted` free text passes the redaction pipeline
+//! (AEP-0003 §9.4); at `full` it is verbatim; at `none` there is no `data` at all.
+
+use crate::payload::HookPayload;
+use aep_core::digest::digest;
+use aep_core::redact::Redactor;
+use aep_core::{Capture, CapturePolicy, EventType, Severity};
+use serde_json::{json, Map, Value};
+
+/// What the mapping needs besides the payload.
+pub struct MapContext<'a> {
+    pub capture: &'a CapturePolicy,
+    pub redactor: &'a Redactor,
+}
+
+/// What the tracker must do with a mapped event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    /// Nothing: the event stands alone.
+    None,
+    /// `run.started`: open a run for the payload's agent.
+    OpenRun,
+    /// A run terminal: close the agent's open run (at most one terminal per run).
+    CloseRun,
+    /// `tool.requested`: remember the call id so its result can point back.
+    ToolRequested { call_id: String },
+    /// `tool.completed` / `tool.failed`: `cause` = the matching request.
+    ToolResolved { call_id: String },
+    /// `delegation.subagent.started` for this child agent.
+    DelegationStarted { child: String },
+    /// `delegation.subagent.stopped` for this child agent.
+    DelegationStopped { child: String },
+    /// `session.ended`: open runs are closed first, and at most one is emitted.
+    SessionEnded,
+}
+
+/// One event, before identity: the pin's `{type, data, subject?, step?}` plus the envelope
+/// facts the mapping decides (severity, the capture level honored).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mapped {
+    pub ty: String,
+    pub subject: Option<String>,
+    pub step: Option<String>,
+    pub severity: Option<Severity>,
+    pub capture: Capture,
+    /// `None` only at capture `none` (envelope only, AEP-0001 §8.2).
+    pub data: Option<Map<String, Value>>,
+    pub link: Link,
+}
+
+impl Mapped {
+    /// The pin's view: `{type, data, subject?, step?}`.
+    pub fn pin_view(&self) -> Value {
+        let mut v = json!({"type": self.ty, "data": self.data.clone().map(Value::Object).unwrap_or(Value::Null)});
+        if let Some(s) = &self.subject {
+            v["subject"] = json!(s);
+        }
+        if let Some(s) = &self.step {
+            v["step"] = json!(s);
+        }
+        v
+    }
+}
+
+/// Builds one event's data at the ceiling of its category.
+struct Builder<'a> {
+    ty: String,
+    level: Capture,
+    ctx: &'a MapContext<'a>,
+    data: Map<String, Value>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(ty: &str, ctx: &'a MapContext<'a>) -> Self {
+        Builder {
+            ty: ty.to_string(),
+            level: ctx.capture.ceiling(ty),
+            ctx,
+            data: Map::new(),
+        }
+    }
+
+    fn meta(mut self, key: &str, value: Value) -> Self {
+        self.data.insert(key.to_string(), value);
+        self
+    }
+
+    /// Free text gated at `redacted`: redacted at `redacted`, verbatim at `full`.
+    fn text(mut self, key: &str, text: Option<&str>) -> Self {
+        if let Some(text) = text.filter(|t| !t.is_empty()) {
+            match self.level {
+                Capture::Redacted => {
+                    self.data
+                        .insert(key.to_string(), Value::String(self.ctx.redactor.redact_text(text)));
+                }
+                Capture::Full => {
+                    self.data.insert(key.to_string(), Value::String(text.to_string()));
+                }
+                Capture::None | Capture::Metadata => {}
+            }
+        }
+        self
+    }
+
+    /// Free text nested in an object already in `data` (`error.message`).
+    fn nested_text(mut self, object: &str, key: &str, text: Option<&str>) -> Self {
+        let value = Builder {
+            ty: String::new(),
+            level: self.level,
+            ctx: self.ctx,
+            data: Map::new(),
+        }
+        .text(key, text)
+        .data
+        .remove(key);
+        if let (Some(value), Some(Value::Object(obj))) = (value, self.data.get_mut(object)) {
+            obj.insert(key.to_string(), value);
+        }
+        self
+    }
+
+    /// Content with a redacted twin: `{name}_redacted` at `redacted`, `{name}` at `full`.
+    fn content(mut self, name: &str, value: &Value, wrap: fn(Value) -> Value) -> Self {
+        if value.is_null() {
+            return self;
+        }
+        match self.level {
+            Capture::Redacted => {
+                let redacted = wrap(self.ctx.redactor.redact_value(value));
+                self.data.insert(format!("{name}_redacted"), redacted);
+            }
+            Capture::Full => {
+                self.data.insert(name.to_string(), wrap(value.clone()));
+            }
+            Capture::None | Capture::Metadata => {}
+        }
+        self
+    }
+
+    fn done(self, link: Link) -> Mapped {
+        Mapped {
+            ty: self.ty,
+            subject: None,
+            step: None,
+            severity: None,
+            capture: self.level,
+            data: (self.level != Capture::None).then_some(self.data),
+            link,
+        }
+    }
+}
+
+/// `tool.requested.args` must be an object: other inputs are wrapped (AEP-0002 §3).
+fn object_only(v: Value) -> Value {
+    match v {
+        Value::Object(_) => v,
+        other => json!({ "value": other }),
+    }
+}
+
+/// `tool.completed.result` is an object or a string: other outputs are wrapped.
+fn object_or_string(v: Value) -> Value {
+    match v {
+        Value::Object(_) | Value::String(_) => v,
+        other => json!({ "value": other }),
+    }
+}
+
+fn with(mut m: Mapped, subject: Option<&str>, step: Option<u64>) -> Mapped {
+    m.subject = subject.filter(|s| !s.is_empty()).map(str::to_string);
+    m.step = step.map(|s| s.to_string());
+    m
+}
+
+/// The Annex A mapping of one hook payload.
+pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
+    let child = p
+        .parent_agent_id
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .and(p.agent_id.as_deref());
+    let delegation = |ty: &str, link: Link| with(Builder::new(ty, ctx).done(link), child, None);
+    match p.hook_name.as_str() {
+        "agent_start" | "agent_resume" => {
+            let trigger = if p.hook_name == "agent_start" { "user" } else { "resume" };
+            let run = Builder::new("run.started", ctx)
+                .meta("trigger", json!(trigger))
+                .done(Link::OpenRun);
+            match child {
+                // Only a start opens the delegation pair; a resumed child continues it.
+                Some(c) if p.hook_name == "agent_start" => vec![
+                    delegation(
+                        "delegation.subagent.started",
+                        Link::DelegationStarted { child: c.to_string() },
+                    ),
+                    run,
+                ],
+                _ => vec![run],
+            }
+        }
+        "agent_end" | "agent_abort" | "agent_error" => {
+            let terminal = match p.hook_name.as_str() {
+                "agent_end" => {
+                    let summary = p
+                        .turn
+                        .as_ref()
+                        .and_then(|t| t.get("outputText"))
+                        .and_then(Value::as_str);
+                    with(
+                        Builder::new("run.finished", ctx)
+                            .text("summary", summary)
+                            .done(Link::CloseRun),
+                        None,
+                        p.iteration,
+                    )
+                }
+                "agent_abort" => {
+                    let b = Builder::new("run.cancelled", ctx)
+                        .meta("by", json!("user"))
+                        .text("reason", p.reason.as_deref());
+                    let mut m = with(b.done(Link::CloseRun), None, p.iteration);
+                    m.severity = Some(Severity::Notice);
+                    m
+                }
+                _ => {
+                    let error = p.error.clone().unwrap_or_default();
+                    let name = error
+                        .name
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or_else(|| "Error".to_string());
+                    let b = Builder::new("run.failed", ctx)
+                        .meta("reason", json!(name))
+                        .meta("error", json!({"type": name}))
+                        .nested_text("error", "message", error.message.as_deref());
+                    let mut m = with(b.done(Link::CloseRun), None, p.iteration);
+                    m.severity = Some(Severity::Error);
+                    m
+                }
+            };
+            match child {
+                Some(c) => vec![
+                    terminal,
+                    delegation(
+                        "delegation.subagent.stopped",
+                        Link::DelegationStopped { child: c.to_string() },
+                    ),
+                ],
+                None => vec![terminal],
+            }
+        }
+        "tool_call" => {
+            let call = p.tool_call.clone().unwrap_or_default();
+            let name = call.name.clone().unwrap_or_default();
+            let mut b = Builder::new("tool.requested", ctx).meta("tool", tool_ref(&name, call.id.as_deref()));
+            if !call.input.is_null() {
+                b = b.meta("args_digest", json!(digest(&call.input)));
+            }
+            let b = b.content("args", &call.input, object_only);
+            let link = call
+                .id
+                .clone()
+                .map_or(Link::None, |call_id| Link::ToolRequested { call_id });
+            vec![with(b.done(link), Some(&name), p.iteration)]
+        }
+        "tool_result" => {
+            let rec = p.tool_result.clone().unwrap_or_default();
+            let name = rec.name.clone().unwrap_or_default();
+            let link = rec
+                .id
+                .clone()
+                .map_or(Link::None, |call_id| Link::ToolResolved { call_id });
+            let duration = rec
+                .duration_ms
+                .filter(|d| d.is_finite() && *d >= 0.0)
+                .map(|d| d.round() as u64);
+            let mut b = match &rec.error {
+                Some(message) => Builder::new("tool.failed", ctx)
+                    .meta("tool", tool_ref(&name, rec.id.as_deref()))
+                    .meta("error", json!({"type": "tool_error"}))
+                    .nested_text("error", "message", Some(message)),
+                None => {
+                    let mut b = Builder::new("tool.completed", ctx).meta("tool", tool_ref(&name, rec.id.as_deref()));
+                    if !rec.output.is_null() {
+                        b = b.meta("result_digest", json!(digest(&rec.output)));
+                    }
+                    b.content("result", &rec.output, object_or_string)
+                }
+            };
+            if let Some(d) = duration {
+                b = b.meta("duration_ms", json!(d));
+            }
+            let mut m = with(b.done(link), Some(&name), p.iteration);
+            if rec.error.is_some() {
+                m.severity = Some(Severity::Warning);
+            }
+            vec![m]
+        }
+        "prompt_submit" => {
+            let mut m = Builder::new("x.cline.prompt.submitted", ctx).done(Link::None);
+            m.severity = Some(Severity::Debug);
+            vec![m]
+        }
+        "pre_compact" => {
+            // The vendor exposes only the pre moment (Annex A deviation). The context dump
+            // paths have no annotated home in `session.compacted`, so they are not emitted at
+            // all: an unannotated field would ride every hop as metadata (AEP-0002 §5.1).
+            let pc = p.pre_compact.clone().unwrap_or_default();
+            let mut b = Builder::new("session.compacted", ctx);
+            if let Some(s) = pc.compaction_strategy {
+                b = b.meta("strategy", json!(s));
+            }
+            if let Some(t) = pc.tokens_in {
+                b = b.meta("gen_ai.usage.input_tokens", json!(t));
+            }
+            if let Some(t) = pc.tokens_out {
+                b = b.meta("gen_ai.usage.output_tokens", json!(t));
+            }
+            vec![b.done(Link::None)]
+        }
+        "session_shutdown" => {
+            // Vendor free-text reasons do not enter the `session.ended` enum.
+            vec![Builder::new("session.ended", ctx)
+                .meta("reason", json!("normal"))
+                .done(Link::SessionEnded)]
+        }
+        other => vec![Builder::new(&fallback_type(other), ctx).done(Link::None)],
+    }
+}
+
+fn tool_ref(name: &str, call_id: Option<&str>) -> Value {
+    let mut tool = json!({ "name": name });
+    if let Some(id) = call_id.filter(|s| !s.is_empty()) {
+        tool["call_id"] = json!(id);
+    }
+    tool
+}
+
+/// An unknown hook name becomes `x.cline.<name with _ as .>` (the pin). The name is lowered and
+/// every character outside `[a-z0-9_]` becomes `_`; empty segments are dropped. A name of one
+/// segment would give `x.cline.<name>`, which the §6 grammar rejects (a vendor type needs a
+/// category and a name), so it becomes `x.cline.hook.<name>`.
+pub fn fallback_type(hook_name: &str) -> String {
+    let cleaned: String = hook_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let segments: Vec<&str> = cleaned.split('_').filter(|s| !s.is_empty()).collect();
+    let ty = match segments.len() {
+        0 => "x.cline.hook.unknown".to_string(),
+        1 => format!("x.cline.hook.{}", segments[0]),
+        _ => format!("x.cline.{}", segments.join(".")),
+    };
+    if EventType::parse(&ty).is_ok() {
+        ty
+    } else {
+        "x.cline.hook.unknown".to_string()
+    }
+}
+
+/// `session.started`, the first time a session is seen: the home the spec allows for what
+/// the design record names but the pins do not. `client {name: "cline", version}` (the version
+/// is empty on CLI 3.0.65 and then omitted), the opaque `userId` and the git commit hash as
+/// metadata-level vendor fields, and the branch name (user content) as the session `label` and
+/// the workspace root as `cwd`, both `redacted`-gated by the schema.
+pub fn session_started(p: &HookPayload, ctx: &MapContext) -> Mapped {
+    let mut client = json!({"name": "cline"});
+    if let Some(v) = p.cline_version.as_deref().filter(|v| !v.is_empty()) {
+        client["version"] = json!(v);
+    }
+    let info = p.workspace_info.clone().unwrap_or_default();
+    let mut b = Builder::new("session.started", ctx).meta("client", client);
+    if let Some(user) = p.user_id.as_deref().filter(|u| !u.is_empty()) {
+        b = b.meta("cline.user_id", json!(user));
+    }
+    if let Some(commit) = info.latest_git_commit_hash.as_deref().filter(|c| !c.is_empty()) {
+        b = b.meta("cline.git_commit", json!(commit));
+    }
+    let cwd = info
+        .root_path
+        .as_deref()
+        .or(p.workspace_roots.first().map(String::as_str));
+    b.text("label", info.latest_git_branch_name.as_deref())
+        .text("cwd", cwd)
+        .done(Link::None)
+}
+
+/// `run.cancelled {by: "shutdown"}` for a run still open when its session ends: Cline 3.0.65
+/// fires `session_shutdown` without `agent_abort` when a hook cancels a run.
+pub fn run_cancelled_by_shutdown(ctx: &MapContext) -> Mapped {
+    let mut m = Builder::new("run.cancelled", ctx)
+        .meta("by", json!("shutdown"))
+        .done(Link::CloseRun);
+    m.severity = Some(Severity::Notice);
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fallback_types_are_always_valid() {
+        assert_eq!(fallback_type("some_future_hook"), "x.cline.some.future.hook");
+        assert_eq!(fallback_type("precompact"), "x.cline.hook.precompact");
+        assert_eq!(fallback_type("PreCompact"), "x.cline.hook.precompact");
+        assert_eq!(fallback_type("a__b"), "x.cline.a.b");
+        assert_eq!(fallback_type("weird-name!"), "x.cline.weird.name");
+        assert_eq!(fallback_type("__"), "x.cline.hook.unknown");
+        assert_eq!(fallback_type("ünïcode"), "x.cline.n.code");
+    }
+}

@@ -1,0 +1,215 @@
+//! Hook payloads as Cline writes them to a hook's stdin (`@cline/shared` 0.0.86,
+//! `dist/hooks/events.d.ts`). Real captures from CLI 3.0.65 are in `tests/data/`.
+//!
+//! Only the typed fields are read. Unknown fields and the legacy mirrors (`preToolUse`,
+//! `postToolUse`, `taskStart`, ...: parameters as JSON strings) are tolerated and ignored.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One hook firing. Every field is optional here so that a payload from a newer or older
+/// Cline still maps; [`HookPayload::parse`] checks the two fields identity needs.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HookPayload {
+    #[serde(rename = "hookName")]
+    pub hook_name: String,
+    #[serde(rename = "clineVersion", default)]
+    pub cline_version: Option<String>,
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// The conversation id (`conv_...` on CLI 3.0.65).
+    #[serde(rename = "taskId", default)]
+    pub task_id: Option<String>,
+    #[serde(rename = "sessionContext", default)]
+    pub session_context: Option<SessionContext>,
+    #[serde(rename = "workspaceRoots", default)]
+    pub workspace_roots: Vec<String>,
+    #[serde(rename = "workspaceInfo", default)]
+    pub workspace_info: Option<WorkspaceInfo>,
+    #[serde(rename = "userId", default)]
+    pub user_id: Option<String>,
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    #[serde(default)]
+    pub parent_agent_id: Option<String>,
+    #[serde(default)]
+    pub iteration: Option<u64>,
+    #[serde(default)]
+    pub tool_call: Option<ToolCall>,
+    #[serde(default)]
+    pub tool_result: Option<ToolCallRecord>,
+    #[serde(default)]
+    pub turn: Option<Value>,
+    #[serde(default)]
+    pub error: Option<HookError>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(rename = "preCompact", default)]
+    pub pre_compact: Option<PreCompact>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SessionContext {
+    /// The hub's session id (`<ms>_<suffix>`), shared by hook and hub events.
+    #[serde(rename = "rootSessionId", default)]
+    pub root_session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WorkspaceInfo {
+    #[serde(rename = "rootPath", default)]
+    pub root_path: Option<String>,
+    #[serde(default)]
+    pub hint: Option<String>,
+    #[serde(rename = "latestGitCommitHash", default)]
+    pub latest_git_commit_hash: Option<String>,
+    #[serde(rename = "latestGitBranchName", default)]
+    pub latest_git_branch_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ToolCall {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub input: Value,
+}
+
+/// `ToolCallRecord`: its `error` splits `tool.completed` from `tool.failed`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ToolCallRecord {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub input: Value,
+    #[serde(default)]
+    pub output: Value,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(rename = "durationMs", default)]
+    pub duration_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HookError {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PreCompact {
+    #[serde(rename = "compactionStrategy", default)]
+    pub compaction_strategy: Option<String>,
+    #[serde(rename = "tokensIn", default)]
+    pub tokens_in: Option<u64>,
+    #[serde(rename = "tokensOut", default)]
+    pub tokens_out: Option<u64>,
+    #[serde(rename = "contextJsonPath", default)]
+    pub context_json_path: Option<String>,
+    #[serde(rename = "contextRawPath", default)]
+    pub context_raw_path: Option<String>,
+}
+
+/// Why a body is not a hook payload we can place on a session.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    #[error("hook payload is not JSON: {0}; Cline writes one JSON object to the hook's stdin")]
+    Json(#[from] serde_json::Error),
+    #[error("hook payload is not a JSON object (got {0}); Cline writes one JSON object to the hook's stdin")]
+    NotObject(&'static str),
+    #[error("hook payload has no hookName: not a Cline hook payload")]
+    NoHookName,
+    #[error(
+        "hook payload has neither sessionContext.rootSessionId nor taskId: cannot tell which session it belongs to"
+    )]
+    NoSession,
+}
+
+impl HookPayload {
+    /// Parses a hook body, refusing what cannot be placed on a session.
+    pub fn parse(body: &[u8]) -> Result<Self, PayloadError> {
+        let value: Value = serde_json::from_slice(body)?;
+        Self::from_value(value)
+    }
+
+    pub fn from_value(value: Value) -> Result<Self, PayloadError> {
+        let kind = match &value {
+            Value::Object(_) => None,
+            Value::Null => Some("null"),
+            Value::Bool(_) => Some("a boolean"),
+            Value::Number(_) => Some("a number"),
+            Value::String(_) => Some("a string"),
+            Value::Array(_) => Some("an array"),
+        };
+        if let Some(kind) = kind {
+            return Err(PayloadError::NotObject(kind));
+        }
+        if value.get("hookName").and_then(Value::as_str).is_none_or(str::is_empty) {
+            return Err(PayloadError::NoHookName);
+        }
+        let payload: HookPayload = serde_json::from_value(value)?;
+        if payload.session_key().is_none() {
+            return Err(PayloadError::NoSession);
+        }
+        Ok(payload)
+    }
+
+    /// The AEP session: `sessionContext.rootSessionId`, which the hub also speaks, else the
+    /// `taskId` (the public fixtures and older Clines carry no session context).
+    pub fn session_key(&self) -> Option<&str> {
+        self.session_context
+            .as_ref()
+            .and_then(|c| c.root_session_id.as_deref())
+            .filter(|s| !s.is_empty())
+            .or(self.task_id.as_deref().filter(|s| !s.is_empty()))
+    }
+
+    /// The agent the hook is about (runs are tracked per agent: a subagent has its own).
+    pub fn agent(&self) -> &str {
+        self.agent_id.as_deref().unwrap_or("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_key_prefers_the_root_session_id() {
+        let p = HookPayload::parse(
+            br#"{"hookName":"agent_start","taskId":"conv_1","sessionContext":{"rootSessionId":"17_ab"},"extra":{"x":1},"preToolUse":{"toolName":"t","parameters":{"a":"[1]"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.session_key(), Some("17_ab"));
+        let p = HookPayload::parse(br#"{"hookName":"agent_start","taskId":"conv_1","sessionContext":{}}"#).unwrap();
+        assert_eq!(p.session_key(), Some("conv_1"));
+    }
+
+    #[test]
+    fn bad_bodies_are_refused_with_a_reason() {
+        assert!(matches!(HookPayload::parse(b"{nope"), Err(PayloadError::Json(_))));
+        assert!(matches!(
+            HookPayload::parse(b"[1]"),
+            Err(PayloadError::NotObject("an array"))
+        ));
+        assert!(matches!(
+            HookPayload::parse(b"{\"taskId\":\"t\"}"),
+            Err(PayloadError::NoHookName)
+        ));
+        assert!(matches!(
+            HookPayload::parse(b"{\"hookName\":\"agent_start\"}"),
+            Err(PayloadError::NoSession)
+        ));
+        // A typed field of the wrong type is refused, not guessed at.
+        assert!(matches!(
+            HookPayload::parse(br#"{"hookName":"tool_call","taskId":"t","iteration":"one"}"#),
+            Err(PayloadError::Json(_))
+        ));
+    }
+}

@@ -1,0 +1,322 @@
+//! The per-session identity tracker: the one owned place that remembers a session's runs,
+//! pending tool calls, delegation pairs and whether it started or ended.
+//!
+//! It turns [`Mapped`] events into [`Planned`] ones: each gets its id, its `run`, its `cause`,
+//! or is dropped where the protocol forbids it. Pure state: ids come from the caller, there is
+//! no clock and no I/O. [`SessionTracker::recover`] rebuilds the state from the events a
+//! session already logged, so a daemon restart continues runs instead of orphaning them.
+//!
+//! Decisions (not pinned by the fixtures):
+//! - Runs are tracked per Cline agent (`agent_id`): a subagent has runs of its own.
+//! - A second terminal for a run is dropped (AEP-0002 §2: at most one terminal per run).
+//! - A hook with no open run for its agent (the daemon was not running at `agent_start`
+//!   and nothing was logged) is still emitted, without `run`: late and orphan events are
+//!   legal, and inventing a run would be a lie.
+//! - `session.ended` closes every open run first with `run.cancelled {by: "shutdown"}` and
+//!   is emitted at most once (AEP-0002 §2).
+
+use crate::mapping::{map_hook, run_cancelled_by_shutdown, session_started, Link, MapContext, Mapped};
+use crate::payload::HookPayload;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Extension attribute on `run.started`: the Cline agent the run belongs to, so recovery can
+/// reopen it (AEP-0001 §5.4 names: `[a-z0-9]{1,20}`).
+pub const AGENT_EXTENSION: &str = "clineagent";
+
+/// Pending tool calls kept per session; older ones are forgotten (their results then carry no
+/// `cause`), so a runaway session cannot grow memory without bound.
+const MAX_PENDING_TOOLS: usize = 1024;
+
+/// An event with its identity decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    pub id: String,
+    pub run: Option<String>,
+    pub cause: Option<String>,
+    /// The Cline agent of a `run.started` (see [`AGENT_EXTENSION`]).
+    pub agent: Option<String>,
+    pub event: Mapped,
+}
+
+#[derive(Debug, Clone)]
+struct OpenRun {
+    id: String,
+    started_event: String,
+    /// Opening order, so the session's active run is the oldest open one (the root agent's).
+    order: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct SessionTracker {
+    started: bool,
+    ended: bool,
+    runs: HashMap<String, OpenRun>,
+    /// Agents whose last run was closed, so a duplicate terminal is recognized.
+    closed: HashSet<String>,
+    tools: HashMap<String, String>,
+    tool_order: VecDeque<String>,
+    delegations: HashMap<String, String>,
+    opened: u64,
+}
+
+impl SessionTracker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn has_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The run currently open for `agent`, if any.
+    pub fn open_run(&self, agent: &str) -> Option<&str> {
+        self.runs.get(agent).map(|r| r.id.as_str())
+    }
+
+    /// Any open run of the session (the hub speaks of the session's run, not an agent's):
+    /// the root agent's when several are open.
+    pub fn active_run(&self) -> Option<&str> {
+        self.runs.values().min_by_key(|r| r.order).map(|r| r.id.as_str())
+    }
+
+    /// Maps one payload and plans its events. `new_id` mints event and run ids.
+    pub fn plan(
+        &mut self,
+        payload: &HookPayload,
+        ctx: &MapContext,
+        new_id: &mut dyn FnMut() -> String,
+    ) -> Vec<Planned> {
+        let agent = payload.agent().to_string();
+        let mut out = Vec::new();
+        if !self.started {
+            self.started = true;
+            out.push(self.stand_alone(session_started(payload, ctx), new_id));
+        }
+        let mut dropped_terminal = false;
+        for event in map_hook(payload, ctx) {
+            match event.link.clone() {
+                Link::None => out.push(self.stand_alone(event, new_id)),
+                Link::OpenRun => {
+                    let run = new_id();
+                    let id = new_id();
+                    // A run may be caused by the delegation that spawned it (same batch).
+                    let cause = out
+                        .iter()
+                        .rev()
+                        .find(|p| matches!(p.event.link, Link::DelegationStarted { .. }))
+                        .map(|p| p.id.clone());
+                    self.opened += 1;
+                    let order = self.opened;
+                    self.runs.insert(
+                        agent.clone(),
+                        OpenRun {
+                            id: run.clone(),
+                            started_event: id.clone(),
+                            order,
+                        },
+                    );
+                    self.closed.remove(&agent);
+                    out.push(Planned {
+                        id,
+                        run: Some(run),
+                        cause,
+                        agent: Some(agent.clone()),
+                        event,
+                    });
+                }
+                Link::CloseRun => match self.runs.remove(&agent) {
+                    Some(open) => {
+                        self.closed.insert(agent.clone());
+                        out.push(Planned {
+                            id: new_id(),
+                            run: Some(open.id),
+                            cause: Some(open.started_event),
+                            agent: None,
+                            event,
+                        });
+                    }
+                    None if self.closed.contains(&agent) => dropped_terminal = true,
+                    None => out.push(self.stand_alone(event, new_id)),
+                },
+                Link::ToolRequested { call_id } => {
+                    let planned = self.in_run(&agent, None, event, new_id);
+                    self.remember_tool(call_id, planned.id.clone());
+                    out.push(planned);
+                }
+                Link::ToolResolved { call_id } => {
+                    let cause = self.tools.remove(&call_id);
+                    out.push(self.in_run(&agent, cause, event, new_id));
+                }
+                Link::DelegationStarted { child } => {
+                    let id = new_id();
+                    self.delegations.insert(child, id.clone());
+                    out.push(Planned {
+                        id,
+                        run: None,
+                        cause: None,
+                        agent: None,
+                        event,
+                    });
+                }
+                Link::DelegationStopped { child } => match self.delegations.remove(&child) {
+                    Some(started) => out.push(Planned {
+                        id: new_id(),
+                        run: None,
+                        cause: Some(started),
+                        agent: None,
+                        event,
+                    }),
+                    None if dropped_terminal => {}
+                    None => out.push(self.stand_alone(event, new_id)),
+                },
+                Link::SessionEnded => {
+                    if self.ended {
+                        continue;
+                    }
+                    let mut open: Vec<(String, OpenRun)> = self.runs.drain().collect();
+                    open.sort_by_key(|(_, run)| run.order);
+                    for (agent, run) in open {
+                        self.closed.insert(agent);
+                        out.push(Planned {
+                            id: new_id(),
+                            run: Some(run.id),
+                            cause: Some(run.started_event),
+                            agent: None,
+                            event: run_cancelled_by_shutdown(ctx),
+                        });
+                    }
+                    self.ended = true;
+                    out.push(self.stand_alone(event, new_id));
+                }
+            }
+        }
+        out
+    }
+
+    fn stand_alone(&self, event: Mapped, new_id: &mut dyn FnMut() -> String) -> Planned {
+        Planned {
+            id: new_id(),
+            run: None,
+            cause: None,
+            agent: None,
+            event,
+        }
+    }
+
+    fn in_run(&self, agent: &str, cause: Option<String>, event: Mapped, new_id: &mut dyn FnMut() -> String) -> Planned {
+        Planned {
+            id: new_id(),
+            run: self.open_run(agent).map(str::to_string),
+            cause,
+            agent: None,
+            event,
+        }
+    }
+
+    fn remember_tool(&mut self, call_id: String, event_id: String) {
+        if self.tools.insert(call_id.clone(), event_id).is_none() {
+            self.tool_order.push_back(call_id);
+        }
+        while self.tools.len() > MAX_PENDING_TOOLS {
+            match self.tool_order.pop_front() {
+                Some(old) => {
+                    self.tools.remove(&old);
+                }
+                None => break,
+            }
+        }
+        if self.tool_order.len() > 2 * MAX_PENDING_TOOLS {
+            self.tool_order.retain(|c| self.tools.contains_key(c));
+        }
+    }
+
+    /// Replays one logged event (in log order) into the state.
+    pub fn recover(&mut self, event: &Value) {
+        let s = |k: &str| event.get(k).and_then(Value::as_str);
+        let ty = s("type").unwrap_or("");
+        let id = s("id").unwrap_or("").to_string();
+        match ty {
+            "session.started" => self.started = true,
+            "session.ended" => {
+                self.started = true;
+                self.ended = true;
+            }
+            "run.started" => {
+                self.started = true;
+                if let (Some(agent), Some(run)) = (s(AGENT_EXTENSION), s("run")) {
+                    self.opened += 1;
+                    let order = self.opened;
+                    self.runs.insert(
+                        agent.to_string(),
+                        OpenRun {
+                            id: run.to_string(),
+                            started_event: id,
+                            order,
+                        },
+                    );
+                    self.closed.remove(agent);
+                }
+            }
+            "run.finished" | "run.failed" | "run.cancelled" => {
+                if let Some(run) = s("run") {
+                    let agent = self.runs.iter().find(|(_, r)| r.id == run).map(|(a, _)| a.clone());
+                    if let Some(agent) = agent {
+                        self.runs.remove(&agent);
+                        self.closed.insert(agent);
+                    }
+                }
+            }
+            "tool.requested" => {
+                if let Some(call) = event.pointer("/data/tool/call_id").and_then(Value::as_str) {
+                    self.remember_tool(call.to_string(), id);
+                }
+            }
+            "tool.completed" | "tool.failed" => {
+                if let Some(call) = event.pointer("/data/tool/call_id").and_then(Value::as_str) {
+                    self.tools.remove(call);
+                }
+            }
+            "delegation.subagent.started" => {
+                if let Some(child) = s("subject") {
+                    self.delegations.insert(child.to_string(), id);
+                }
+            }
+            "delegation.subagent.stopped" => {
+                if let Some(child) = s("subject") {
+                    self.delegations.remove(child);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Planned {
+    /// The finished Event: the planned identity plus what only the daemon knows (where the
+    /// session's events come from, the time, the sequence position). `agent` is `cline`.
+    pub fn to_envelope(
+        &self,
+        source: &str,
+        session: &str,
+        time: &str,
+        position: aep_core::sequence::Position,
+    ) -> Result<aep_core::Envelope, aep_core::EnvelopeError> {
+        let m = &self.event;
+        let mut e = aep_core::Envelope::new(self.id.clone(), &m.ty, time, source, "cline")?;
+        e.session = Some(session.to_string());
+        e.run = self.run.clone();
+        e.step = m.step.clone();
+        e.subject = m.subject.clone();
+        e.seq = Some(position.seq);
+        e.epoch = Some(position.epoch);
+        e.cause = self.cause.clone();
+        e.severity = m.severity;
+        e.capture = Some(m.capture);
+        e.data = m.data.clone();
+        if let Some(agent) = self.agent.as_deref().filter(|a| !a.is_empty()) {
+            e.set_extension(AGENT_EXTENSION, aep_core::ExtValue::Str(agent.to_string()))?;
+        }
+        Ok(e)
+    }
+}

@@ -1,0 +1,196 @@
+//! The identity tracker on real Cline 3.0.65 hook sequences and on the edge cases the
+//! fixtures do not pin.
+
+use aep_core::redact::{RedactOptions, Redactor};
+use aep_core::sequence::{MemorySequencer, Sequencer};
+use aep_core::validate::StreamValidator;
+use aep_core::{Capture, CapturePolicy};
+use cline_hooks::mapping::MapContext;
+use cline_hooks::{HookPayload, Planned, SessionTracker};
+use serde_json::{json, Value};
+
+struct Harness {
+    tracker: SessionTracker,
+    seq: MemorySequencer,
+    next: u64,
+    log: Vec<Value>,
+    policy: CapturePolicy,
+    redactor: Redactor,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Harness {
+            tracker: SessionTracker::new(),
+            seq: MemorySequencer::new(0),
+            next: 0,
+            log: Vec::new(),
+            policy: CapturePolicy::new(Capture::Metadata),
+            redactor: Redactor::new(RedactOptions::default()).unwrap(),
+        }
+    }
+
+    fn feed(&mut self, payload: Value) -> Vec<Value> {
+        let p = HookPayload::from_value(payload).unwrap();
+        let session = p.session_key().unwrap().to_string();
+        let ctx = MapContext {
+            capture: &self.policy,
+            redactor: &self.redactor,
+        };
+        let mut counter = self.next;
+        let planned: Vec<Planned> = self.tracker.plan(&p, &ctx, &mut || {
+            counter += 1;
+            format!("ID{counter:04}")
+        });
+        self.next = counter;
+        let mut out = Vec::new();
+        for pl in planned {
+            let pos = self.seq.next(&session);
+            let src = aep_core::source::session_source("h", "cline", &session);
+            let e = pl
+                .to_envelope(&src, &session, "2026-11-30T00:00:00Z", pos)
+                .unwrap()
+                .to_value();
+            self.log.push(e.clone());
+            out.push(e);
+        }
+        out
+    }
+
+    fn assert_valid_stream(&self) {
+        let mut v = StreamValidator::new();
+        for e in &self.log {
+            v.push(e).unwrap_or_else(|err| panic!("{err} at {e}"));
+        }
+    }
+}
+
+fn real(dir: &str, hook: &str) -> Value {
+    let path = format!("{}/tests/data/{dir}/{hook}-global.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn a_real_run_is_one_session_with_a_real_run_and_paired_tools() {
+    let mut h = Harness::new();
+    let start = h.feed(real("hooks-local", "agent_start"));
+    assert_eq!(types(&start), ["session.started", "run.started"]);
+    assert_eq!(
+        start[0]["session"], "1796007203184_6l7jh",
+        "keyed by sessionContext.rootSessionId"
+    );
+    assert_eq!(
+        start[0]["data"]["client"],
+        json!({"name": "cline"}),
+        "empty clineVersion is omitted"
+    );
+    assert_eq!(start[0]["data"]["cline.user_id"], "unknown");
+    assert!(start[0]["data"].get("cwd").is_none(), "cwd is redacted-gated");
+    let run = start[1]["run"].as_str().unwrap().to_string();
+    assert_eq!(start[1]["clineagent"], "agent_1796007203286_8rjlvz");
+    let call = h.feed(real("hooks-local", "tool_call"));
+    assert_eq!(types(&call), ["tool.requested"]);
+    assert_eq!(call[0]["run"], run.as_str());
+    assert_eq!(call[0]["step"], "1");
+    let result = h.feed(real("hooks-local", "tool_result"));
+    assert_eq!(types(&result), ["tool.completed"]);
+    assert_eq!(result[0]["cause"], call[0]["id"]);
+    assert_eq!(result[0]["run"], run.as_str());
+    assert_eq!(result[0]["data"]["duration_ms"], 26);
+    let end = h.feed(real("hooks-local", "agent_end"));
+    assert_eq!(types(&end), ["run.finished"]);
+    assert_eq!(end[0]["cause"], start[1]["id"]);
+    assert_eq!(end[0]["step"], "2");
+    let seqs: Vec<u64> = h.log.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 4]);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn shutdown_with_an_open_run_cancels_it_first_and_ends_once() {
+    let mut h = Harness::new();
+    h.feed(real("hooks-cancel", "agent_start"));
+    h.feed(real("hooks-cancel", "tool_call"));
+    let end = h.feed(real("hooks-cancel", "session_shutdown"));
+    assert_eq!(types(&end), ["run.cancelled", "session.ended"]);
+    assert_eq!(end[0]["data"]["by"], "shutdown");
+    assert_eq!(end[1]["data"]["reason"], "normal");
+    assert!(
+        h.feed(real("hooks-cancel", "session_shutdown")).is_empty(),
+        "one session.ended"
+    );
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_second_terminal_is_dropped_and_an_orphan_hook_has_no_run() {
+    let mut h = Harness::new();
+    let base = |hook: &str| json!({"hookName": hook, "taskId": "t1", "agent_id": "a", "parent_agent_id": null, "iteration": 1});
+    let orphan = h.feed(
+        json!({"hookName": "tool_call", "taskId": "t1", "agent_id": "a", "iteration": 1,
+        "tool_call": {"id": "c1", "name": "read_files", "input": {"files": ["x"]}}}),
+    );
+    assert_eq!(types(&orphan), ["session.started", "tool.requested"]);
+    assert!(orphan[1].get("run").is_none());
+    h.feed(base("agent_start"));
+    assert_eq!(types(&h.feed(base("agent_error"))), ["run.failed"]);
+    assert!(h.feed(base("agent_abort")).is_empty(), "at most one terminal per run");
+    assert!(h.feed(base("agent_end")).is_empty());
+    let again = h.feed(base("agent_resume"));
+    assert_eq!(again[0]["data"]["trigger"], "resume");
+    assert_eq!(types(&h.feed(base("agent_end"))), ["run.finished"]);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn delegation_pairs_by_agent_id_and_child_runs_are_their_own() {
+    let mut h = Harness::new();
+    let hook = |name: &str, agent: &str, parent: Option<&str>| json!({"hookName": name, "taskId": "t2", "agent_id": agent, "parent_agent_id": parent, "iteration": 2});
+    let root = h.feed(hook("agent_start", "root", None));
+    let child = h.feed(hook("agent_start", "kid", Some("root")));
+    assert_eq!(types(&child), ["delegation.subagent.started", "run.started"]);
+    assert_eq!(child[0]["subject"], "kid");
+    assert_eq!(child[1]["cause"], child[0]["id"]);
+    assert_ne!(child[1]["run"], root[1]["run"]);
+    let stop = h.feed(hook("agent_end", "kid", Some("root")));
+    assert_eq!(types(&stop), ["run.finished", "delegation.subagent.stopped"]);
+    assert_eq!(stop[0]["run"], child[1]["run"]);
+    assert_eq!(stop[1]["cause"], child[0]["id"]);
+    assert!(stop[1].get("step").is_none());
+    let root_end = h.feed(hook("agent_end", "root", None));
+    assert_eq!(root_end[0]["run"], root[1]["run"]);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn recovery_from_the_log_continues_runs_and_tool_pairs() {
+    let mut h = Harness::new();
+    h.feed(real("hooks-local", "agent_start"));
+    let call = h.feed(real("hooks-local", "tool_call"));
+    // A new daemon: rebuild from what was logged.
+    let mut again = Harness::new();
+    for e in &h.log {
+        again.tracker.recover(e);
+        again.seq.resume_after(
+            e["session"].as_str().unwrap(),
+            aep_core::sequence::Position {
+                epoch: 0,
+                seq: e["seq"].as_u64().unwrap(),
+            },
+        );
+    }
+    again.next = 1000;
+    again.log = h.log.clone();
+    let result = again.feed(real("hooks-local", "tool_result"));
+    assert_eq!(types(&result), ["tool.completed"], "no second session.started");
+    assert_eq!(result[0]["cause"], call[0]["id"]);
+    assert_eq!(result[0]["run"], call[0]["run"]);
+    assert_eq!(result[0]["seq"], 3);
+    let end = again.feed(real("hooks-local", "agent_end"));
+    assert_eq!(end[0]["run"], call[0]["run"]);
+    again.assert_valid_stream();
+}
