@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs the real Cline CLI, pinned, into a cache folder for the end-to-end tests
+# (crates/daemon/tests/e2e_*.rs), and prints the path of the CLI binary on stdout.
+#
+# Idempotent: when the pinned version is already installed it only prints the path.
+# Environment:
+#   AEP_CLINE_VERSION version to install (default 3.0.65, the version this project was built against)
+#   AEP_CLINE_CACHE   cache folder (default <repo>/target/cline-cli)
+#
+# Notes on what npm does here (npm 11, Node 20):
+# - EBADENGINE warnings ("node >= 22 wanted") are harmless, the CLI being a Bun single-file binary;
+#   --loglevel=error keeps them out of the CI log.
+# - npm 11 skips the cline postinstall script; that does not matter. `cline/bin/cline` is a Node
+#   launcher that finds the platform package, and `node_modules/.bin/cline` turned out to be a
+#   symlink straight to the platform binary (both packages declare a `cline` bin). We print the
+#   platform binary (`@cline/cli-<os>-<arch>/bin/cline`) so the tests run it without Node.
+set -euo pipefail
+
+version="${AEP_CLINE_VERSION:-3.0.65}"
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cache="${AEP_CLINE_CACHE:-$repo/target/cline-cli}"
+
+case "$(uname -s)-$(uname -m)" in
+  Linux-x86_64) platform_pkg="@cline/cli-linux-x64" ;;
+  Linux-aarch64) platform_pkg="@cline/cli-linux-arm64" ;;
+  Darwin-arm64) platform_pkg="@cline/cli-darwin-arm64" ;;
+  Darwin-x86_64) platform_pkg="@cline/cli-darwin-x64" ;;
+  *) echo "install-cline: unsupported platform $(uname -s)-$(uname -m); install cline@$version by hand and set AEP_CLINE_TEST_CLI to its binary" >&2; exit 1 ;;
+esac
+bin="$cache/node_modules/$platform_pkg/bin/cline"
+
+installed_version() {
+  # The platform package's own package.json carries the CLI version.
+  node -e 'try { process.stdout.write(require(process.argv[1]).version) } catch { }' \
+    "$cache/node_modules/$platform_pkg/package.json" 2>/dev/null || true
+}
+
+if [[ -x "$bin" && "$(installed_version)" == "$version" ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+command -v npm >/dev/null || { echo "install-cline: npm not found; install Node.js (>= 20) and npm first" >&2; exit 1; }
+
+mkdir -p "$cache"
+# A private package.json keeps npm from walking up into any other project.
+if [[ ! -f "$cache/package.json" ]]; then
+  printf '{"name":"aep-cline-e2e-cli","private":true}\n' >"$cache/package.json"
+fi
+echo "install-cline: installing cline@$version into $cache" >&2
+# npm's output goes to stderr so that stdout is only the binary path.
+npm install --prefix "$cache" --no-audit --no-fund --loglevel=error --save-exact "cline@$version" >&2
+
+if [[ ! -x "$bin" ]]; then
+  echo "install-cline: cline@$version installed but $bin is missing; did npm skip the optional platform package $platform_pkg?" >&2
+  exit 1
+fi
+got="$(installed_version)"
+if [[ "$got" != "$version" ]]; then
+  echo "install-cline: expected $platform_pkg@$version, found '$got' in $cache" >&2
+  exit 1
+fi
+echo "$bin"

@@ -1,0 +1,57 @@
+//! The discovery file: how the shim (and any local tool) finds the running daemon. It holds
+//! the daemon's URL and a random token, so it is written owner-only (0600): whoever can read
+//! it can post hooks.
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "daemon.json";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Discovery {
+    /// `http://127.0.0.1:8789`
+    pub url: String,
+    pub token: String,
+    pub pid: u32,
+    pub version: String,
+}
+
+pub fn path(state_dir: &Path) -> PathBuf {
+    state_dir.join(FILE_NAME)
+}
+
+/// A fresh random bearer token (256 bits, hex).
+pub fn new_token() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+impl Discovery {
+    /// Writes the file atomically (temp file then rename), mode 0600 from its creation.
+    pub fn write(&self, state_dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(state_dir)?;
+        let tmp = state_dir.join(format!(".{FILE_NAME}.{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(serde_json::to_string_pretty(self).expect("serializable").as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path(state_dir))
+    }
+
+    pub fn read(state_dir: &Path) -> Option<Discovery> {
+        let text = std::fs::read(path(state_dir)).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Removes the file if it is still ours (a newer daemon may have replaced it).
+    pub fn remove_if_ours(&self, state_dir: &Path) {
+        if Discovery::read(state_dir).as_ref() == Some(self) {
+            let _ = std::fs::remove_file(path(state_dir));
+        }
+    }
+}

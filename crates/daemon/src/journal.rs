@@ -1,0 +1,154 @@
+//! The JSONL log: `$AEP_LOG_DIR/cline/<session>.jsonl`, one Event per line (AEP-0003 §3.1).
+//!
+//! Lines are written with one `write` on a file opened for append, before the hook that
+//! caused them is answered. The log is also the daemon's memory: when a session is first
+//! touched after a start, its log is read back to recover the sequence position and the open
+//! runs (AEP-0001 §7: a restart never reuses or lowers a `seq`). A torn last line (the machine
+//! died mid-write) is cut off at recovery, so no partial line stays in a log.
+
+use serde_json::Value;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The session logs of one agent (`cline`).
+#[derive(Debug, Clone)]
+pub struct Journal {
+    dir: PathBuf,
+}
+
+/// What a session's log already held.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    pub events: Vec<Value>,
+    /// Lines that were not JSON (left in place, reported).
+    pub unreadable: usize,
+    /// Bytes of a torn last line that were cut off.
+    pub torn_bytes: u64,
+}
+
+impl Journal {
+    pub fn new(log_dir: &Path) -> Self {
+        Journal {
+            dir: log_dir.join("cline"),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn path(&self, session: &str) -> PathBuf {
+        self.dir.join(format!("{}.jsonl", file_stem(session)))
+    }
+
+    /// Reads back what a session's log holds (nothing if it has none yet).
+    pub fn recover(&self, session: &str) -> std::io::Result<Recovered> {
+        match OpenOptions::new().read(true).write(true).open(self.path(session)) {
+            Ok(mut file) => recover(&mut file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Recovered::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Appends whole lines (each without its newline) to a session's log in one write. The
+    /// file is opened per call, so a thousand live sessions hold no file descriptors.
+    pub fn append(&self, session: &str, lines: &[String]) -> std::io::Result<()> {
+        let mut buf = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in lines {
+            buf.push_str(line);
+            buf.push('\n');
+        }
+        let open = || {
+            OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(self.path(session))
+        };
+        let mut file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.dir)?;
+                open()?
+            }
+            other => other?,
+        };
+        file.write_all(buf.as_bytes())
+    }
+}
+
+fn recover(file: &mut File) -> std::io::Result<Recovered> {
+    let mut out = Recovered::default();
+    let len = file.metadata()?.len();
+    file.seek(SeekFrom::Start(0))?;
+    let mut reader = BufReader::new(&*file);
+    let mut good_end = 0u64;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        good_end += n as u64;
+        match serde_json::from_slice::<Value>(&line) {
+            Ok(v) => out.events.push(v),
+            Err(_) => out.unreadable += 1,
+        }
+    }
+    if good_end < len {
+        out.torn_bytes = len - good_end;
+        file.set_len(good_end)?;
+    }
+    Ok(out)
+}
+
+/// A file name for a session id. Ids are producer-controlled (AEP-0001 §12): characters
+/// outside `[A-Za-z0-9._-]` are percent-encoded, so the name is safe and still unique, and a
+/// leading dot is encoded so no id names a hidden file, `.` or `..`.
+pub fn file_stem(session: &str) -> String {
+    let mut out = String::with_capacity(session.len());
+    for (i, b) in session.bytes().enumerate() {
+        let safe = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0);
+        if safe {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("%00");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_session_ids_make_safe_unique_file_names() {
+        assert_eq!(file_stem("1796007203184_6l7jh"), "1796007203184_6l7jh");
+        assert_eq!(file_stem("../etc/passwd"), "%2E.%2Fetc%2Fpasswd");
+        assert_eq!(file_stem("a b"), "a%20b");
+        assert_ne!(file_stem("a b"), file_stem("a_b"));
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_and_good_lines_recovered() {
+        let dir = std::env::temp_dir().join(format!("aep-journal-{}", std::process::id()));
+        let journal = Journal::new(&dir);
+        std::fs::create_dir_all(journal.dir()).unwrap();
+        std::fs::write(journal.path("s"), "{\"seq\":0}\nnot json\n{\"seq\":1}\n{\"seq\":2,\"ty").unwrap();
+        let rec = journal.recover("s").unwrap();
+        assert_eq!(rec.events.len(), 2);
+        assert_eq!(rec.unreadable, 1);
+        assert_eq!(rec.torn_bytes, "{\"seq\":2,\"ty".len() as u64);
+        journal.append("s", &["{\"seq\":2}".to_string()]).unwrap();
+        let text = std::fs::read_to_string(journal.path("s")).unwrap();
+        assert!(text.ends_with("{\"seq\":1}\n{\"seq\":2}\n"), "{text}");
+        assert!(journal.recover("missing").unwrap().events.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

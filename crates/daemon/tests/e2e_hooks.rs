@@ -1,0 +1,190 @@
+//! The hook pipeline on the REAL Cline CLI 3.0.65, offline: a fake model, an isolated home,
+//! `aep-cline install-hooks`, the daemon, and `cline --json`. These tests fail (never skip)
+//! when the CLI is missing: `.ci/install-cline.sh` installs it.
+
+mod support;
+
+use aep_core::validate::StreamValidator;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use support::cline::ClineSandbox;
+use support::daemon::{Daemon, Sandbox};
+use support::fake_model::{FakeModel, Script};
+
+/// A Cline sandbox whose hook folder runs the real shim, plus a daemon sandbox beside it.
+struct Rig {
+    _model: FakeModel,
+    cline: ClineSandbox,
+    aep: Sandbox,
+}
+
+impl Rig {
+    fn new(script: Script) -> Self {
+        let model = FakeModel::start(script);
+        let cline = ClineSandbox::new(&model);
+        let aep = Sandbox::new();
+        let cline_dir = cline.cline_dir();
+        let out = aep.run(&["install-hooks"], &[("CLINE_DIR", cline_dir.to_str().unwrap())]);
+        assert!(
+            out.status.success(),
+            "install-hooks: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Rig {
+            _model: model,
+            cline,
+            aep,
+        }
+    }
+
+    fn run(&self) -> Value {
+        let run = self.cline.run("Run the command and report what it printed.");
+        run.assert_success("cline --json");
+        run.run_result()
+    }
+
+    /// The one session log the run produced, once it holds at least `n` events (agent_end and
+    /// session_shutdown hooks run detached and may land after the CLI exits).
+    fn session_log(&self, n: usize) -> (String, Vec<Value>) {
+        let dir = self.aep.log_dir.join("cline");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+                .unwrap_or_default();
+            if let [file] = files.as_slice() {
+                let session = file.file_stem().unwrap().to_str().unwrap().to_string();
+                let events = self.aep.log(&session);
+                if events.len() >= n || Instant::now() > deadline {
+                    return (session, events);
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "expected one session log in {}, found {files:?}",
+                dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+fn assert_valid_stream(events: &[Value]) {
+    let mut v = StreamValidator::new();
+    for e in events {
+        v.push(e).unwrap_or_else(|err| panic!("{err}: {e}"));
+    }
+}
+
+/// The lifecycle of one completed run with one tool call, cause-linked.
+fn assert_completed_run(session: &str, events: &[Value]) {
+    assert_eq!(
+        types(events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "run.finished"
+        ],
+        "{events:#?}"
+    );
+    // Keyed by sessionContext.rootSessionId (`<ms>_<suffix>`), not the `conv_` taskId.
+    assert!(!session.starts_with("conv_") && session.contains('_'), "{session}");
+    assert!(events.iter().all(|e| e["session"] == session));
+    let run = &events[1]["run"];
+    assert!(run.is_string());
+    assert_eq!(events[2]["run"], *run);
+    assert_eq!(events[2]["data"]["tool"]["name"], "run_commands");
+    assert_eq!(events[3]["cause"], events[2]["id"]);
+    assert_eq!(events[3]["run"], *run);
+    assert_eq!(events[4]["run"], *run);
+    assert_eq!(events[4]["cause"], events[1]["id"]);
+    assert_valid_stream(events);
+}
+
+#[test]
+fn a_real_cline_run_is_logged_as_one_valid_aep_session() {
+    let rig = Rig::new(Script::default());
+    let daemon = rig.aep.start();
+    let result = rig.run();
+    assert_eq!(result["finishReason"], "completed");
+    let (session, events) = rig.session_log(5);
+    assert_completed_run(&session, &events);
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+}
+
+#[test]
+fn a_run_cancelled_by_a_hook_closes_its_run_once() {
+    let rig = Rig::new(Script::default());
+    // A second PreToolUse in the project's hook folder cancels the run; ours still observes.
+    let project_hooks = rig.cline.workspace().join(".cline").join("hooks");
+    std::fs::create_dir_all(&project_hooks).unwrap();
+    let cancel = project_hooks.join("PreToolUse");
+    std::fs::write(&cancel, "#!/bin/sh\ncat >/dev/null\necho '{\"cancel\":true}'\n").unwrap();
+    std::fs::set_permissions(&cancel, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let daemon = rig.aep.start();
+    let run = rig.cline.run("Run the command and report what it printed.");
+    assert_eq!(run.run_result()["finishReason"], "aborted");
+    let (_, events) = rig.session_log(4);
+    eprintln!("hook-cancelled run: {:?}", types(&events));
+    let terminals: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["type"].as_str(),
+                Some("run.finished" | "run.failed" | "run.cancelled")
+            )
+        })
+        .collect();
+    assert_eq!(terminals.len(), 1, "exactly one terminal: {events:#?}");
+    assert_eq!(terminals[0]["run"], events[1]["run"]);
+    assert_eq!(
+        &types(&events)[..3],
+        ["session.started", "run.started", "tool.requested"]
+    );
+    assert_valid_stream(&events);
+    drop(daemon);
+}
+
+#[test]
+fn with_the_daemon_down_cline_finishes_and_the_spooled_hooks_arrive_later() {
+    let rig = Rig::new(Script::default());
+    let result = rig.run();
+    assert_eq!(result["finishReason"], "completed");
+    // Wait for the detached hooks to have spooled too.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rig.aep.spooled() < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(rig.aep.spooled() >= 4, "every hook was spooled");
+    let daemon = rig.aep.start();
+    let (session, events) = rig.session_log(5);
+    assert_completed_run(&session, &events);
+    assert_eq!(rig.aep.spooled(), 0);
+    drop(daemon);
+}
+
+#[test]
+fn with_the_daemon_hung_cline_finishes_and_nothing_is_lost_or_doubled() {
+    let rig = Rig::new(Script::default());
+    let daemon: Daemon = rig.aep.start();
+    daemon.signal("-STOP");
+    let result = rig.run();
+    assert_eq!(result["finishReason"], "completed");
+    daemon.signal("-CONT");
+    let (session, events) = rig.session_log(5);
+    // Give the spool drain a moment to (not) add duplicates.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(rig.aep.spooled(), 0);
+    let events_after = rig.aep.log(&session);
+    assert_eq!(events_after.len(), events.len());
+    assert_completed_run(&session, &events_after);
+    drop(daemon);
+}

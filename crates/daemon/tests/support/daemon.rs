@@ -1,0 +1,216 @@
+//! The real `aep-cline` binary, run as a daemon and as the shim, in a temporary sandbox
+//! (its own log dir, state dir and a free loopback port).
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_aep-cline");
+
+/// The paths one daemon (and its shims) share.
+pub struct Sandbox {
+    pub root: tempfile::TempDir,
+    pub log_dir: PathBuf,
+    pub state_dir: PathBuf,
+    /// Extra environment for the daemon (e.g. AEP_CAPTURE).
+    pub env: Vec<(String, String)>,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let root = tempfile::tempdir().expect("temp dir");
+        let log_dir = root.path().join("logs");
+        let state_dir = root.path().join("state");
+        Sandbox {
+            root,
+            log_dir,
+            state_dir,
+            env: Vec::new(),
+        }
+    }
+
+    pub fn with_env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env_remove("AEP_LISTEN")
+            .env("HOME", self.root.path())
+            .env("AEP_LOG_DIR", &self.log_dir)
+            .env("AEP_CLINE_STATE_DIR", &self.state_dir);
+        cmd
+    }
+
+    /// Starts the daemon on a free port and waits until its discovery file names it.
+    pub fn start(&self) -> Daemon {
+        let _ = std::fs::remove_file(self.state_dir.join("daemon.json"));
+        let mut cmd = self.command(&["daemon"]);
+        cmd.env("AEP_LISTEN", "127.0.0.1:0")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn aep-cline daemon");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(d) = self
+                .discovery()
+                .filter(|d| d["pid"].as_u64() == Some(child.id() as u64))
+            {
+                let url = d["url"].as_str().unwrap().to_string();
+                let token = d["token"].as_str().unwrap().to_string();
+                return Daemon { child, url, token };
+            }
+            if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("the daemon's output");
+                panic!("the daemon did not start: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn discovery(&self) -> Option<Value> {
+        serde_json::from_slice(&std::fs::read(self.state_dir.join("daemon.json")).ok()?).ok()
+    }
+
+    /// Runs the shim with `payload` on stdin.
+    pub fn hook(&self, payload: &[u8]) -> Output {
+        let mut child = self
+            .command(&["hook"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn aep-cline hook");
+        child.stdin.take().unwrap().write_all(payload).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs a user command (install-hooks, ...) with extra environment.
+    pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run aep-cline")
+    }
+
+    /// A session's log, one parsed Event per line (asserting every line is whole JSON).
+    pub fn log(&self, session: &str) -> Vec<Value> {
+        let path = self.log_dir.join("cline").join(format!("{session}.jsonl"));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            text.is_empty() || text.ends_with('\n'),
+            "a partial line in {}",
+            path.display()
+        );
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("every log line is JSON"))
+            .collect()
+    }
+
+    /// Waits (up to 20 s) until a session's log holds at least `n` events.
+    pub fn wait_for_events(&self, session: &str, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let events = self.log(session);
+            if events.len() >= n || Instant::now() > deadline {
+                return events;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn spooled(&self) -> usize {
+        std::fs::read_dir(self.state_dir.join("spool"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+}
+
+pub struct Daemon {
+    pub child: Child,
+    pub url: String,
+    pub token: String,
+}
+
+impl Daemon {
+    pub fn addr(&self) -> String {
+        self.url.trim_start_matches("http://").to_string()
+    }
+
+    /// Sends a signal with `kill`.
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} failed");
+    }
+
+    /// SIGTERM, then waits for the exit; returns the daemon's stderr.
+    pub fn stop(mut self) -> (std::process::ExitStatus, String) {
+        self.signal("-TERM");
+        let out = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
+        let out = out.wait_with_output().unwrap();
+        (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw HTTP/1.1 request to the daemon: (status, body).
+pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the daemon");
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let _ = stream.write_all(body);
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The real Cline 3.0.65 hook payloads of one run (`cline-hooks/tests/data`).
+pub fn real_payload(dir: &str, hook: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../cline-hooks/tests/data/{dir}/{hook}-global.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(path).expect("real payload")
+}
