@@ -44,7 +44,9 @@ process.stdin.on('data', c => chunks.push(c)).on('end', () => {
 JS
 
 echo "== shim wall time per firing, live daemon"
-"$HF" -N --warmup 20 --runs 500 --input "$PAYLOAD" --export-json "$WORK/live.json" "$BIN hook" "node $WORK/shim.js"
+# /bin/true is the floor: what starting any process costs on this machine right now.
+"$HF" -N --warmup 20 --runs 500 --input "$PAYLOAD" --export-json "$WORK/live.json" \
+  "$BIN hook" "node $WORK/shim.js" "/bin/true"
 python3 - "$WORK/live.json" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:

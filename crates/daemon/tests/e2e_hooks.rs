@@ -4,12 +4,11 @@
 
 mod support;
 
-use aep_core::validate::StreamValidator;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
-use support::daemon::{Daemon, Sandbox};
+use support::daemon::{assert_valid_stream, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
 
 /// A Cline sandbox whose hook folder runs the real shim, plus a daemon sandbox beside it.
@@ -67,17 +66,6 @@ impl Rig {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-    }
-}
-
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
-}
-
-fn assert_valid_stream(events: &[Value]) {
-    let mut v = StreamValidator::new();
-    for e in events {
-        v.push(e).unwrap_or_else(|err| panic!("{err}: {e}"));
     }
 }
 

@@ -3,23 +3,11 @@
 
 mod support;
 
-use aep_core::validate::StreamValidator;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use support::daemon::{http, real_payload, Sandbox};
+use support::daemon::{assert_valid_stream, http, real_payload, types, Sandbox};
 
 const SESSION: &str = "1796007203184_6l7jh";
-
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
-}
-
-fn assert_valid_stream(events: &[Value]) {
-    let mut v = StreamValidator::new();
-    for e in events {
-        v.push(e).unwrap_or_else(|err| panic!("{err}: {e}"));
-    }
-}
 
 fn seqs(events: &[Value]) -> Vec<u64> {
     events.iter().map(|e| e["seq"].as_u64().unwrap()).collect()

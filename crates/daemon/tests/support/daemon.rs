@@ -214,3 +214,16 @@ pub fn real_payload(dir: &str, hook: &str) -> Vec<u8> {
     );
     std::fs::read(path).expect("real payload")
 }
+
+/// The `type` of each Event.
+pub fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// Asserts the Events are a valid AEP stream (aep-core's stream validator).
+pub fn assert_valid_stream(events: &[Value]) {
+    let mut v = aep_core::validate::StreamValidator::new();
+    for e in events {
+        v.push(e).unwrap_or_else(|err| panic!("{err}: {e}"));
+    }
+}
