@@ -1,3 +1,26 @@
 //! The normalizer for `cline --json` output: harness events, token usage and cost.
 //!
-//! Skeleton until the stream normalizer lands.
+//! People who run Cline headless want to know what it did and what it cost without reading raw
+//! JSONL. [`run`] reads a stream line by line and writes either normalized events ([`Event`],
+//! the schema is in `README.md`) or AEP 0.1 events, and returns a [`Summary`] with the run's
+//! token classes ([`TokenClasses`]) and cost ([`Cost`], from OpenRouter prices).
+//!
+//! The library does no I/O of its own: it reads the reader and writes the writer it is given.
+
+mod aep;
+mod driver;
+mod event;
+mod normalize;
+mod price;
+mod record;
+mod summary;
+mod tools;
+mod usage;
+
+pub use driver::{run, Format, StreamError};
+pub use event::{Body, Event, ToolEvent};
+pub use normalize::LineError;
+pub use price::{openrouter_id, Cost, Price, PriceError, PriceTable, Pricing, SNAPSHOT_DATE};
+pub use summary::{Abort, Lines, ModelSummary, Summary};
+pub use tools::ToolKind;
+pub use usage::{ClineUsage, TokenClasses};

@@ -93,9 +93,14 @@ impl Config {
             capture,
             redact,
             max_body,
-            host: var("AEP_HOST").unwrap_or_else(hostname),
+            host: host(),
         })
     }
+}
+
+/// The `{host}` of `source` URIs: AEP_HOST, else the kernel's hostname.
+pub fn host() -> String {
+    var("AEP_HOST").unwrap_or_else(hostname)
 }
 
 fn hostname() -> String {

@@ -16,6 +16,7 @@ mod sessions;
 mod shim;
 mod shutdown;
 mod spool;
+mod stream;
 
 use clap::{Parser, Subcommand};
 
@@ -51,6 +52,7 @@ enum Command {
     Hook,
     /// Install (or remove) the Cline hook files that run the shim.
     InstallHooks(install::InstallArgs),
+    Stream(stream::StreamArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -63,6 +65,7 @@ fn main() -> std::process::ExitCode {
             daemon::run()
         }
         Command::InstallHooks(args) => install::run(args),
+        Command::Stream(args) => stream::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
