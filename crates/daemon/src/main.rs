@@ -56,6 +56,12 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // Cline blocks on the shim twice per tool call: `aep-cline hook` skips even the argument
+    // parser. Anything else after `hook` goes through clap (and its errors) as usual.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "hook") && args.next().is_none() {
+        return shim::run();
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         // The shim's path stays minimal: no logging setup, no runtime.
