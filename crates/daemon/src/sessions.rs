@@ -13,8 +13,9 @@ use aep_core::sequence::{MemorySequencer, Position, Sequencer};
 use aep_core::{CapturePolicy, ExtValue};
 use cline_hooks::mapping::MapContext;
 use cline_hooks::{HookPayload, PayloadError, Planned, SessionTracker};
+use dashmap::DashMap;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// Extension attribute carrying the hook delivery id that produced an Event, so a hook that
@@ -80,7 +81,7 @@ pub struct Sessions {
     capture: CapturePolicy,
     redactor: Redactor,
     bus: Bus,
-    live: Mutex<HashMap<String, Slot>>,
+    live: DashMap<String, Slot>,
 }
 
 type Slot = Arc<Mutex<Option<SessionState>>>;
@@ -93,7 +94,7 @@ impl Sessions {
             capture,
             redactor,
             bus,
-            live: Mutex::new(HashMap::new()),
+            live: DashMap::new(),
         }
     }
 
@@ -117,16 +118,11 @@ impl Sessions {
     /// Whether this daemon emits `session` (it is live here, or has a log here): commands for
     /// any other session are not ours to take (AEP-0004 §4.5).
     pub fn owns(&self, session: &str) -> bool {
-        self.live.lock().expect("sessions lock").contains_key(session) || self.journal.path(session).exists()
+        self.live.contains_key(session) || self.journal.path(session).exists()
     }
 
     fn slot(&self, session: &str) -> Slot {
-        self.live
-            .lock()
-            .expect("sessions lock")
-            .entry(session.to_string())
-            .or_default()
-            .clone()
+        self.live.entry(session.to_string()).or_default().clone()
     }
 
     /// Appends Events from a source other than hooks (the control intake, the hub tap) to a
@@ -148,7 +144,7 @@ impl Sessions {
 
     /// Sessions held in memory (ended sessions are let go).
     pub fn live_count(&self) -> usize {
-        self.live.lock().expect("sessions lock").len()
+        self.live.len()
     }
 
     /// Maps one hook body to Events and appends them to its session's log.
@@ -177,7 +173,7 @@ impl Sessions {
         }
         if state.tracker.has_ended() {
             drop(guard);
-            self.live.lock().expect("sessions lock").remove(&session);
+            self.live.remove(&session);
         }
         Ok(Ingested::Appended { session, events })
     }
