@@ -139,7 +139,11 @@ impl Sessions {
             None => guard.insert(self.load(session)?),
         };
         let planned = plan();
-        self.commit(session, state, &planned, None)
+        let committed = self.commit(session, state, &planned, None);
+        if committed.is_err() {
+            *guard = None; // as in ingest_hook: the next use reloads from the log
+        }
+        committed
     }
 
     /// Sessions held in memory (ended sessions are let go).
@@ -167,7 +171,15 @@ impl Sessions {
             redactor: &self.redactor,
         };
         let planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
-        let events = self.commit(&session, state, &planned, delivery)?;
+        let events = match self.commit(&session, state, &planned, delivery) {
+            Ok(events) => events,
+            Err(e) => {
+                // The tracker and sequencer moved on but the log did not: forget them, so the
+                // retry (the shim spools a 5xx) is planned again from what the log holds.
+                *guard = None;
+                return Err(e);
+            }
+        };
         if let Some(d) = delivery {
             state.deliveries.insert(d);
         }

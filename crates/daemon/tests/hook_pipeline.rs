@@ -253,3 +253,39 @@ fn a_bad_setting_stops_the_daemon_with_a_message_naming_it() {
         assert!(err.contains(key), "{key}: {err}");
     }
 }
+
+#[test]
+fn a_log_that_cannot_be_written_is_retried_from_the_spool_without_loss() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(&sb.log_dir).unwrap();
+    // `cline` is a file where the log folder should be: the session cannot even be loaded.
+    std::fs::write(sb.log_dir.join("cline"), "not a folder").unwrap();
+    let daemon = sb.start();
+    let out = sb.hook(&real_payload("hooks-local", "agent_start"));
+    assert!(out.status.success() && out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HTTP 500"), "{err}");
+    assert_eq!(sb.spooled(), 1);
+    std::fs::remove_file(sb.log_dir.join("cline")).unwrap();
+    // The daemon retries the spool every second.
+    let events = sb.wait_for_events(SESSION, 2);
+    assert_eq!(types(&events), ["session.started", "run.started"]);
+
+    // Now the session is loaded and the append itself fails: a folder stands where the log was.
+    let log = sb.log_dir.join("cline").join(format!("{SESSION}.jsonl"));
+    let aside = sb.log_dir.join("aside.jsonl");
+    std::fs::rename(&log, &aside).unwrap();
+    std::fs::create_dir(&log).unwrap();
+    let out = sb.hook(&real_payload("hooks-local", "tool_call"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 500"));
+    assert_eq!(sb.spooled(), 1);
+    std::fs::remove_dir(&log).unwrap();
+    std::fs::rename(&aside, &log).unwrap();
+    let events = sb.wait_for_events(SESSION, 3);
+    assert_eq!(types(&events), ["session.started", "run.started", "tool.requested"]);
+    // Planned afresh from the log: no position was burnt by the failed attempt.
+    assert_eq!(events[2]["seq"], 2);
+    assert_eq!(events[2]["run"], events[1]["run"]);
+    assert_valid_stream(&events);
+    drop(daemon);
+}
