@@ -14,10 +14,16 @@
 //!   legal, and inventing a run would be a lie.
 //! - `session.ended` closes every open run first with `run.cancelled {by: "shutdown"}` and
 //!   is emitted at most once (AEP-0002 §2).
+//! - A run a control command asked to cancel ([`SessionTracker::note_cancel`]) ends as
+//!   `run.cancelled {by: "control"}` caused by the command (AEP-0004 §6), whichever lane
+//!   reports the abort first: a hook terminal that cancels it (`agent_abort`, or the
+//!   `session_shutdown` Cline 3.0.65's hub fires after a `run.abort`), or the hub's own
+//!   `run.aborted` ([`SessionTracker::close_cancelled`]). The other report finds the run
+//!   closed and is dropped, as any second terminal is.
 
 use crate::mapping::{map_hook, run_cancelled_by_shutdown, session_started, Link, MapContext, Mapped};
 use crate::payload::HookPayload;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Extension attribute on `run.started`: the Cline agent the run belongs to, so recovery can
@@ -58,6 +64,8 @@ pub struct SessionTracker {
     tool_order: VecDeque<String>,
     delegations: HashMap<String, String>,
     opened: u64,
+    /// Run id → the control command that asked to cancel it.
+    cancels: HashMap<String, String>,
 }
 
 impl SessionTracker {
@@ -78,6 +86,69 @@ impl SessionTracker {
     /// the root agent's when several are open.
     pub fn active_run(&self) -> Option<&str> {
         self.runs.values().min_by_key(|r| r.order).map(|r| r.id.as_str())
+    }
+
+    /// The `tool.requested` Event of a tool call still waiting for its result.
+    pub fn tool_requested(&self, call_id: &str) -> Option<&str> {
+        self.tools.get(call_id).map(String::as_str)
+    }
+
+    /// Notes that control command `command` asked to cancel `run`; `false` when `run` is not
+    /// open. Its terminal, from whichever lane reports it first, is then
+    /// `run.cancelled {by: "control"}` with `cause` = the command.
+    pub fn note_cancel(&mut self, run: &str, command: &str) -> bool {
+        if !self.runs.values().any(|r| r.id == run) {
+            return false;
+        }
+        self.cancels.insert(run.to_string(), command.to_string());
+        true
+    }
+
+    /// Forgets a cancel note (the hub refused the abort).
+    pub fn forget_cancel(&mut self, run: &str) -> Option<String> {
+        self.cancels.remove(run)
+    }
+
+    /// The hub reported the session's run aborted: closes each still-open run whose cancel
+    /// was noted with `event` (a `run.cancelled {by: "control"}`), caused by its command.
+    /// Nothing when the hooks closed them already or no cancel was asked for.
+    pub fn close_cancelled(&mut self, event: &Mapped, new_id: &mut dyn FnMut() -> String) -> Vec<Planned> {
+        let mut noted: Vec<(String, OpenRun)> = self
+            .runs
+            .iter()
+            .filter(|(_, run)| self.cancels.contains_key(&run.id))
+            .map(|(agent, run)| (agent.clone(), run.clone()))
+            .collect();
+        noted.sort_by_key(|(_, run)| run.order);
+        noted
+            .into_iter()
+            .map(|(agent, run)| {
+                self.runs.remove(&agent);
+                self.closed.insert(agent);
+                let command = self.cancels.remove(&run.id).expect("filtered on a note");
+                Planned {
+                    id: new_id(),
+                    run: Some(run.id),
+                    cause: Some(command),
+                    agent: None,
+                    event: event.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// A run's terminal and its `cause`: the run's start, or, for a cancel a control command
+    /// asked for, that command with `by: "control"`.
+    fn terminal(&mut self, run: &OpenRun, mut event: Mapped) -> (Mapped, String) {
+        match self.cancels.remove(&run.id) {
+            Some(command) if event.ty == "run.cancelled" => {
+                if let Some(data) = event.data.as_mut() {
+                    data.insert("by".to_string(), json!("control"));
+                }
+                (event, command)
+            }
+            _ => (event, run.started_event.clone()),
+        }
     }
 
     /// Maps one payload and plans its events. `new_id` mints event and run ids.
@@ -128,10 +199,11 @@ impl SessionTracker {
                 Link::CloseRun => match self.runs.remove(&agent) {
                     Some(open) => {
                         self.closed.insert(agent.clone());
+                        let (event, cause) = self.terminal(&open, event);
                         out.push(Planned {
                             id: new_id(),
                             run: Some(open.id),
-                            cause: Some(open.started_event),
+                            cause: Some(cause),
                             agent: None,
                             event,
                         });
@@ -178,12 +250,13 @@ impl SessionTracker {
                     open.sort_by_key(|(_, run)| run.order);
                     for (agent, run) in open {
                         self.closed.insert(agent);
+                        let (event, cause) = self.terminal(&run, run_cancelled_by_shutdown(ctx));
                         out.push(Planned {
                             id: new_id(),
                             run: Some(run.id),
-                            cause: Some(run.started_event),
+                            cause: Some(cause),
                             agent: None,
-                            event: run_cancelled_by_shutdown(ctx),
+                            event,
                         });
                     }
                     self.ended = true;

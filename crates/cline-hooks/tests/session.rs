@@ -194,3 +194,111 @@ fn recovery_from_the_log_continues_runs_and_tool_pairs() {
     assert_eq!(end[0]["run"], call[0]["run"]);
     again.assert_valid_stream();
 }
+
+/// What the hub lane hands `close_cancelled`: `run.cancelled {by: "control"}`.
+fn cancelled_by_control() -> cline_hooks::Mapped {
+    cline_hooks::Mapped {
+        ty: "run.cancelled".into(),
+        subject: None,
+        step: None,
+        severity: None,
+        capture: Capture::Metadata,
+        data: Some(json!({"by": "control"}).as_object().unwrap().clone()),
+        link: cline_hooks::Link::CloseRun,
+    }
+}
+
+impl Harness {
+    /// Stamps planned events the way `feed` does.
+    fn commit(&mut self, session: &str, planned: Vec<Planned>) -> Vec<Value> {
+        let src = aep_core::source::session_source("h", "cline", session);
+        let out: Vec<Value> = planned
+            .into_iter()
+            .map(|pl| {
+                let pos = self.seq.next(session);
+                pl.to_envelope(&src, session, "2026-11-30T00:00:00Z", pos)
+                    .unwrap()
+                    .to_value()
+            })
+            .collect();
+        self.log.extend(out.iter().cloned());
+        out
+    }
+}
+
+#[test]
+fn a_cancel_noted_for_a_run_is_closed_once_by_the_hook_lane_as_control() {
+    // Real Cline 3.0.65 hub: run.abort fires session_shutdown, not agent_abort.
+    let mut h = Harness::new();
+    let start = h.feed(real("hooks-cancel", "agent_start"));
+    let run = start[1]["run"].as_str().unwrap().to_string();
+    assert!(!h.tracker.note_cancel("no-such-run", "CMD0"), "only an open run");
+    assert!(h.tracker.note_cancel(&run, "CMD1"));
+    let end = h.feed(real("hooks-cancel", "session_shutdown"));
+    assert_eq!(types(&end), ["run.cancelled", "session.ended"]);
+    assert_eq!(end[0]["data"]["by"], "control");
+    assert_eq!(end[0]["cause"], "CMD1", "caused by the command (AEP-0004 §6)");
+    // The hub's run.aborted arrives second: the run is closed, nothing more.
+    assert!(h
+        .tracker
+        .close_cancelled(&cancelled_by_control(), &mut || "X".into())
+        .is_empty());
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_cancel_noted_for_a_run_is_closed_once_by_the_hub_lane_when_it_reports_first() {
+    let mut h = Harness::new();
+    let base = |hook: &str| json!({"hookName": hook, "taskId": "t3", "agent_id": "a", "parent_agent_id": null, "iteration": 1});
+    let start = h.feed(base("agent_start"));
+    let run = start[1]["run"].as_str().unwrap().to_string();
+    h.tracker.note_cancel(&run, "CMD2");
+    let planned = h
+        .tracker
+        .close_cancelled(&cancelled_by_control(), &mut || "HUB1".into());
+    let closed = h.commit("t3", planned);
+    assert_eq!(types(&closed), ["run.cancelled"]);
+    assert_eq!(closed[0]["run"], run.as_str());
+    assert_eq!(closed[0]["cause"], "CMD2");
+    assert_eq!(closed[0]["data"]["by"], "control");
+    assert!(h.tracker.active_run().is_none());
+    // The hook's own report of the abort comes later and is dropped.
+    assert!(h.feed(base("agent_abort")).is_empty());
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_run_that_finishes_before_its_cancel_lands_keeps_its_own_terminal() {
+    let mut h = Harness::new();
+    let base = |hook: &str| json!({"hookName": hook, "taskId": "t4", "agent_id": "a", "parent_agent_id": null, "iteration": 1});
+    let start = h.feed(base("agent_start"));
+    let run = start[1]["run"].as_str().unwrap().to_string();
+    h.tracker.note_cancel(&run, "CMD3");
+    let end = h.feed(base("agent_end"));
+    assert_eq!(types(&end), ["run.finished"]);
+    assert_eq!(end[0]["cause"], start[1]["id"]);
+    assert!(h
+        .tracker
+        .close_cancelled(&cancelled_by_control(), &mut || "X".into())
+        .is_empty());
+    // A refused abort forgets its note: a later plain abort is the user's.
+    let again = h.feed(base("agent_start"));
+    let run2 = again[0]["run"].as_str().unwrap().to_string();
+    h.tracker.note_cancel(&run2, "CMD4");
+    assert_eq!(h.tracker.forget_cancel(&run2).as_deref(), Some("CMD4"));
+    let abort = h.feed(base("agent_abort"));
+    assert_eq!(abort[0]["data"]["by"], "user");
+    assert_eq!(abort[0]["cause"], again[0]["id"]);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_pending_tool_call_names_its_request() {
+    let mut h = Harness::new();
+    h.feed(real("hooks-local", "agent_start"));
+    let call = h.feed(real("hooks-local", "tool_call"));
+    let call_id = call[0]["data"]["tool"]["call_id"].as_str().unwrap();
+    assert_eq!(h.tracker.tool_requested(call_id), call[0]["id"].as_str());
+    h.feed(real("hooks-local", "tool_result"));
+    assert_eq!(h.tracker.tool_requested(call_id), None);
+}

@@ -1,4 +1,24 @@
-//! The gated client of Cline's hub WebSocket: approvals mirrored as `attention.*`, and the
-//! control verbs (`control.attention.respond`, `control.cancel`, `x.cline.control.send_input`).
+//! The Cline hub control tap, as a library: everything about it that needs no socket and no
+//! clock. The daemon (`crates/daemon/src/hub/`) owns the WebSocket and the session lane.
 //!
-//! Skeleton until the hub control tap lands.
+//! - [`frame`]: the hub's WebSocket frames (Cline CLI 3.0.65, `@cline/core` 0.0.86).
+//! - [`discovery`]: the hub's discovery file, or a URL and token; the token never prints.
+//! - [`attention`]: the pure approval → `attention.*` mapping.
+//! - [`approvals`]: one session's pending approvals (who answered, what is still open).
+//! - [`control`]: AEP commands → hub commands, with AEP-0008 text answers.
+//! - [`ack`]: ack decisions and the ack guard rule (AEP-0004 §3).
+//! - [`dedupe`]: one decision per `(source, id)`, recorded for byte-identical re-acks.
+
+pub mod ack;
+pub mod approvals;
+pub mod attention;
+pub mod control;
+pub mod dedupe;
+pub mod discovery;
+pub mod frame;
+
+pub use ack::{Ack, HubOutcome, Nack, NackReason};
+pub use approvals::{AnswerRefused, Answering, Approvals};
+pub use attention::{Answer, AttentionContext};
+pub use dedupe::{CommandKey, Dedupe, Seen};
+pub use discovery::{Endpoint, Token};

@@ -10,7 +10,11 @@
 use crate::bus::Bus;
 use crate::config::Config;
 use crate::discovery::{self, Discovery};
+use crate::endpoint::{self, Endpoint};
+use crate::hub;
+use crate::intake::Intake;
 use crate::journal::Journal;
+use crate::relay::{self, Relay};
 use crate::server::{router, AppState};
 use crate::sessions::{IngestError, Sessions};
 use crate::spool;
@@ -31,6 +35,9 @@ pub fn run() -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
+    let endpoint_settings = endpoint::settings::Settings::from_env()?;
+    let relay_settings = relay::settings::Settings::from_env()?;
+    let hub_settings = hub::Settings::from_env()?;
     let redactor = Redactor::new(config.redact.clone())
         .context("the redaction settings (HOME, AEP_REDACT_SECRET_ENV) cannot be used")?;
     let sessions = Arc::new(Sessions::new(
@@ -40,7 +47,20 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         redactor,
         Bus::default(),
     ));
+    // The one command intake, whatever transport brings a command (AEP-0004); what it accepts
+    // is the hub control gate's to say.
+    let (link, requests) = hub::link();
+    let control = hub_settings.as_ref().is_some_and(|h| h.control);
+    let intake = Arc::new(Intake::new(sessions.clone(), control.then_some(link)));
+    let instance = format!("{}/{}", config.host, std::process::id());
+    // The live sinks subscribe to the bus before the spool drain publishes anything.
+    let endpoint = endpoint_settings
+        .enabled
+        .then(|| Endpoint::start(endpoint_settings, sessions.bus(), intake.clone(), instance.clone()));
+    let relay = relay_settings.map(|s| Relay::start(s, sessions.clone(), intake.clone(), &instance));
     drain_spool(&sessions, &config.state_dir);
+    // The hub tap (AEP_CLINE_HUB / AEP_CLINE_HUB_CONTROL): its failures never reach the hooks.
+    let hub_task = hub_settings.map(|s| hub::spawn(s, sessions.clone(), intake.clone(), requests));
 
     let listener = tokio::net::TcpListener::bind(config.listen).await.with_context(|| {
         format!(
@@ -71,6 +91,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         sessions: sessions.clone(),
         token: me.token.clone().into(),
         started: Instant::now(),
+        endpoint: endpoint.clone(),
+        relay,
     };
     let spool_task = {
         let sessions = sessions.clone();
@@ -84,10 +106,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             }
         })
     };
-    let served = axum::serve(listener, router(state, config.max_body))
-        .with_graceful_shutdown(crate::shutdown::signal())
-        .await;
+    let stopping = async move {
+        crate::shutdown::signal().await;
+        // Open streams and sockets would hold the graceful shutdown forever.
+        if let Some(endpoint) = endpoint {
+            endpoint.close();
+        }
+    };
+    let app = router(state, config.max_body).merge(crate::control_http::routes(intake, me.token.clone().into()));
+    let served = axum::serve(listener, app).with_graceful_shutdown(stopping).await;
     spool_task.abort();
+    if let Some(task) = hub_task {
+        task.abort();
+        // Leaving the hub is a disconnect: what is pending is dismissed (AEP-0002 §7.2).
+        hub::tap::disconnected(&sessions);
+    }
     me.remove_if_ours(&config.state_dir);
     tracing::info!("aep-cline daemon stopped");
     served.context("the HTTP server failed")

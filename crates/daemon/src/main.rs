@@ -1,22 +1,25 @@
 //! `aep-cline`: the one binary. Each subcommand lives in its own module; `main` only parses
 //! the command line and dispatches.
 
-// The bus and the intake are wired to the endpoint and the relay next; until then unused.
-#[allow(dead_code)]
 mod bus;
 mod config;
+mod control_http;
 mod daemon;
 mod discovery;
+mod endpoint;
+mod hub;
 mod install;
-#[allow(dead_code)]
 mod intake;
 mod journal;
+mod relay;
 mod server;
 mod sessions;
 mod shim;
 mod shutdown;
 mod spool;
 mod stream;
+mod tail;
+mod validate_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -43,6 +46,20 @@ enum Command {
     /// environment variables whose values are redacted), AEP_CLINE_MAX_BODY (bytes, default
     /// 32 MiB), AEP_HOST (the host in `source` URIs), AEP_CLINE_STATE_DIR (discovery file and
     /// spool, default ~/.aep/cline). Stop it with SIGINT or SIGTERM.
+    ///
+    /// The embedded AEP endpoint (GET/POST /events, GET /stream, /socket) is on by default:
+    /// AEP_ENDPOINT (0 turns it off), AEP_TOKEN (bearer token; without it the endpoint is open
+    /// for observation and refuses every command), AEP_BUFFER (replay Events per session,
+    /// default 10000), AEP_MAX_SESSIONS, AEP_MAX_BODY, AEP_MAX_BATCH, AEP_MAX_FROM, AEP_PING_MS.
+    /// The relay binding is on when AEP_RELAY_URL names a relay (ws://host:8787/socket), with
+    /// AEP_RELAY_TOKEN (default AEP_TOKEN) and AEP_RELAY_OUTBOX (default 10000 Events).
+    ///
+    /// The hub control tap is off by default: AEP_CLINE_HUB=1 mirrors Cline's approvals as
+    /// attention events, AEP_CLINE_HUB_CONTROL=1 also accepts respond, cancel and send_input
+    /// commands; the hub is AEP_CLINE_HUB_DISCOVERY (its discovery file, e.g.
+    /// $CLINE_DIR/data/locks/hub/production.json) or AEP_CLINE_HUB_URL with AEP_CLINE_HUB_TOKEN;
+    /// AEP_CLINE_HUB_ACK_GUARD_MS (default 8000). POST /control takes one command Event with the
+    /// discovery file's token.
     Daemon,
     /// The hook shim Cline runs (from the files install-hooks writes): stdin to the daemon.
     ///
@@ -53,6 +70,8 @@ enum Command {
     /// Install (or remove) the Cline hook files that run the shim.
     InstallHooks(install::InstallArgs),
     Stream(stream::StreamArgs),
+    Tail(tail::TailArgs),
+    Validate(validate_cmd::ValidateArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -72,6 +91,8 @@ fn main() -> std::process::ExitCode {
         }
         Command::InstallHooks(args) => install::run(args),
         Command::Stream(args) => stream::run(args),
+        Command::Tail(args) => tail::run(args),
+        Command::Validate(args) => validate_cmd::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

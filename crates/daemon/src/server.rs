@@ -1,6 +1,8 @@
-//! The daemon's HTTP surface on its loopback listener: `POST /hook` (the shim's door) and
-//! `GET /healthz`.
+//! The daemon's HTTP surface on its loopback listener: `POST /hook` (the shim's door),
+//! `GET /healthz`, and the embedded AEP endpoint's routes (`endpoint/`).
 
+use crate::endpoint::{self, Endpoint};
+use crate::relay::Relay;
 use crate::sessions::{IngestError, Ingested, Sessions};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
@@ -20,30 +22,32 @@ pub struct AppState {
     pub sessions: Arc<Sessions>,
     pub token: Arc<str>,
     pub started: Instant,
+    /// The embedded AEP endpoint, unless `AEP_ENDPOINT=0`.
+    pub endpoint: Option<Arc<Endpoint>>,
+    /// The relay binding, when `AEP_RELAY_URL` is set.
+    pub relay: Option<Arc<Relay>>,
 }
 
 pub fn router(state: AppState, max_body: usize) -> Router {
-    Router::new()
+    let endpoint = state.endpoint.clone();
+    let daemon = Router::new()
         .route("/hook", post(hook))
         .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(max_body))
-        .with_state(state)
+        .with_state(state);
+    match endpoint {
+        Some(endpoint) => daemon.merge(endpoint::routes(endpoint)),
+        None => daemon,
+    }
 }
 
 fn error(status: StatusCode, code: &str, detail: impl std::fmt::Display) -> Response {
     (status, Json(json!({"error": code, "detail": detail.to_string()}))).into_response()
 }
 
-/// A bearer token compare that does not stop at the first differing byte.
+/// The discovery-file token, compared without stopping at the first differing byte.
 fn authorized(headers: &HeaderMap, token: &str) -> bool {
-    let Some(given) = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    endpoint::bearer(headers).is_some_and(|given| endpoint::same_token(given, token))
 }
 
 async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
@@ -92,6 +96,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "sessions": state.sessions.live_count(),
         "uptime_s": state.started.elapsed().as_secs(),
+        "relay": state.relay.as_ref().map(|r| r.status()),
     }))
     .into_response()
 }

@@ -1,6 +1,6 @@
 //! The session lane: the one owned place for every live session's state (identity tracker,
-//! sequence position, recent hook deliveries), and the path from a hook body to lines in the
-//! session's log.
+//! sequence position, recent hook deliveries, pending hub approvals), and the path from a hook
+//! body to lines in the session's log.
 //!
 //! Work for one session is serialized by that session's lock; sessions do not wait on each
 //! other. Everything here is synchronous (small file appends); the HTTP layer calls it from
@@ -13,6 +13,7 @@ use aep_core::sequence::{MemorySequencer, Position, Sequencer};
 use aep_core::{CapturePolicy, ExtValue};
 use cline_hooks::mapping::MapContext;
 use cline_hooks::{HookPayload, PayloadError, Planned, SessionTracker};
+use cline_hub::Approvals;
 use dashmap::DashMap;
 use serde_json::Value;
 use std::collections::{HashSet, VecDeque};
@@ -50,6 +51,14 @@ struct SessionState {
     tracker: SessionTracker,
     sequencer: MemorySequencer,
     deliveries: Deliveries,
+    approvals: Approvals,
+}
+
+/// What a source other than hooks (the hub tap, the command intake) may read and change in a
+/// session's lane while it plans Events, under the session's lock.
+pub struct Lane<'a> {
+    pub tracker: &'a mut SessionTracker,
+    pub approvals: &'a mut Approvals,
 }
 
 #[derive(Default)]
@@ -110,6 +119,10 @@ impl Sessions {
         &self.capture
     }
 
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// The `source` of this daemon's Events for `session`.
     pub fn source(&self, session: &str) -> String {
         aep_core::source::session_source(&self.host, "cline", session)
@@ -132,13 +145,26 @@ impl Sessions {
         session: &str,
         plan: impl FnOnce() -> Vec<Planned>,
     ) -> Result<Vec<Arc<Published>>, IngestError> {
+        self.append_in(session, |_| plan())
+    }
+
+    /// [`Sessions::append`], planning with the session's [`Lane`] in hand (its runs, its
+    /// pending approvals).
+    pub fn append_in(
+        &self,
+        session: &str,
+        plan: impl FnOnce(Lane<'_>) -> Vec<Planned>,
+    ) -> Result<Vec<Arc<Published>>, IngestError> {
         let slot = self.slot(session);
         let mut guard = slot.lock().expect("session lock");
         let state = match guard.as_mut() {
             Some(state) => state,
             None => guard.insert(self.load(session)?),
         };
-        let planned = plan();
+        let planned = plan(Lane {
+            tracker: &mut state.tracker,
+            approvals: &mut state.approvals,
+        });
         let committed = self.commit(session, state, &planned, None);
         if committed.is_err() {
             *guard = None; // as in ingest_hook: the next use reloads from the log
@@ -149,6 +175,11 @@ impl Sessions {
     /// Sessions held in memory (ended sessions are let go).
     pub fn live_count(&self) -> usize {
         self.live.len()
+    }
+
+    /// The sessions held in memory.
+    pub fn live_sessions(&self) -> Vec<String> {
+        self.live.iter().map(|entry| entry.key().clone()).collect()
     }
 
     /// Maps one hook body to Events and appends them to its session's log.
@@ -170,7 +201,8 @@ impl Sessions {
             capture: &self.capture,
             redactor: &self.redactor,
         };
-        let planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
+        let mut planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
+        crate::hub::dismiss_before_end(&mut planned, &mut state.approvals, &self.capture, &self.redactor);
         let events = match self.commit(&session, state, &planned, delivery) {
             Ok(events) => events,
             Err(e) => {
@@ -254,9 +286,11 @@ impl Sessions {
             tracker: SessionTracker::new(),
             sequencer: MemorySequencer::new(0),
             deliveries: Deliveries::default(),
+            approvals: Approvals::new(),
         };
         for event in &recovered.events {
             state.tracker.recover(event);
+            state.approvals.recover(event);
             if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
                 let epoch = event.get("epoch").and_then(Value::as_u64).unwrap_or(0);
                 state.sequencer.resume_after(session, Position { epoch, seq });

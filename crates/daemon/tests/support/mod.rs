@@ -9,4 +9,8 @@
 
 pub mod cline;
 pub mod daemon;
+pub mod endpoint;
 pub mod fake_model;
+pub mod hub_client;
+pub mod real_hub;
+pub mod stub_hub;

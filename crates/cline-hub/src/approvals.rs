@@ -1,0 +1,298 @@
+//! One session's pending approvals: the one owned place that knows which hub approval an
+//! `attention.requested` mirrors, who is answering it, and what is still open when the
+//! session ends or the hub goes away.
+//!
+//! Pure state, like the hook tracker: ids and times come from the caller. The daemon keeps one
+//! table per session in the session lane, so a hub event, a command and a hook that ends the
+//! session are serialized by the session's lock.
+//!
+//! Who answered: the hub broadcasts `approval.resolved` to everyone, before it replies to the
+//! client whose `approval.respond` resolved it, and a respond that lost the race to another
+//! client's answer is refused `approval_not_found` after that client's resolution went out.
+//! So while our answer is in flight a resolution is held until the hub's reply says whose it
+//! was: ok → ours (`via: "control"`, `cause` = the command), error → out-of-band.
+
+use crate::attention::{self, Answer, AttentionContext, Resolution, Via, APPROVE, DENY};
+use crate::frame::{ApprovalRequested, ApprovalResolved};
+use cline_hooks::Planned;
+use serde_json::Value;
+
+/// A command answering a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answering {
+    pub command_id: String,
+    pub answer: Answer,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Answered {
+    No,
+    /// Sent to the hub, no reply yet; a resolution seen meanwhile is held.
+    InFlight(Answering, Option<Held>),
+    /// The hub took our answer; its resolution (still to come) is ours.
+    Confirmed(Answering),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Held {
+    resolved: ApprovalResolved,
+    at_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Pending {
+    /// `None` for a request recovered from a log written at capture `none`: it can still be
+    /// dismissed, not answered.
+    approval_id: Option<String>,
+    request_event: String,
+    run: Option<String>,
+    requested_at_ms: Option<u64>,
+    answered: Answered,
+}
+
+/// Why a command cannot answer a request (nacked `refused`: the target's decision).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerRefused {
+    #[error("no attention request {0} is pending in this session: it was answered, dismissed, or never asked")]
+    NotPending(String),
+    #[error("attention request {request} is already being answered by command {command}")]
+    Answering { request: String, command: String },
+    #[error(
+        "attention request {0} was recovered from a log written at capture none, which does not record the hub \
+         approval id: answer it in Cline"
+    )]
+    NoApprovalId(String),
+}
+
+/// The pending approvals of one session.
+#[derive(Debug, Default)]
+pub struct Approvals {
+    pending: Vec<Pending>,
+}
+
+type NewId<'a> = &'a mut dyn FnMut() -> String;
+
+impl Approvals {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    fn find(&self, approval_id: &str) -> Option<usize> {
+        self.pending
+            .iter()
+            .position(|p| p.approval_id.as_deref() == Some(approval_id))
+    }
+
+    /// Mirrors `approval.requested` as `attention.requested` in `run`, caused by the tool call
+    /// it gates when known. `None` when this approval is already mirrored: the hub re-sends
+    /// every pending approval at each subscribe.
+    pub fn request(
+        &mut self,
+        approval: &ApprovalRequested,
+        at_ms: Option<u64>,
+        run: Option<String>,
+        cause: Option<String>,
+        ctx: &AttentionContext,
+        new_id: NewId,
+    ) -> Option<Planned> {
+        if self.find(&approval.approval_id).is_some() {
+            return None;
+        }
+        let id = new_id();
+        self.pending.push(Pending {
+            approval_id: Some(approval.approval_id.clone()),
+            request_event: id.clone(),
+            run: run.clone(),
+            requested_at_ms: at_ms,
+            answered: Answered::No,
+        });
+        Some(Planned {
+            id,
+            run,
+            cause,
+            agent: None,
+            event: attention::requested(approval, ctx),
+        })
+    }
+
+    /// Marks the request `request_event` as being answered by a command and returns the hub
+    /// approval id to answer.
+    pub fn answer(&mut self, request_event: &str, answering: Answering) -> Result<String, AnswerRefused> {
+        let pending = self
+            .pending
+            .iter_mut()
+            .find(|p| p.request_event == request_event)
+            .ok_or_else(|| AnswerRefused::NotPending(request_event.to_string()))?;
+        if let Answered::InFlight(a, _) | Answered::Confirmed(a) = &pending.answered {
+            return Err(AnswerRefused::Answering {
+                request: request_event.to_string(),
+                command: a.command_id.clone(),
+            });
+        }
+        let approval_id = pending
+            .approval_id
+            .clone()
+            .ok_or_else(|| AnswerRefused::NoApprovalId(request_event.to_string()))?;
+        pending.answered = Answered::InFlight(answering, None);
+        Ok(approval_id)
+    }
+
+    /// Our answer never reached the hub: the request is open to other answers again.
+    pub fn withdraw(&mut self, approval_id: &str) {
+        if let Some(i) = self.find(approval_id) {
+            self.pending[i].answered = Answered::No;
+        }
+    }
+
+    /// `approval.resolved`: outcomes now, or none while our answer's reply is outstanding.
+    /// An unknown approval (already dismissed, or another session's) plans nothing.
+    pub fn resolved(
+        &mut self,
+        resolved: &ApprovalResolved,
+        at_ms: Option<u64>,
+        ctx: &AttentionContext,
+        new_id: NewId,
+    ) -> Vec<Planned> {
+        let Some(i) = self.find(&resolved.approval_id) else {
+            return Vec::new();
+        };
+        // A run.abort cancelled the wait: nobody's answer applied.
+        if resolved.cancelled {
+            let p = self.pending.remove(i);
+            return vec![dismissed(&p, at_ms, ctx, new_id)];
+        }
+        let held = Held {
+            resolved: resolved.clone(),
+            at_ms,
+        };
+        match &mut self.pending[i].answered {
+            Answered::InFlight(_, slot) => {
+                *slot = Some(held);
+                Vec::new()
+            }
+            Answered::Confirmed(ours) => {
+                let ours = ours.clone();
+                let p = self.pending.remove(i);
+                outcome(&p, &held, Some(&ours), ctx, new_id)
+            }
+            Answered::No => {
+                let p = self.pending.remove(i);
+                outcome(&p, &held, None, ctx, new_id)
+            }
+        }
+    }
+
+    /// The hub's reply to our `approval.respond` for `approval_id`: `ok` means the resolution
+    /// is ours. Plans the held resolution's outcomes, if one was held.
+    pub fn replied(&mut self, approval_id: &str, ok: bool, ctx: &AttentionContext, new_id: NewId) -> Vec<Planned> {
+        let Some(i) = self.find(approval_id) else {
+            return Vec::new();
+        };
+        let Answered::InFlight(ours, held) = std::mem::replace(&mut self.pending[i].answered, Answered::No) else {
+            return Vec::new();
+        };
+        match (held, ok) {
+            (Some(held), ok) => {
+                let p = self.pending.remove(i);
+                outcome(&p, &held, ok.then_some(&ours), ctx, new_id)
+            }
+            (None, true) => {
+                self.pending[i].answered = Answered::Confirmed(ours);
+                Vec::new()
+            }
+            (None, false) => Vec::new(),
+        }
+    }
+
+    /// Dismisses every pending request (the session ends, or the hub connection is gone:
+    /// AEP-0002 §7.2, a request is resolved before its session ends).
+    pub fn dismiss_all(&mut self, now_ms: u64, ctx: &AttentionContext, new_id: NewId) -> Vec<Planned> {
+        std::mem::take(&mut self.pending)
+            .iter()
+            .map(|p| dismissed(p, Some(now_ms), ctx, &mut *new_id))
+            .collect()
+    }
+
+    /// Replays one logged Event (in log order), so a restarted daemon still resolves what it
+    /// left pending.
+    pub fn recover(&mut self, event: &Value) {
+        let s = |k: &str| event.get(k).and_then(Value::as_str);
+        match s("type") {
+            Some("attention.requested") => {
+                if let Some(id) = s("id") {
+                    let approval_id = event
+                        .pointer("/data/cline.approval_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                    if approval_id.as_deref().is_some_and(|a| self.find(a).is_some()) {
+                        return;
+                    }
+                    self.pending.push(Pending {
+                        approval_id,
+                        request_event: id.to_string(),
+                        run: s("run").map(str::to_string),
+                        requested_at_ms: None,
+                        answered: Answered::No,
+                    });
+                }
+            }
+            Some("attention.resolved" | "attention.timeout") => {
+                if let Some(subject) = s("subject") {
+                    self.pending.retain(|p| p.request_event != subject);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn latency(p: &Pending, at_ms: Option<u64>) -> Option<u64> {
+    Some(at_ms?.saturating_sub(p.requested_at_ms?))
+}
+
+fn dismissed(p: &Pending, at_ms: Option<u64>, ctx: &AttentionContext, new_id: NewId) -> Planned {
+    Planned {
+        id: new_id(),
+        run: p.run.clone(),
+        cause: Some(p.request_event.clone()),
+        agent: None,
+        event: attention::resolved(Resolution::Dismissed, latency(p, at_ms), &p.request_event, ctx),
+    }
+}
+
+/// `attention.answered` then `attention.resolved {answered}`. Ours records the answer we
+/// applied (`cause` = the command, AEP-0004 §6); an out-of-band one records what the hub says.
+fn outcome(p: &Pending, held: &Held, ours: Option<&Answering>, ctx: &AttentionContext, new_id: NewId) -> Vec<Planned> {
+    let (answer, via, cause) = match ours {
+        Some(a) => (a.answer.clone(), Via::Control, a.command_id.clone()),
+        None => (
+            Answer {
+                option: if held.resolved.approved { APPROVE } else { DENY },
+                text: held.resolved.reason.clone(),
+            },
+            Via::Oob,
+            p.request_event.clone(),
+        ),
+    };
+    let answered_id = new_id();
+    vec![
+        Planned {
+            id: answered_id.clone(),
+            run: p.run.clone(),
+            cause: Some(cause),
+            agent: None,
+            event: attention::answered(&answer, via, &p.request_event, ctx),
+        },
+        Planned {
+            id: new_id(),
+            run: p.run.clone(),
+            cause: Some(answered_id),
+            agent: None,
+            event: attention::resolved(Resolution::Answered, latency(p, held.at_ms), &p.request_event, ctx),
+        },
+    ]
+}

@@ -1,0 +1,134 @@
+//! Command deduplication on `(source, id)` (AEP-0004 §3): one decision per command, ever. A
+//! command seen again while its decision is pending gets nothing; after the decision it gets
+//! the recorded ack again (the caller re-emits it byte-identically), and it is never executed
+//! twice.
+//!
+//! Memory is bounded: decided records beyond `capacity` are forgotten oldest first (a
+//! redelivery older than that is then decided afresh). Pending records are never forgotten;
+//! the ack guard decides each within seconds.
+
+use std::collections::{HashMap, VecDeque};
+
+/// A command's identity: its sender's `source` and its `id` (AEP-0001 §7.4).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CommandKey {
+    pub source: String,
+    pub id: String,
+}
+
+/// What a command's arrival found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Seen<'a, A> {
+    /// First sight: the caller decides it (now pending).
+    New,
+    /// Being decided: do nothing.
+    Pending,
+    /// Decided: re-emit this ack.
+    Decided(&'a A),
+}
+
+#[derive(Debug)]
+enum State<A> {
+    Pending,
+    Decided(A),
+}
+
+#[derive(Debug)]
+pub struct Dedupe<A> {
+    entries: HashMap<CommandKey, State<A>>,
+    decided: VecDeque<CommandKey>,
+    capacity: usize,
+}
+
+impl<A> Dedupe<A> {
+    pub fn new(capacity: usize) -> Self {
+        Dedupe {
+            entries: HashMap::new(),
+            decided: VecDeque::new(),
+            capacity,
+        }
+    }
+
+    /// Records the arrival of `key`; a new key becomes pending.
+    pub fn begin(&mut self, key: &CommandKey) -> Seen<'_, A> {
+        if !self.entries.contains_key(key) {
+            self.entries.insert(key.clone(), State::Pending);
+            return Seen::New;
+        }
+        match &self.entries[key] {
+            State::Pending => Seen::Pending,
+            State::Decided(ack) => Seen::Decided(ack),
+        }
+    }
+
+    pub fn is_pending(&self, key: &CommandKey) -> bool {
+        matches!(self.entries.get(key), Some(State::Pending))
+    }
+
+    /// Records the decision for a pending `key`. `false` (and nothing changes) when it was
+    /// decided already or never begun: the first decision wins.
+    pub fn decide(&mut self, key: &CommandKey, ack: A) -> bool {
+        if !self.is_pending(key) {
+            return false;
+        }
+        self.entries.insert(key.clone(), State::Decided(ack));
+        self.decided.push_back(key.clone());
+        while self.decided.len() > self.capacity {
+            if let Some(old) = self.decided.pop_front() {
+                self.entries.remove(&old);
+            }
+        }
+        true
+    }
+
+    /// Forgets a pending `key` that could not be decided (its ack could not be recorded), so a
+    /// redelivery is decided afresh.
+    pub fn abandon(&mut self, key: &CommandKey) {
+        if self.is_pending(key) {
+            self.entries.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: &str) -> CommandKey {
+        CommandKey {
+            source: "aep://h/agent/ui".into(),
+            id: id.into(),
+        }
+    }
+
+    #[test]
+    fn one_decision_per_command_and_the_first_wins() {
+        let mut d = Dedupe::new(8);
+        assert_eq!(d.begin(&key("c1")), Seen::New);
+        assert_eq!(d.begin(&key("c1")), Seen::Pending);
+        assert!(d.decide(&key("c1"), "accepted"));
+        assert!(!d.decide(&key("c1"), "rejected"), "a later decision is ignored");
+        assert_eq!(d.begin(&key("c1")), Seen::Decided(&"accepted"));
+        assert!(!d.decide(&key("never"), "accepted"), "only begun commands are decided");
+        let other_sender = CommandKey {
+            source: "aep://h/agent/other".into(),
+            id: "c1".into(),
+        };
+        assert_eq!(d.begin(&other_sender), Seen::New, "ids are scoped by source");
+    }
+
+    #[test]
+    fn decided_records_are_bounded_and_pending_ones_kept() {
+        let mut d = Dedupe::new(2);
+        assert_eq!(d.begin(&key("p")), Seen::New);
+        for id in ["a", "b", "c"] {
+            d.begin(&key(id));
+            d.decide(&key(id), id);
+        }
+        assert_eq!(d.begin(&key("a")), Seen::New, "the oldest decision was forgotten");
+        assert_eq!(d.begin(&key("c")), Seen::Decided(&"c"));
+        assert_eq!(d.begin(&key("p")), Seen::Pending);
+        d.abandon(&key("p"));
+        assert_eq!(d.begin(&key("p")), Seen::New);
+    }
+}

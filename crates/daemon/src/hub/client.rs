@@ -1,0 +1,294 @@
+//! The tap's one outbound WebSocket to the Cline hub, and the ack guard.
+//!
+//! Each attempt: resolve the endpoint (the discovery file is read again: a restarted hub has a
+//! new token), check the protocol version, connect with the token as the subprotocol
+//! `cline-hub-auth.<token>`, `client.register` (its own client id, no capabilities), then
+//! `stream.subscribe`, with `sinceSequence` when resuming the same hub (a restarted hub, with a
+//! new `hubId`, starts its sequence over). The hub re-sends every approval still pending at
+//! each subscribe, so none is missed across a reconnect.
+//!
+//! Any failure (no discovery file, refused upgrade, wrong token, another protocol version, a
+//! hub that does not answer `client.register`, a dropped socket) ends the attempt: pending
+//! requests are dismissed, commands in flight are nacked `busy`, and the next attempt comes a
+//! second later. Failures are logged once each (then at debug), never with the token.
+
+use crate::hub::settings::Settings;
+use crate::hub::{tap, Request, Requests};
+use crate::intake::Intake;
+use crate::sessions::Sessions;
+use cline_hub::ack::{self, HubOutcome};
+use cline_hub::frame::{self, FrameError, HubError, Incoming};
+use futures_util::{SinkExt, StreamExt};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::time::{sleep, sleep_until, timeout, Instant};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{header, HeaderValue};
+use tokio_tungstenite::tungstenite::Message;
+
+const REGISTER_REQUEST: &str = "aep_register";
+
+/// Where to resume: the hub instance last connected to and the last event sequence it sent.
+#[derive(Default)]
+struct Resume {
+    hub_id: Option<String>,
+    since: Option<u64>,
+}
+
+/// A command sent to the hub, waiting for its reply.
+struct Flight {
+    request: Request,
+    deadline: Instant,
+    /// The guard expired and accepted it; the reply still settles the lane.
+    acked: bool,
+}
+
+/// Logs each distinct failure once (then at debug), so a hub that stays down does not flood
+/// the log at one line a second.
+#[derive(Default)]
+struct Failures {
+    last: Option<String>,
+}
+
+impl Failures {
+    fn report(&mut self, why: &str) {
+        if self.last.as_deref() == Some(why) {
+            tracing::debug!(reason = why, "hub tap: still not connected");
+        } else {
+            tracing::warn!(
+                reason = why,
+                "hub tap: not connected; observe-only until it is (retry every second)"
+            );
+            self.last = Some(why.to_string());
+        }
+    }
+}
+
+pub async fn run(settings: Settings, sessions: Arc<Sessions>, intake: Arc<Intake>, mut requests: Requests) {
+    let mut resume = Resume::default();
+    let mut failures = Failures::default();
+    let mut attempt = 0u64;
+    loop {
+        attempt += 1;
+        let mut conn = Connection {
+            settings: &settings,
+            sessions: &sessions,
+            intake: &intake,
+            requests: &mut requests,
+            client_id: format!("aep-cline-{}-{attempt}", std::process::id()),
+            flights: HashMap::new(),
+            next_request: 0,
+        };
+        let ended = conn.attempt(&mut resume, &mut failures).await;
+        requests.connected.store(false, Ordering::SeqCst);
+        if let Err(why) = ended {
+            failures.report(&why);
+        }
+        tap::disconnected(&sessions);
+        let pause = sleep(settings.reconnect);
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                _ = &mut pause => break,
+                Some(request) = requests.rx.recv() => {
+                    tap::unanswered(&sessions, &intake, &request, "the hub tap is reconnecting");
+                }
+            }
+        }
+    }
+}
+
+struct Connection<'a> {
+    settings: &'a Settings,
+    sessions: &'a Sessions,
+    intake: &'a Intake,
+    requests: &'a mut Requests,
+    client_id: String,
+    flights: HashMap<String, Flight>,
+    next_request: u64,
+}
+
+impl Connection<'_> {
+    /// One connection, from resolving the endpoint to its end, which is always an `Err` saying
+    /// why.
+    async fn attempt(&mut self, resume: &mut Resume, failures: &mut Failures) -> Result<(), String> {
+        let endpoint = self.settings.source.resolve()?;
+        endpoint.check_version().map_err(|e| e.to_string())?;
+        if endpoint.hub_id != resume.hub_id {
+            resume.since = None;
+            resume.hub_id = endpoint.hub_id.clone();
+        }
+        let mut request = endpoint
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| format!("the hub URL {} is not usable: {e}", endpoint.url))?;
+        let protocol = HeaderValue::from_str(&endpoint.token.subprotocol())
+            .map_err(|_| "the hub token cannot be sent as a WebSocket subprotocol".to_string())?;
+        request.headers_mut().insert(header::SEC_WEBSOCKET_PROTOCOL, protocol);
+        let handshake = self.settings.handshake;
+        let (mut ws, _) = match timeout(handshake, tokio_tungstenite::connect_async(request)).await {
+            Err(_) => {
+                return Err(format!(
+                    "the hub at {} did not complete the upgrade within {handshake:?}",
+                    endpoint.url
+                ))
+            }
+            Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
+                return Err(format!(
+                    "the hub at {} refused the connection (HTTP {}): is the token current? With \
+                     AEP_CLINE_HUB_DISCOVERY it is read again at every attempt",
+                    endpoint.url,
+                    response.status()
+                ))
+            }
+            Ok(Err(e)) => return Err(format!("cannot connect to the hub at {}: {e}", endpoint.url)),
+            Ok(Ok(ok)) => ok,
+        };
+        let io = |e: tokio_tungstenite::tungstenite::Error| format!("the hub connection failed: {e}");
+        ws.send(Message::text(frame::register(REGISTER_REQUEST, &self.client_id)))
+            .await
+            .map_err(io)?;
+        match timeout(handshake, registered(&mut ws)).await {
+            Err(_) => return Err(format!("the hub did not answer client.register within {handshake:?}")),
+            Ok(result) => result?,
+        }
+        // Commands queued while no hub was there are refused, not sent to a new connection.
+        while let Ok(request) = self.requests.rx.try_recv() {
+            tap::unanswered(self.sessions, self.intake, &request, "the hub tap was reconnecting");
+        }
+        self.requests.connected.store(true, Ordering::SeqCst);
+        ws.send(Message::text(frame::subscribe(&self.client_id, resume.since)))
+            .await
+            .map_err(io)?;
+        failures.last = None;
+        tracing::info!(url = %endpoint.url, resumed_after = ?resume.since, control = self.settings.control, "hub tap connected");
+        let ended = self.serve(&mut ws, resume).await;
+        self.requests.connected.store(false, Ordering::SeqCst);
+        let _ = ws.close(None).await;
+        for (_, flight) in self.flights.drain() {
+            if !flight.acked {
+                tap::unanswered(
+                    self.sessions,
+                    self.intake,
+                    &flight.request,
+                    "the hub connection dropped before it answered",
+                );
+            }
+        }
+        ended
+    }
+
+    async fn serve<S>(&mut self, ws: &mut S, resume: &mut Resume) -> Result<(), String>
+    where
+        S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+            + futures_util::Sink<Message, Error = tokio_tungstenite::tungstenite::Error>
+            + Unpin,
+    {
+        loop {
+            let deadline = self.flights.values().filter(|f| !f.acked).map(|f| f.deadline).min();
+            tokio::select! {
+                message = ws.next() => match message {
+                    Some(Ok(Message::Text(text))) => self.on_frame(text.as_str(), resume)?,
+                    Some(Ok(Message::Binary(_))) => tracing::warn!("hub tap: a binary frame from the hub is ignored"),
+                    Some(Ok(Message::Close(_))) | None => return Err("the hub closed the connection".into()),
+                    Some(Ok(_)) => {} // ping/pong: answered by the WebSocket layer
+                    Some(Err(e)) => return Err(format!("the hub connection failed: {e}")),
+                },
+                Some(request) = self.requests.rx.recv() => {
+                    self.next_request += 1;
+                    let request_id = format!("aep_{}", self.next_request);
+                    let hub = &request.hub;
+                    let text = frame::command(hub.name, &request_id, &self.client_id, Some(&hub.session_id), &hub.payload);
+                    if let Err(e) = ws.send(Message::text(text)).await {
+                        tap::unanswered(self.sessions, self.intake, &request, "the hub connection failed");
+                        return Err(format!("the hub connection failed: {e}"));
+                    }
+                    let deadline = Instant::now() + self.settings.ack_guard;
+                    self.flights.insert(request_id, Flight { request, deadline, acked: false });
+                },
+                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => self.guard_expired(),
+            }
+        }
+    }
+
+    /// The ack guard: a command the hub has not answered in time is accepted (an ack is a
+    /// will-try; its outcome settles on the stream).
+    fn guard_expired(&mut self) {
+        let now = Instant::now();
+        for flight in self.flights.values_mut().filter(|f| !f.acked && f.deadline <= now) {
+            let r = &flight.request;
+            self.intake
+                .settle(&r.key, &r.session, &r.command_id, ack::decide(HubOutcome::GuardExpired));
+            flight.acked = true;
+        }
+    }
+
+    fn on_frame(&mut self, text: &str, resume: &mut Resume) -> Result<(), String> {
+        match frame::parse(text) {
+            Ok(Incoming::Reply(reply)) => match self.flights.remove(&reply.request_id) {
+                Some(flight) => {
+                    let refusal = (!reply.ok).then(|| {
+                        reply.error.clone().unwrap_or(HubError {
+                            code: "error".into(),
+                            message: "the hub answered ok: false without an error".into(),
+                        })
+                    });
+                    tap::replied(
+                        self.sessions,
+                        self.intake,
+                        &flight.request,
+                        refusal.as_ref().map_or(Ok(()), Err),
+                    );
+                }
+                None => tracing::debug!(request = %reply.request_id, "hub tap: a reply to no command in flight"),
+            },
+            Ok(Incoming::Event(event)) => {
+                if let Some(seq) = event.sequence {
+                    resume.since = Some(resume.since.map_or(seq, |s| s.max(seq)));
+                }
+                match (event.event.as_str(), event.session_id.as_deref()) {
+                    ("approval.requested", _) => {
+                        tap::approval_requested(self.sessions, &event, self.settings.control);
+                    }
+                    ("approval.resolved", Some(session)) => tap::approval_resolved(self.sessions, session, &event),
+                    ("approval.resolved", None) => {
+                        tracing::warn!("hub tap: approval.resolved without a sessionId is ignored")
+                    }
+                    ("run.aborted", Some(session)) => tap::run_aborted(self.sessions, session),
+                    _ => {}
+                }
+            }
+            Ok(Incoming::Other { kind }) => tracing::debug!(%kind, "hub tap: a frame of unknown kind is ignored"),
+            Err(e @ FrameError::Version { .. }) => return Err(e.to_string()),
+            Err(e) => tracing::warn!(error = %e, "hub tap: frame ignored"),
+        }
+        Ok(())
+    }
+}
+
+/// Waits for the `client.register` reply.
+async fn registered<S>(ws: &mut S) -> Result<(), String>
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    while let Some(message) = ws.next().await {
+        let message = message.map_err(|e| format!("the hub connection failed: {e}"))?;
+        let Message::Text(text) = message else { continue };
+        match frame::parse(text.as_str()) {
+            Ok(Incoming::Reply(reply)) if reply.request_id == REGISTER_REQUEST => {
+                return match (reply.ok, reply.error) {
+                    (true, _) => Ok(()),
+                    (false, e) => Err(format!(
+                        "the hub refused client.register: {}",
+                        e.map_or("no reason given".into(), |e| format!("{} ({})", e.code, e.message))
+                    )),
+                };
+            }
+            Err(e @ FrameError::Version { .. }) => return Err(e.to_string()),
+            _ => {}
+        }
+    }
+    Err("the hub closed the connection before answering client.register".into())
+}

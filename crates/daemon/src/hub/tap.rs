@@ -1,0 +1,209 @@
+//! What the hub's events and replies do to a session's lane. Synchronous and small: each call
+//! takes one session's lock once (through [`Sessions::append_in`]), plans with the pure
+//! `cline-hub` table and mapping, and appends.
+//!
+//! Lock order: the intake's record lock, then a session's lock, never the reverse. So an ack
+//! is settled (record lock, then session lock) before a reply's outcomes are appended (session
+//! lock alone), and nothing here calls the intake while holding a session's lock.
+
+use crate::hub::{Kind, Request};
+use crate::intake::Intake;
+use crate::sessions::Sessions;
+use aep_core::redact::Redactor;
+use aep_core::CapturePolicy;
+use cline_hooks::{Link, Planned};
+use cline_hub::ack::{self, HubOutcome};
+use cline_hub::frame::{ApprovalRequested, ApprovalResolved, HubError, HubEvent};
+use cline_hub::{control, Approvals, AttentionContext};
+
+/// Milliseconds since the epoch, for the latency of a request this daemon dismisses.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn context<'a>(sessions: &'a Sessions, control: bool) -> AttentionContext<'a> {
+    AttentionContext {
+        capture: sessions.capture(),
+        redactor: sessions.redactor(),
+        control,
+    }
+}
+
+/// The seam in the hook path (`Sessions::ingest_hook`): when a hook ends the session, the
+/// requests still pending are resolved `dismissed` first, ahead of the runs the ending closes
+/// and of `session.ended` (AEP-0002 §7.2).
+pub fn dismiss_before_end(
+    planned: &mut Vec<Planned>,
+    approvals: &mut Approvals,
+    capture: &CapturePolicy,
+    redactor: &Redactor,
+) {
+    let Some(end) = planned.iter().position(|p| p.event.link == Link::SessionEnded) else {
+        return;
+    };
+    if approvals.is_empty() {
+        return;
+    }
+    // The tracker closes the open runs right before `session.ended`.
+    let at = planned[..end]
+        .iter()
+        .rposition(|p| p.event.link != Link::CloseRun)
+        .map_or(0, |i| i + 1);
+    let ctx = AttentionContext {
+        capture,
+        redactor,
+        control: false,
+    };
+    let dismissed = approvals.dismiss_all(now_ms(), &ctx, &mut aep_core::id::new_id);
+    planned.splice(at..at, dismissed);
+}
+
+fn append(sessions: &Sessions, session: &str, plan: impl FnOnce(crate::sessions::Lane<'_>) -> Vec<Planned>) {
+    if let Err(e) = sessions.append_in(session, plan) {
+        tracing::error!(%session, error = %e, "hub tap: events not recorded");
+    }
+}
+
+/// `approval.requested` → `attention.requested` on the session the hooks own (the hub
+/// `sessionId` is the hooks' `sessionContext.rootSessionId`), in the agent's open run, caused
+/// by the tool call it gates. Returns the session, for routing the resolution.
+pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) -> Option<String> {
+    let approval: ApprovalRequested = match event.payload_as() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(error = %e, "hub tap: approval.requested ignored");
+            return None;
+        }
+    };
+    let session = approval.session_id.clone();
+    let ctx = context(sessions, control);
+    append(sessions, &session, |lane| {
+        let run = approval
+            .agent_id
+            .as_deref()
+            .and_then(|a| lane.tracker.open_run(a))
+            .or_else(|| lane.tracker.active_run())
+            .map(str::to_string);
+        let cause = approval
+            .tool_call_id
+            .as_deref()
+            .and_then(|c| lane.tracker.tool_requested(c))
+            .map(str::to_string);
+        lane.approvals
+            .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id)
+            .into_iter()
+            .collect()
+    });
+    Some(session)
+}
+
+/// `approval.resolved` → the answer and the resolution (or nothing yet, while our own answer's
+/// reply is outstanding).
+pub fn approval_resolved(sessions: &Sessions, session: &str, event: &HubEvent) {
+    let resolved: ApprovalResolved = match event.payload_as() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "hub tap: approval.resolved ignored");
+            return;
+        }
+    };
+    let ctx = context(sessions, false);
+    append(sessions, session, |lane| {
+        lane.approvals
+            .resolved(&resolved, event.timestamp, &ctx, &mut aep_core::id::new_id)
+    });
+}
+
+/// The hub's `run.aborted`: closes the run a control cancel asked for, if the hooks have not
+/// reported its end first. Aborts nobody asked us for are the hooks' to report.
+pub fn run_aborted(sessions: &Sessions, session: &str) {
+    if !sessions.owns(session) {
+        return;
+    }
+    let event = control::run_cancelled_by_control(sessions.capture().ceiling("run.cancelled"));
+    append(sessions, session, |lane| {
+        let closed = lane.tracker.close_cancelled(&event, &mut aep_core::id::new_id);
+        // On Cline 3.0.65 either lane may come first; `closed = 0`: the hooks already did.
+        tracing::debug!(%session, closed = closed.len(), "hub tap: run.aborted");
+        closed
+    });
+}
+
+/// The hub answered a command: settle its ack (unless the guard did), then the outcome.
+pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: Result<(), &HubError>) {
+    intake.settle(
+        &request.key,
+        &request.session,
+        &request.command_id,
+        ack::decide(HubOutcome::Replied(result)),
+    );
+    let ok = result.is_ok();
+    match &request.kind {
+        Kind::Respond { approval_id } => {
+            let ctx = context(sessions, false);
+            append(sessions, &request.session, |lane| {
+                lane.approvals.replied(approval_id, ok, &ctx, &mut aep_core::id::new_id)
+            });
+        }
+        Kind::Cancel { run } if !ok => {
+            append(sessions, &request.session, |lane| {
+                lane.tracker.forget_cancel(run);
+                Vec::new()
+            });
+        }
+        Kind::Cancel { .. } => {}
+        Kind::SendInput { delivery } if ok => {
+            let event = control::input_sent(*delivery, sessions.capture().ceiling("x.cline.input.sent"));
+            append(sessions, &request.session, |_| {
+                vec![Planned {
+                    id: aep_core::id::new_id(),
+                    run: None,
+                    cause: Some(request.command_id.clone()),
+                    agent: None,
+                    event,
+                }]
+            });
+        }
+        Kind::SendInput { .. } => {}
+    }
+}
+
+/// A command the hub never answered because the connection is gone: `busy`, unless the guard
+/// already accepted it, and the lane forgets what it was waiting for.
+pub fn unanswered(sessions: &Sessions, intake: &Intake, request: &Request, why: &str) {
+    intake.settle(
+        &request.key,
+        &request.session,
+        &request.command_id,
+        ack::decide(HubOutcome::Unreachable(why)),
+    );
+    withdraw(sessions, request);
+}
+
+/// Undoes what the intake marked in the lane for a command that will get no hub reply.
+pub fn withdraw(sessions: &Sessions, request: &Request) {
+    append(sessions, &request.session, |lane| {
+        match &request.kind {
+            Kind::Respond { approval_id } => lane.approvals.withdraw(approval_id),
+            Kind::Cancel { run } => {
+                lane.tracker.forget_cancel(run);
+            }
+            Kind::SendInput { .. } => {}
+        }
+        Vec::new()
+    });
+}
+
+/// The hub connection is gone: every pending request is dismissed (AEP-0002 §7.2; the hub
+/// re-sends the ones still pending when the tap subscribes again, as new requests).
+pub fn disconnected(sessions: &Sessions) {
+    let ctx = context(sessions, false);
+    let now = now_ms();
+    for session in sessions.live_sessions() {
+        append(sessions, &session, |lane| {
+            lane.approvals.dismiss_all(now, &ctx, &mut aep_core::id::new_id)
+        });
+    }
+}

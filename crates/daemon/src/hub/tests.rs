@@ -1,0 +1,743 @@
+//! The tap and the intake against a stub hub replaying real hub frames, in process: the session
+//! lane, the intake, the client and the ack guard, with every fault the issue names. Hooks are
+//! the real Cline 3.0.65 payloads of a run (`cline-hooks/tests/data/hooks-cancel`), so the hub
+//! frames are rewritten to that run's session, agent and tool call.
+
+#[path = "../../tests/support/stub_hub.rs"]
+mod stub_hub;
+
+use super::settings::{Settings, Source};
+use crate::bus::{Bus, Published};
+use crate::intake::Intake;
+use crate::journal::Journal;
+use crate::sessions::Sessions;
+use aep_core::redact::{RedactOptions, Redactor};
+use aep_core::validate::StreamValidator;
+use aep_core::{Capture, CapturePolicy};
+use cline_hub::discovery::Endpoint;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use stub_hub::{real_frame, Register, StubHub};
+use tokio::sync::broadcast;
+
+const SESSION: &str = "1796007217803_dxv4z";
+const AGENT: &str = "agent_1796007217889_ld7hfc";
+const CALL: &str = "call_4908f8b395";
+const TOKEN: &str = "stub-token-0123456789";
+
+fn hook(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../cline-hooks/tests/data/hooks-cancel/{name}-global.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(path).expect("a real hook payload")
+}
+
+/// A real hub frame moved to this run's session, agent and tool call.
+fn frame(name: &str) -> String {
+    let mut f = real_frame(name);
+    let env = &mut f["envelope"];
+    env["sessionId"] = json!(SESSION);
+    if env["event"] == "approval.requested" {
+        env["payload"]["sessionId"] = json!(SESSION);
+        env["payload"]["agentId"] = json!(AGENT);
+        env["payload"]["toolCallId"] = json!(CALL);
+    }
+    f.to_string()
+}
+
+fn approval_id(name: &str) -> String {
+    real_frame(name)["envelope"]["payload"]["approvalId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    sessions: Arc<Sessions>,
+    intake: Arc<Intake>,
+    hub: StubHub,
+    bus: broadcast::Receiver<Arc<Published>>,
+    task: tokio::task::JoinHandle<()>,
+    next_command: u64,
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Options {
+    control: bool,
+    token: &'static str,
+    guard: Duration,
+    capture: Capture,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            control: true,
+            token: TOKEN,
+            guard: Duration::from_secs(8),
+            capture: Capture::Metadata,
+        }
+    }
+}
+
+impl Rig {
+    async fn start(options: Options) -> Rig {
+        let hub = StubHub::start(TOKEN).await;
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Arc::new(Sessions::new(
+            Journal::new(dir.path()),
+            "host".into(),
+            CapturePolicy::new(options.capture),
+            Redactor::new(RedactOptions::default()).unwrap(),
+            Bus::default(),
+        ));
+        let bus = sessions.bus().subscribe();
+        let settings = Settings {
+            control: options.control,
+            source: Source::Direct(Endpoint::direct(&hub.url, options.token).unwrap()),
+            ack_guard: options.guard,
+            reconnect: Duration::from_millis(50),
+            handshake: Duration::from_millis(500),
+        };
+        let (link, requests) = super::link();
+        let intake = Arc::new(Intake::new(sessions.clone(), options.control.then_some(link)));
+        let task = super::spawn(settings, sessions.clone(), intake.clone(), requests);
+        Rig {
+            _dir: dir,
+            sessions,
+            intake,
+            hub,
+            bus,
+            task,
+            next_command: 0,
+        }
+    }
+
+    /// Started, registered and subscribed (the tap marks itself connected before it
+    /// subscribes), with the run's start and tool call hooked.
+    async fn connected(options: Options) -> Rig {
+        let mut rig = Rig::start(options).await;
+        rig.hub.subscribed().await;
+        rig.hook("agent_start");
+        rig.hook("tool_call");
+        rig.drain();
+        rig
+    }
+
+    fn hook(&self, name: &str) -> Vec<Value> {
+        match self.sessions.ingest_hook(&hook(name), None).unwrap() {
+            crate::sessions::Ingested::Appended { events, .. } => events.iter().map(|e| e.value.clone()).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn drain(&mut self) {
+        while self.bus.try_recv().is_ok() {}
+    }
+
+    /// The next Event published (panics after 10 s).
+    async fn next(&mut self) -> Arc<Published> {
+        tokio::time::timeout(Duration::from_secs(10), self.bus.recv())
+            .await
+            .expect("no Event within 10 s")
+            .expect("the bus")
+    }
+
+    /// The next Event of type `ty`, skipping others.
+    async fn next_of(&mut self, ty: &str) -> Value {
+        loop {
+            let e = self.next().await;
+            if e.value["type"] == ty {
+                return e.value.clone();
+            }
+        }
+    }
+
+    /// Waits until the tap has mirrored the approval and returns the request Event.
+    async fn request(&mut self, name: &str) -> Value {
+        self.hub.send(&frame(name));
+        self.next_of("attention.requested").await
+    }
+
+    fn command(&mut self, ty: &str, subject: Option<&str>, data: Value) -> Value {
+        self.next_command += 1;
+        let mut c = json!({"aep": "0.1", "id": format!("CMD{}", self.next_command), "type": ty,
+            "time": "2026-11-30T00:00:00Z", "source": "aep://ops/agent/console", "agent": "console",
+            "session": SESSION, "data": data});
+        if let Some(s) = subject {
+            c["subject"] = json!(s);
+        }
+        c
+    }
+
+    fn submit(&self, command: &Value) {
+        self.intake.submit(command).expect("taken");
+    }
+
+    fn log(&self) -> Vec<Value> {
+        let path = self.sessions.journal().path(SESSION);
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn assert_valid_log(&self) {
+        let mut v = StreamValidator::new();
+        for e in self.log() {
+            v.push(&e).unwrap_or_else(|err| panic!("{err}: {e}"));
+        }
+    }
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn an_approval_is_mirrored_on_the_hooks_session_and_answered_through_the_intake() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.approve").await;
+    assert_eq!(requested["session"], SESSION);
+    assert_eq!(requested["subject"], "run_commands");
+    assert_eq!(requested["data"]["respond_via"], json!(["control", "oob"]));
+    assert_eq!(requested["data"]["prompt"], "cline requests permission: run_commands");
+    let log = rig.log();
+    assert_eq!(requested["run"], log[1]["run"], "in the run the hooks opened");
+    assert_eq!(requested["cause"], log[2]["id"], "caused by the tool call it gates");
+
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "approve"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    assert_eq!(sent["envelope"]["sessionId"], SESSION);
+    assert_eq!(
+        sent["envelope"]["payload"],
+        json!({"approvalId": approval_id("approval.requested.approve"), "approved": true})
+    );
+    // The real order: the broadcast resolution, then the reply.
+    rig.hub.send(&frame("approval.resolved.approved"));
+    rig.hub.reply(&sent, None);
+    let accepted = rig.next().await;
+    assert_eq!(accepted.value["type"], "control.accepted");
+    assert_eq!(accepted.value["cause"], respond["id"]);
+    let answered = rig.next().await.value.clone();
+    assert_eq!(answered["type"], "attention.answered");
+    assert_eq!(
+        answered["data"],
+        json!({"answer": {"option": "approve"}, "via": "control"})
+    );
+    assert_eq!(answered["cause"], respond["id"]);
+    assert_eq!(answered["subject"], requested["id"]);
+    let resolved = rig.next().await.value.clone();
+    assert_eq!(resolved["type"], "attention.resolved");
+    assert_eq!(resolved["data"], json!({"resolution": "answered", "latency_ms": 14}));
+
+    // Redelivered: the recorded ack again, byte for byte, and nothing sent to the hub.
+    rig.submit(&respond);
+    let again = rig.next().await;
+    assert_eq!(again.line, accepted.line);
+    let input = rig.command(
+        "x.cline.control.send_input",
+        None,
+        json!({"text": "next, run the tests"}),
+    );
+    rig.submit(&input);
+    let next = rig.hub.next_where(|f| f["kind"] == "command").await;
+    assert_eq!(
+        next["envelope"]["command"], "session.send_input",
+        "the respond was not sent twice"
+    );
+    assert_eq!(
+        rig.log().iter().filter(|e| e["type"] == "control.accepted").count(),
+        1,
+        "a re-emitted ack is not logged twice"
+    );
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn a_text_answer_that_names_no_option_denies_with_the_text_as_reason() {
+    let mut rig = Rig::connected(Options {
+        capture: Capture::Redacted,
+        ..Options::default()
+    })
+    .await;
+    let requested = rig.request("approval.requested.deny").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"text": "use the staging registry"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    assert_eq!(sent["envelope"]["payload"]["approved"], false);
+    assert_eq!(sent["envelope"]["payload"]["reason"], "use the staging registry");
+    rig.hub.reply(&sent, None);
+    assert_eq!(rig.next_of("control.accepted").await["cause"], respond["id"]);
+    let mut resolved = real_frame("approval.resolved.denied");
+    resolved["envelope"]["sessionId"] = json!(SESSION);
+    resolved["envelope"]["payload"]["reason"] = json!("use the staging registry");
+    rig.hub.send(&resolved.to_string());
+    let answered = rig.next_of("attention.answered").await;
+    assert_eq!(
+        answered["data"],
+        json!({"answer": {"option": "deny", "text": "use the staging registry"}, "via": "control"})
+    );
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn an_out_of_band_answer_is_mirrored_and_a_late_respond_is_refused() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.deny").await;
+    rig.hub.send(&frame("approval.resolved.denied"));
+    let answered = rig.next_of("attention.answered").await;
+    assert_eq!(answered["data"], json!({"answer": {"option": "deny"}, "via": "oob"}));
+    assert_eq!(answered["cause"], requested["id"]);
+    assert_eq!(
+        rig.next_of("attention.resolved").await["data"]["resolution"],
+        "answered"
+    );
+    // Answering what is no longer pending is refused by this daemon, without the hub.
+    let late = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "approve"}}),
+    );
+    rig.submit(&late);
+    let nack = rig.next_of("control.rejected").await;
+    assert_eq!(nack["data"]["reason"], "refused");
+    assert_eq!(nack["cause"], late["id"]);
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn a_respond_racing_an_out_of_band_answer_is_refused_and_the_winner_recorded() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.approve").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "deny"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    // Another client approved first: its resolution, then our respond is not found.
+    rig.hub.send(&frame("approval.resolved.approved"));
+    rig.hub.reply(&sent, Some("approval_not_found"));
+    let nack = rig.next().await.value.clone();
+    assert_eq!(nack["type"], "control.rejected");
+    assert_eq!(nack["data"]["reason"], "refused");
+    let answered = rig.next().await.value.clone();
+    assert_eq!(answered["data"], json!({"answer": {"option": "approve"}, "via": "oob"}));
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn cancel_closes_the_run_once_when_the_hooks_report_first() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&cancel);
+    let sent = rig.hub.command("run.abort").await;
+    assert_eq!(sent["envelope"]["payload"]["sessionId"], SESSION);
+    rig.hub.reply(&sent, None);
+    assert_eq!(rig.next_of("control.accepted").await["cause"], cancel["id"]);
+    // Real Cline 3.0.65: the abort fires session_shutdown, then the hub's run.aborted.
+    let ended = rig.hook("session_shutdown");
+    assert_eq!(types(&ended), ["run.cancelled", "session.ended"]);
+    assert_eq!(ended[0]["data"]["by"], "control");
+    assert_eq!(ended[0]["cause"], cancel["id"]);
+    rig.drain();
+    rig.hub.send(&frame("run.aborted.running"));
+    // Nothing more: a later event is the next thing on the bus.
+    rig.hub.send(&frame("approval.requested.pending"));
+    assert_eq!(rig.next().await.value["type"], "attention.requested");
+    let cancelled = rig.log().iter().filter(|e| e["type"] == "run.cancelled").count();
+    assert_eq!(cancelled, 1);
+}
+
+#[tokio::test]
+async fn cancel_closes_the_run_once_when_the_hub_reports_first() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let cancel = rig.command("control.cancel", None, json!({"scope": "run", "reason": "stuck"}));
+    rig.submit(&cancel);
+    let sent = rig.hub.command("run.abort").await;
+    assert_eq!(sent["envelope"]["payload"]["reason"], "stuck");
+    rig.hub.reply(&sent, None);
+    rig.hub.send(&frame("run.aborted.running"));
+    let cancelled = rig.next_of("run.cancelled").await;
+    assert_eq!(cancelled["data"]["by"], "control");
+    assert_eq!(cancelled["cause"], cancel["id"]);
+    assert_eq!(cancelled["run"], rig.log()[1]["run"]);
+    assert_eq!(types(&rig.hook("session_shutdown")), ["session.ended"]);
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.pending").await;
+    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&cancel);
+    let sent = rig.hub.command("run.abort").await;
+    rig.hub.send(&frame("approval.resolved.cancelled"));
+    rig.hub.reply(&sent, None);
+    rig.hub.send(&frame("run.aborted.pending"));
+    let dismissed = rig.next_of("attention.resolved").await;
+    assert_eq!(dismissed["subject"], requested["id"]);
+    assert_eq!(dismissed["data"]["resolution"], "dismissed");
+    rig.next_of("control.accepted").await;
+    let cancelled = rig.next_of("run.cancelled").await;
+    assert_eq!(
+        (cancelled["data"]["by"].clone(), cancelled["cause"].clone()),
+        (json!("control"), cancel["id"].clone())
+    );
+    rig.hook("session_shutdown");
+    assert_eq!(
+        types(&rig.log()),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "attention.requested",
+            "attention.resolved",
+            "control.accepted",
+            "run.cancelled",
+            "session.ended"
+        ]
+    );
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn a_session_that_ends_with_a_request_pending_dismisses_it_first() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.approve").await;
+    let ended = rig.hook("session_shutdown");
+    assert_eq!(types(&ended), ["attention.resolved", "run.cancelled", "session.ended"]);
+    assert_eq!(ended[0]["subject"], requested["id"]);
+    assert_eq!(ended[0]["data"]["resolution"], "dismissed");
+    assert_eq!(ended[1]["data"]["by"], "shutdown");
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn cancel_refuses_other_targets_and_sessions_without_an_active_run() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let other_run = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let mut other_run = other_run;
+    other_run["run"] = json!("01NOTTHEACTIVERUN000000000");
+    rig.submit(&other_run);
+    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "refused");
+    let session = rig.command("control.cancel", None, json!({"scope": "session"}));
+    rig.submit(&session);
+    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "refused");
+    rig.hook("session_shutdown");
+    rig.drain();
+    let idle = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&idle);
+    let nack = rig.next_of("control.rejected").await;
+    assert_eq!(nack["data"]["reason"], "refused", "no active run");
+    // None of them reached the hub: the next command it sees is this one.
+    let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
+    rig.submit(&input);
+    assert_eq!(
+        rig.hub.next_where(|f| f["kind"] == "command").await["envelope"]["command"],
+        "session.send_input"
+    );
+}
+
+#[tokio::test]
+async fn send_input_is_queued_and_reported_sent_without_its_text() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let input = rig.command(
+        "x.cline.control.send_input",
+        None,
+        json!({"text": "also run the linter", "delivery": "steer"}),
+    );
+    rig.submit(&input);
+    let sent = rig.hub.command("session.send_input").await;
+    assert_eq!(
+        sent["envelope"]["payload"],
+        json!({"prompt": "also run the linter", "delivery": "steer"})
+    );
+    rig.hub.reply(&sent, None);
+    assert_eq!(rig.next().await.value["type"], "control.accepted");
+    let outcome = rig.next().await.value.clone();
+    assert_eq!(outcome["type"], "x.cline.input.sent");
+    assert_eq!(outcome["data"], json!({"delivery": "steer"}));
+    assert_eq!(outcome["cause"], input["id"]);
+    assert!(!outcome.to_string().contains("linter"));
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn a_duplicate_while_pending_gets_nothing_and_a_hub_refusal_is_refused() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let input = rig.command("x.cline.control.send_input", None, json!({"text": "one"}));
+    rig.submit(&input);
+    let sent = rig.hub.command("session.send_input").await;
+    rig.submit(&input); // pending: nothing
+    rig.hub.reply(&sent, Some("session_not_found"));
+    let nack = rig.next().await.value.clone();
+    assert_eq!(nack["type"], "control.rejected");
+    assert_eq!(nack["data"]["reason"], "refused");
+    assert_eq!(nack["cause"], input["id"]);
+    let other = rig.command("x.cline.control.send_input", None, json!({"text": "two"}));
+    rig.submit(&other);
+    let next = rig.hub.command("session.send_input").await;
+    assert_eq!(
+        next["envelope"]["payload"]["prompt"], "two",
+        "the duplicate was never sent"
+    );
+}
+
+#[tokio::test]
+async fn malformed_commands_are_invalid_and_undeclared_ones_unsupported() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let long = rig.command("x.cline.control.send_input", None, json!({"text": "x".repeat(4001)}));
+    rig.submit(&long);
+    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "invalid");
+    let no_answer = rig.command("control.attention.respond", Some("R"), json!({}));
+    rig.submit(&no_answer);
+    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "invalid");
+    let pause = rig.command("control.pause", None, json!({}));
+    rig.submit(&pause);
+    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "unsupported");
+    assert!(matches!(
+        rig.intake
+            .submit(&json!({"type": "run.started", "id": "x", "source": "s", "session": SESSION})),
+        Err(crate::intake::Refusal::Invalid(_))
+    ));
+    assert!(matches!(
+        rig.intake
+            .submit(&json!({"type": "control.cancel", "source": "s", "session": SESSION})),
+        Err(crate::intake::Refusal::Invalid(_))
+    ));
+}
+
+#[tokio::test]
+async fn with_the_control_gate_off_requests_are_oob_and_commands_unsupported() {
+    let mut rig = Rig::connected(Options {
+        control: false,
+        ..Options::default()
+    })
+    .await;
+    assert!(rig.intake.accepts().is_empty());
+    let requested = rig.request("approval.requested.approve").await;
+    assert_eq!(requested["data"]["respond_via"], json!(["oob"]));
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "approve"}}),
+    );
+    rig.submit(&respond);
+    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "unsupported");
+}
+
+#[tokio::test]
+async fn a_hub_that_never_replies_gets_the_guard_s_accept() {
+    let mut rig = Rig::connected(Options {
+        guard: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
+    rig.submit(&input);
+    let sent = rig.hub.command("session.send_input").await;
+    let accepted = rig.next().await.value.clone();
+    assert_eq!(accepted["type"], "control.accepted");
+    assert_eq!(accepted["cause"], input["id"]);
+    // A reply after the guard does not decide again; it still settles the outcome.
+    rig.hub.reply(&sent, None);
+    assert_eq!(rig.next().await.value["type"], "x.cline.input.sent");
+    assert_eq!(rig.log().iter().filter(|e| e["cause"] == input["id"]).count(), 2);
+}
+
+#[tokio::test]
+async fn a_hub_that_never_answers_register_leaves_the_tap_unconnected_and_commands_busy() {
+    let mut rig = Rig::start(Options::default()).await;
+    rig.hub.set_register(Register::Silent);
+    rig.hub.command("client.register").await;
+    rig.hook("agent_start");
+    rig.drain();
+    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&cancel);
+    let nack = rig.next_of("control.rejected").await;
+    assert_eq!(nack["data"]["reason"], "busy");
+    // It keeps trying (every reconnect interval), without a second register answered.
+    rig.hub.command("client.register").await;
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_refused_and_the_hooks_are_untouched() {
+    let mut rig = Rig::start(Options {
+        token: "not-the-token",
+        ..Options::default()
+    })
+    .await;
+    let events = rig.hook("agent_start");
+    assert_eq!(types(&events), ["session.started", "run.started"]);
+    rig.drain();
+    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&cancel);
+    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "busy");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(rig.hub.connections(), 0, "every upgrade was refused");
+}
+
+#[tokio::test]
+async fn a_dropped_socket_dismisses_pending_requests_and_the_resubscribe_resumes() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.approve").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "approve"}}),
+    );
+    rig.submit(&respond);
+    rig.hub.command("approval.respond").await;
+    rig.hub.drop_connection();
+    // In flight when the socket dropped: busy; the request is dismissed.
+    let nack = rig.next_of("control.rejected").await;
+    assert_eq!(
+        (nack["data"]["reason"].clone(), nack["cause"].clone()),
+        (json!("busy"), respond["id"].clone())
+    );
+    let dismissed = rig.next_of("attention.resolved").await;
+    assert_eq!(dismissed["subject"], requested["id"]);
+    assert_eq!(dismissed["data"]["resolution"], "dismissed");
+    // The tap comes back, resuming after the last sequence it saw (220)...
+    let resumed = rig.hub.subscribed().await;
+    assert_eq!(resumed["sinceSequence"], 220);
+    // ...and the hub re-sends the approval still pending, without a sequence: a new request.
+    let mut again = serde_json::from_str::<Value>(&frame("approval.requested.approve")).unwrap();
+    again["envelope"].as_object_mut().unwrap().remove("sequence");
+    rig.hub.send(&again.to_string());
+    let renewed = rig.next_of("attention.requested").await;
+    assert_ne!(renewed["id"], requested["id"]);
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn malformed_and_unknown_frames_are_ignored_and_the_connection_kept() {
+    let mut rig = Rig::connected(Options::default()).await;
+    rig.hub.send("this is not json");
+    rig.hub.send(r#"{"kind":"zigzag"}"#);
+    rig.hub.send(r#"{"envelope":{}}"#);
+    rig.hub.send(
+        r#"{"kind":"event","envelope":{"version":"v1","event":"approval.requested","payload":{"approvalId":7}}}"#,
+    );
+    rig.hub
+        .send(r#"{"kind":"event","envelope":{"version":"v1","event":"hub.client.registered","sequence":300}}"#);
+    rig.hub.send(&frame("session.pending_prompts"));
+    rig.hub
+        .send(r#"{"kind":"reply","envelope":{"version":"v1","requestId":"nobody","ok":true}}"#);
+    let requested = rig.request("approval.requested.approve").await;
+    assert_eq!(requested["type"], "attention.requested");
+    assert_eq!(rig.hub.connections(), 1, "never reconnected");
+}
+
+#[tokio::test]
+async fn another_protocol_version_degrades_to_observe_only() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.approve").await;
+    let mut v2 = serde_json::from_str::<Value>(&frame("approval.resolved.approved")).unwrap();
+    v2["envelope"]["version"] = json!("v2");
+    rig.hub.set_register(Register::Version("v2".into()));
+    rig.hub.send(&v2.to_string());
+    // Disconnected: the pending request is dismissed, not answered by a frame it cannot read.
+    let dismissed = rig.next_of("attention.resolved").await;
+    assert_eq!(dismissed["subject"], requested["id"]);
+    assert_eq!(dismissed["data"]["resolution"], "dismissed");
+    // It retries, and a v2 register reply keeps it off: commands are busy, hooks still land.
+    rig.hub.command("client.register").await;
+    let events = rig.hook("session_shutdown");
+    assert_eq!(types(&events), ["run.cancelled", "session.ended"]);
+    rig.drain();
+    let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
+    rig.submit(&input);
+    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "busy");
+}
+
+/// The benchmark behind `crates/daemon/bench/hub.sh` (ignored: it reports, it asserts no
+/// time): from the stub hub sending `approval.requested` to `attention.requested` appended to
+/// the session log and published, over a real loopback WebSocket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run crates/daemon/bench/hub.sh"]
+async fn bench_approval_to_attention() {
+    const WARMUP: usize = 200;
+    const N: usize = 5000;
+    let mut rig = Rig::connected(Options::default()).await;
+    let template: Value = serde_json::from_str(&frame("approval.requested.approve")).unwrap();
+    let mut resolved: Value = serde_json::from_str(&frame("approval.resolved.approved")).unwrap();
+    let mut samples = Vec::with_capacity(N);
+    for i in 0..WARMUP + N {
+        let mut request = template.clone();
+        let id = format!("approval_bench_{i}");
+        request["envelope"]["payload"]["approvalId"] = json!(id);
+        let text = request.to_string();
+        let started = std::time::Instant::now();
+        rig.hub.send(&text);
+        rig.next_of("attention.requested").await;
+        let took = started.elapsed();
+        if i >= WARMUP {
+            samples.push(took);
+        }
+        // Resolve it, so the session holds one pending request at a time.
+        resolved["envelope"]["payload"]["approvalId"] = json!(id);
+        rig.hub.send(&resolved.to_string());
+        rig.next_of("attention.resolved").await;
+    }
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+    println!(
+        "hub approval.requested -> attention.requested appended, {N} samples: p50 {:?}, p99 {:?}, max {:?}",
+        at(0.50),
+        at(0.99),
+        samples[samples.len() - 1]
+    );
+}
+
+#[test]
+fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = |dir: &std::path::Path| {
+        Sessions::new(
+            Journal::new(dir),
+            "host".into(),
+            CapturePolicy::new(Capture::Metadata),
+            Redactor::new(RedactOptions::default()).unwrap(),
+            Bus::default(),
+        )
+    };
+    let before = sessions(dir.path());
+    before.ingest_hook(&hook("agent_start"), None).unwrap();
+    let event = match cline_hub::frame::parse(&frame("approval.requested.approve")).unwrap() {
+        cline_hub::frame::Incoming::Event(e) => e,
+        other => panic!("{other:?}"),
+    };
+    super::tap::approval_requested(&before, &event, true);
+    drop(before);
+    let after = sessions(dir.path());
+    let ended = match after.ingest_hook(&hook("session_shutdown"), None).unwrap() {
+        crate::sessions::Ingested::Appended { events, .. } => events,
+        other => panic!("{other:?}"),
+    };
+    let ended: Vec<Value> = ended.iter().map(|e| e.value.clone()).collect();
+    assert_eq!(types(&ended), ["attention.resolved", "run.cancelled", "session.ended"]);
+    assert_eq!(ended[0]["data"]["resolution"], "dismissed");
+}

@@ -1,0 +1,121 @@
+//! `aep-cline validate FILE...`: checks JSONL logs with aep-core's validator, every Event alone
+//! (AEP-0001, AEP-0002) and the files as one stream in the order given (ordering, `(source,
+//! id)` reuse, terminals, acks), plus the JSONL framing rules (AEP-0003 §3.1). One line per
+//! violation on stdout, `file:line: rule: detail`; a summary on stderr; non-zero exit when
+//! anything is wrong.
+
+use aep_core::validate::StreamValidator;
+use anyhow::bail;
+use std::io::Read;
+use std::path::PathBuf;
+
+/// Validate AEP JSONL logs (e.g. ~/.aep/logs/cline/*.jsonl); `-` reads stdin.
+///
+/// Prints one line per violation (file:line: rule: detail) and exits non-zero if there is any.
+#[derive(clap::Args)]
+pub struct ValidateArgs {
+    /// The JSONL files, checked as one stream in this order.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+}
+
+pub fn run(args: ValidateArgs) -> anyhow::Result<()> {
+    let mut validator = StreamValidator::new();
+    let (mut events, mut violations) = (0usize, 0usize);
+    for file in &args.files {
+        let name = file.display().to_string();
+        let text = match read(file) {
+            Ok(text) => text,
+            Err(e) => {
+                println!("{name}: cannot read: {e}");
+                violations += 1;
+                continue;
+            }
+        };
+        let found = check(&name, &text, &mut validator, &mut events);
+        violations += found.len();
+        for line in found {
+            println!("{line}");
+        }
+    }
+    eprintln!(
+        "{} file(s), {events} valid Event(s), {violations} violation(s)",
+        args.files.len()
+    );
+    if violations > 0 {
+        bail!("{violations} violation(s) found");
+    }
+    Ok(())
+}
+
+fn read(file: &PathBuf) -> std::io::Result<String> {
+    if file.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(file)
+}
+
+/// The violations of one file's text, as printable lines; counts its valid Events.
+fn check(name: &str, text: &str, validator: &mut StreamValidator, events: &mut usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.split('\n').collect();
+    let last = lines.len() - 1; // the text after the final newline: empty for a whole file
+    for (i, line) in lines.iter().enumerate() {
+        let at = i + 1;
+        if i == last {
+            if !line.is_empty() {
+                out.push(format!(
+                    "{name}:{at}: AEP-0003 §3.1 (each line ends with a newline): the last line is unterminated, a torn write?"
+                ));
+            }
+            break;
+        }
+        if line.trim().is_empty() {
+            out.push(format!("{name}:{at}: AEP-0003 §3.1 (no blank lines): a blank line"));
+            continue;
+        }
+        let value: serde_json::Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                out.push(format!(
+                    "{name}:{at}: AEP-0003 §3.1 (one Event per line): not JSON: {e}"
+                ));
+                continue;
+            }
+        };
+        match validator.push(&value) {
+            Ok(()) => *events += 1,
+            Err(v) => out.push(format!("{name}:{at}: {v}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const E0: &str = r#"{"aep":"0.1","id":"a","type":"session.started","time":"2026-01-01T00:00:00Z","source":"aep://h/agent/a/session/s","agent":"a","session":"s","seq":0}"#;
+    const E1: &str = r#"{"aep":"0.1","id":"b","type":"session.ended","time":"2026-01-01T00:00:01Z","source":"aep://h/agent/a/session/s","agent":"a","session":"s","seq":1,"data":{"reason":"normal"}}"#;
+
+    #[test]
+    fn every_broken_line_is_reported_with_its_rule() {
+        let mut n = 0;
+        let ok = format!("{E0}\n{E1}\n");
+        assert!(check("f", &ok, &mut StreamValidator::new(), &mut n).is_empty());
+        assert_eq!(n, 2);
+        let bad = format!(
+            "{E0}\n\nnot json\n{E0}x\n{}\n{E1}",
+            E1.replace("\"seq\":1", "\"seq\":0")
+        );
+        let found = check("f", &bad, &mut StreamValidator::new(), &mut n);
+        assert_eq!(found.len(), 5, "{found:#?}");
+        assert!(found[0].starts_with("f:2: AEP-0003 §3.1 (no blank lines)"));
+        assert!(found[1].starts_with("f:3:") && found[1].contains("not JSON"));
+        assert!(found[2].starts_with("f:4:"));
+        assert!(found[3].starts_with("f:5: AEP-0001 §7.2"), "{}", found[3]);
+        assert!(found[4].starts_with("f:6:") && found[4].contains("unterminated"));
+    }
+}

@@ -1,0 +1,146 @@
+//! `aep-cline tail` and `aep-cline validate` through the real binary.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use support::daemon::{real_payload, Sandbox, BIN};
+
+const SESSION: &str = "1796007203184_6l7jh";
+
+/// `aep-cline tail ARGS` following the sandbox's daemon; its stdout lines arrive on the channel.
+fn tail(sb: &Sandbox, args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .arg("tail")
+        .args(args)
+        .env("HOME", sb.root.path())
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .env_remove("AEP_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    // Wait until it follows: its stderr says so once subscribed.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("following"), "{line}");
+    (child, rx)
+}
+
+fn lines(rx: &mpsc::Receiver<String>, n: usize) -> Vec<String> {
+    (0..n)
+        .map_while(|_| rx.recv_timeout(Duration::from_secs(10)).ok())
+        .collect()
+}
+
+#[test]
+fn tail_follows_the_daemon_raw_or_readable() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let (mut raw, raw_rx) = tail(&sb, &["--json", "--session", SESSION]);
+    let (mut readable, readable_rx) = tail(&sb, &["--filter", r#"{"type":"tool.*"}"#]);
+    for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+        assert!(sb.hook(&real_payload("hooks-local", hook)).status.success());
+    }
+    let log = sb.log(SESSION);
+    let got: Vec<Value> = lines(&raw_rx, log.len())
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got, log);
+    let shown = lines(&readable_rx, 2);
+    assert_eq!(shown.len(), 2);
+    assert!(
+        shown[0].contains(" tool.requested ") && shown[0].contains(&format!("{SESSION}:2")),
+        "{shown:?}"
+    );
+    assert!(
+        shown[0].contains("[run_commands]") && !shown[0].contains('\x1b'),
+        "no colour off a terminal"
+    );
+    assert!(shown[1].contains(" tool.completed ") && shown[1].contains("duration_ms="));
+    raw.kill().unwrap();
+    readable.kill().unwrap();
+    let _ = (raw.wait(), readable.wait());
+    drop(daemon);
+}
+
+#[test]
+fn tail_explains_what_is_wrong() {
+    let sb = Sandbox::new();
+    let out = sb.run(&["tail"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no running daemon found"));
+    let out = sb.run(
+        &["tail", "--url", "http://127.0.0.1:1", "--filter", r#"{"seq":1}"#],
+        &[],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--filter"),
+        "a bad filter is named before connecting"
+    );
+    let out = sb.run(&["tail", "--url", "http://127.0.0.1:1", "--capture", "loud"], &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--capture"));
+    let sb = Sandbox::new().with_env("AEP_TOKEN", "t");
+    let _daemon = sb.start();
+    let out = sb.run(&["tail"], &[("AEP_TOKEN", "")]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("wants a token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn validate_passes_a_daemon_log_and_names_every_violation() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+        assert!(sb.hook(&real_payload("hooks-local", hook)).status.success());
+    }
+    drop(daemon);
+    let log = sb.log_dir.join("cline").join(format!("{SESSION}.jsonl"));
+    let out = sb.run(&["validate", log.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.stdout.is_empty());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let mut reused = first.clone();
+    reused["type"] = json!("session.ended");
+    let bad = sb.root.path().join("bad.jsonl");
+    std::fs::write(&bad, format!("{text}{reused}\n\n{{\"aep\":\"0.1\"}}\n")).unwrap();
+    let out = sb.run(
+        &[
+            "validate",
+            log.to_str().unwrap(),
+            bad.to_str().unwrap(),
+            "/no/such/file",
+        ],
+        &[],
+    );
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let found: Vec<&str> = stdout.lines().collect();
+    let b = bad.display();
+    assert_eq!(found.len(), 4, "{stdout}");
+    assert!(found[0].starts_with(&format!("{b}:6: AEP-0001 §7.4")), "{stdout}");
+    assert!(found[1].starts_with(&format!("{b}:7: AEP-0003 §3.1")));
+    assert!(found[2].starts_with(&format!("{b}:8: AEP-0001")));
+    assert!(found[3].starts_with("/no/such/file: cannot read"));
+    let out = sb.run(&["validate"], &[]);
+    assert!(!out.status.success(), "at least one file is required");
+}

@@ -1,0 +1,392 @@
+//! The hub control tap on the REAL Cline hub (CLI 3.0.65), offline: a fake model, an isolated
+//! CLINE_DIR with the shim installed as its hooks, `cline hub ensure` on a port of its own, the
+//! daemon with `AEP_CLINE_HUB_CONTROL=1` reading the hub's discovery file, and a test client
+//! that plays the user (creates a session that asks before every tool, starts runs, answers out
+//! of band). Commands reach the daemon's intake through `POST /control`.
+//!
+//! Each test stops its hub (`cline hub stop`) when it ends, pass or fail. They fail (never skip)
+//! when the CLI is missing: `.ci/install-cline.sh` installs it.
+//!
+//! Which lane reports a control cancel: on the real hub, `run.abort` fires no `agent_abort`
+//! (TaskCancel) hook; it fires `session_shutdown`, and the hub broadcasts `run.aborted`. Either
+//! may reach the daemon first; the run gets exactly one `run.cancelled {by: "control"}`.
+
+mod support;
+
+use aep_core::validate::StreamValidator;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use support::cline::ClineSandbox;
+use support::daemon::{http, Daemon, Sandbox};
+use support::fake_model::{FakeModel, Script};
+use support::hub_client::HubClient;
+use support::real_hub::RealHub;
+
+/// A Cline sandbox whose hooks run the real shim, and the daemon's sandbox with the hub gates on.
+fn setup() -> (FakeModel, ClineSandbox, Sandbox) {
+    let model = FakeModel::start(Script::default());
+    let cline = ClineSandbox::new(&model);
+    let discovery = cline.cline_dir().join("data/locks/hub/production.json");
+    let aep = Sandbox::new()
+        .with_env("RUST_LOG", "info")
+        .with_env("AEP_CLINE_HUB_CONTROL", "1")
+        .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
+    let out = aep.run(
+        &["install-hooks"],
+        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
+    );
+    assert!(
+        out.status.success(),
+        "install-hooks: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (model, cline, aep)
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+fn of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+/// Polls the session's log until `done` holds (60 s at most).
+fn wait_log(aep: &Sandbox, session: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = aep.log(session);
+        if done(&events) {
+            return events;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited 60 s for {what}; the log holds {:?}",
+            types(&events)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_valid(events: &[Value]) {
+    let mut v = StreamValidator::new();
+    for e in events {
+        v.push(e).unwrap_or_else(|err| panic!("{err}: {e}"));
+    }
+}
+
+fn command(id: &str, ty: &str, session: &str, subject: Option<&str>, data: Value) -> Value {
+    let mut c = json!({"aep": "0.1", "id": id, "type": ty, "time": "2026-11-30T00:00:00Z",
+        "source": "aep://e2e/agent/console", "agent": "console", "session": session, "data": data});
+    if let Some(s) = subject {
+        c["subject"] = json!(s);
+    }
+    c
+}
+
+/// Sends a command to the daemon's intake (`POST /control`).
+fn post(daemon: &Daemon, command: &Value) {
+    let auth = format!("Bearer {}", daemon.token);
+    let (status, body) = http(
+        &daemon.addr(),
+        "POST",
+        "/control",
+        &[("authorization", &auth), ("content-type", "application/json")],
+        command.to_string().as_bytes(),
+    );
+    assert_eq!(status, 202, "POST /control: {body}");
+}
+
+fn caused_by<'a>(events: &'a [Value], ty: &str, cause: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == ty && e["cause"] == cause)
+        .collect()
+}
+
+/// Waits until the daemon has handled every hub frame sent so far: it reads the hub's frames in
+/// order, so once an approval requested now (in a session of its own) is in the daemon's log,
+/// everything the hub sent before it has been handled too.
+async fn hub_frames_handled(client: &HubClient, aep: &Sandbox, cline: &ClineSandbox) {
+    let marker = client.create_session(&cline.workspace()).await;
+    client.start_run(&marker, "marker CMD:echo marker");
+    wait_log(aep, &marker, "the marker approval", |l| {
+        !of(l, "attention.requested").is_empty()
+    });
+}
+
+/// Stops the daemon and checks the hub token never reached its log.
+fn stop_without_leaking(daemon: Daemon, hub: &RealHub) {
+    let token = serde_json::from_slice::<Value>(&std::fs::read(hub.discovery()).unwrap()).unwrap()["authToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, stderr) = daemon.stop();
+    for line in stderr.lines().filter(|l| l.contains("run.aborted")) {
+        eprintln!("daemon: {line}");
+    }
+    assert!(stderr.contains("hub tap connected"), "{stderr}");
+    assert!(!stderr.contains(&token), "the hub token is in the daemon's log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_answered_through_the_intake_once_even_when_redelivered() {
+    let (_model, cline, aep) = setup();
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session(&cline.workspace()).await;
+
+    client.start_run(&session, "please CMD:echo approved-run");
+    let log = wait_log(&aep, &session, "the approval", |l| {
+        !of(l, "attention.requested").is_empty()
+    });
+    let request = of(&log, "attention.requested")[0].clone();
+    assert_eq!(request["subject"], "run_commands");
+    assert_eq!(request["data"]["respond_via"], json!(["control", "oob"]));
+    assert_eq!(
+        request["run"],
+        of(&log, "run.started")[0]["run"],
+        "on the run the hooks opened"
+    );
+    assert_eq!(
+        request["cause"],
+        of(&log, "tool.requested")[0]["id"],
+        "caused by the gated tool call"
+    );
+    assert!(
+        !request.to_string().contains("approved-run"),
+        "no tool input at metadata"
+    );
+
+    let approve = command(
+        "CMD-approve",
+        "control.attention.respond",
+        &session,
+        request["id"].as_str(),
+        json!({"answer": {"option": "approve"}}),
+    );
+    post(&daemon, &approve);
+    let log = wait_log(&aep, &session, "the approved run's end", |l| {
+        !of(l, "run.finished").is_empty()
+    });
+    assert_eq!(caused_by(&log, "control.accepted", "CMD-approve").len(), 1);
+    let answered = caused_by(&log, "attention.answered", "CMD-approve");
+    assert_eq!(answered.len(), 1);
+    assert_eq!(
+        answered[0]["data"],
+        json!({"answer": {"option": "approve"}, "via": "control"})
+    );
+    let resolved = caused_by(&log, "attention.resolved", answered[0]["id"].as_str().unwrap());
+    assert_eq!(resolved[0]["data"]["resolution"], "answered");
+    assert_eq!(
+        of(&log, "tool.completed").len(),
+        1,
+        "the approved tool ran: {:?}",
+        types(&log)
+    );
+
+    // Redelivered: taken, decided once, never executed twice.
+    post(&daemon, &approve);
+    // A deny by text (AEP-0008): unmatched text refuses, with the text as the reason.
+    client.start_run(&session, "now CMD:echo denied-run");
+    let log = wait_log(&aep, &session, "the second approval", |l| {
+        of(l, "attention.requested").len() == 2
+    });
+    let second = of(&log, "attention.requested")[1].clone();
+    let deny = command(
+        "CMD-deny",
+        "control.attention.respond",
+        &session,
+        second["id"].as_str(),
+        json!({"answer": {"text": "not now, use the staging box"}}),
+    );
+    post(&daemon, &deny);
+    let log = wait_log(&aep, &session, "the denied run's end", |l| {
+        of(l, "run.finished").len() == 2
+    });
+    let denied = caused_by(&log, "attention.answered", "CMD-deny");
+    assert_eq!(
+        denied[0]["data"],
+        json!({"answer": {"option": "deny"}, "via": "control"})
+    );
+    let resolved = client.event(&session, "approval.resolved", 1).await;
+    assert_eq!(resolved["payload"]["approved"], false);
+    assert_eq!(resolved["payload"]["reason"], "not now, use the staging box");
+    assert_eq!(
+        of(&log, "tool.completed").len(),
+        1,
+        "the denied tool did not run: {:?}",
+        types(&log)
+    );
+    assert_eq!(
+        caused_by(&log, "control.accepted", "CMD-approve").len(),
+        1,
+        "one decision"
+    );
+    assert!(
+        of(&log, "control.rejected").is_empty(),
+        "{:?}",
+        of(&log, "control.rejected")
+    );
+    eprintln!("approve/deny session: {:?}", types(&log));
+    assert_valid(&log);
+    stop_without_leaking(daemon, &hub);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_band_answers_are_mirrored_and_send_input_is_queued() {
+    let (_model, cline, aep) = setup();
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session(&cline.workspace()).await;
+
+    client.start_run(&session, "first CMD:echo first");
+    wait_log(&aep, &session, "the approval", |l| {
+        !of(l, "attention.requested").is_empty()
+    });
+    let input = command(
+        "CMD-input",
+        "x.cline.control.send_input",
+        &session,
+        None,
+        json!({"text": "then CMD:echo second", "delivery": "queue"}),
+    );
+    post(&daemon, &input);
+    let log2 = wait_log(&aep, &session, "the input sent", |l| {
+        !caused_by(l, "x.cline.input.sent", "CMD-input").is_empty()
+    });
+    assert_eq!(caused_by(&log2, "control.accepted", "CMD-input").len(), 1);
+    assert_eq!(
+        caused_by(&log2, "x.cline.input.sent", "CMD-input")[0]["data"],
+        json!({"delivery": "queue"})
+    );
+
+    // Another hub client (Cline's UI, here the test) answers both approvals.
+    let first = client.event(&session, "approval.requested", 0).await;
+    client.command(
+        "approval.respond",
+        Some(&session),
+        json!({"approvalId": first["payload"]["approvalId"], "approved": true}),
+    );
+    let second = client.event(&session, "approval.requested", 1).await;
+    client.command(
+        "approval.respond",
+        Some(&session),
+        json!({"approvalId": second["payload"]["approvalId"], "approved": true}),
+    );
+    let log = wait_log(&aep, &session, "both tools", |l| {
+        of(l, "tool.completed").len() == 2 && of(l, "attention.resolved").len() == 2
+    });
+    let oob: Vec<&Value> = of(&log, "attention.answered");
+    assert_eq!(oob.len(), 2);
+    assert!(oob
+        .iter()
+        .all(|a| a["data"] == json!({"answer": {"option": "approve"}, "via": "oob"})));
+    assert_eq!(
+        of(&log, "attention.requested")[0]["id"],
+        of(&log, "attention.answered")[0]["subject"]
+    );
+    eprintln!("oob/send_input session: {:?}", types(&log));
+    assert_valid(&log);
+    stop_without_leaking(daemon, &hub);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_of_a_running_sleep_ends_its_run_once_by_control() {
+    let (_model, cline, aep) = setup();
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session(&cline.workspace()).await;
+
+    client.start_run(&session, "finally CMD:sleep 20; echo never");
+    let log = wait_log(&aep, &session, "the approval", |l| {
+        !of(l, "attention.requested").is_empty()
+    });
+    let request = of(&log, "attention.requested")[0].clone();
+    post(
+        &daemon,
+        &command(
+            "CMD-go",
+            "control.attention.respond",
+            &session,
+            request["id"].as_str(),
+            json!({"answer": {"option": "approve"}}),
+        ),
+    );
+    client.event(&session, "tool.started", 0).await;
+    post(
+        &daemon,
+        &command("CMD-cancel", "control.cancel", &session, None, json!({"scope": "run"})),
+    );
+    wait_log(&aep, &session, "the cancelled run and the session's end", |l| {
+        !of(l, "run.cancelled").is_empty() && !of(l, "session.ended").is_empty()
+    });
+    let finished = client.event(&session, "tool.finished", 0).await;
+    assert_eq!(
+        finished["payload"]["output"][0]["success"], false,
+        "the sleep was interrupted: {finished}"
+    );
+    // Both lanes have reported by now: the hook's session_shutdown and the hub's run.aborted.
+    client.event(&session, "run.aborted", 0).await;
+    hub_frames_handled(&client, &aep, &cline).await;
+    let log = aep.log(&session);
+    let cancelled = of(&log, "run.cancelled");
+    assert_eq!(cancelled.len(), 1, "exactly one terminal: {:?}", types(&log));
+    assert_eq!(cancelled[0]["data"]["by"], "control");
+    assert_eq!(cancelled[0]["cause"], "CMD-cancel");
+    assert_eq!(cancelled[0]["run"], of(&log, "run.started")[0]["run"]);
+    assert_eq!(caused_by(&log, "control.accepted", "CMD-cancel").len(), 1);
+    eprintln!("cancelled run: {:?}", types(&log));
+    assert_valid(&log);
+    stop_without_leaking(daemon, &hub);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_with_an_approval_pending_dismisses_it_before_the_session_ends() {
+    let (_model, cline, aep) = setup();
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session(&cline.workspace()).await;
+
+    client.start_run(&session, "again CMD:echo pending");
+    let log = wait_log(&aep, &session, "the approval", |l| {
+        !of(l, "attention.requested").is_empty()
+    });
+    let request = of(&log, "attention.requested")[0].clone();
+    post(
+        &daemon,
+        &command(
+            "CMD-cancel",
+            "control.cancel",
+            &session,
+            None,
+            json!({"scope": "run", "reason": "changed my mind"}),
+        ),
+    );
+    wait_log(&aep, &session, "the session's end", |l| {
+        !of(l, "session.ended").is_empty() && !of(l, "run.cancelled").is_empty()
+    });
+    client.event(&session, "run.aborted", 0).await;
+    hub_frames_handled(&client, &aep, &cline).await;
+    let log = aep.log(&session);
+    let resolved = of(&log, "attention.resolved");
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0]["subject"], request["id"]);
+    assert_eq!(resolved[0]["data"]["resolution"], "dismissed");
+    let position = |ty: &str| log.iter().position(|e| e["type"] == ty).unwrap();
+    assert!(position("attention.resolved") < position("session.ended"));
+    let cancelled = of(&log, "run.cancelled");
+    assert_eq!(cancelled.len(), 1, "{:?}", types(&log));
+    assert_eq!(cancelled[0]["data"]["by"], "control");
+    assert_eq!(cancelled[0]["cause"], "CMD-cancel");
+    let aborted = client.event(&session, "approval.resolved", 0).await;
+    assert_eq!(aborted["payload"]["cancelled"], true);
+    assert_eq!(aborted["payload"]["reason"], "changed my mind");
+    eprintln!("cancel with an approval pending: {:?}", types(&log));
+    assert_valid(&log);
+    stop_without_leaking(daemon, &hub);
+}

@@ -1,0 +1,139 @@
+//! The real `aep-cline` binary with its hub tap pointed at a stub hub (real hub frames, and the
+//! faults): the hook path never notices the hub, commands get their acks through `POST /control`,
+//! and the hub token never reaches the daemon's log.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use support::daemon::{http, real_payload, Daemon, Sandbox};
+use support::stub_hub::{real_frame, StubHub};
+
+const SESSION: &str = "1796007217803_dxv4z";
+const TOKEN: &str = "0123456789abcdef0123456789abcdef-stub";
+
+fn post(daemon: &Daemon, command: &Value) -> (u16, String) {
+    let auth = format!("Bearer {}", daemon.token);
+    http(
+        &daemon.addr(),
+        "POST",
+        "/control",
+        &[("authorization", &auth)],
+        command.to_string().as_bytes(),
+    )
+}
+
+fn command(id: &str, ty: &str, subject: Option<&str>, data: Value) -> Value {
+    let mut c = json!({"aep": "0.1", "id": id, "type": ty, "time": "2026-11-30T00:00:00Z",
+        "source": "aep://ops/agent/console", "agent": "console", "session": SESSION, "data": data});
+    if let Some(s) = subject {
+        c["subject"] = json!(s);
+    }
+    c
+}
+
+fn wait_for(sandbox: &Sandbox, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let events = sandbox.log(SESSION);
+        if done(&events) {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "no {what}: {events:#?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn has(events: &[Value], ty: &str) -> bool {
+    events.iter().any(|e| e["type"] == ty)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_hub_leaves_the_hooks_alone_and_commands_busy_and_the_token_unlogged() {
+    let hub = StubHub::start("the-real-token").await;
+    let sandbox = Sandbox::new()
+        .with_env("RUST_LOG", "info")
+        .with_env("AEP_CLINE_HUB_CONTROL", "1")
+        .with_env("AEP_CLINE_HUB_URL", &hub.url)
+        .with_env("AEP_CLINE_HUB_TOKEN", TOKEN);
+    let daemon = sandbox.start();
+    for hook in ["agent_start", "tool_call"] {
+        let out = sandbox.hook(&real_payload("hooks-cancel", hook));
+        assert!(out.status.success() && out.stdout.is_empty());
+    }
+    assert_eq!(sandbox.log(SESSION).len(), 3, "the hooks are logged as ever");
+    let (status, _) = post(&daemon, &command("C1", "control.cancel", None, json!({"scope": "run"})));
+    assert_eq!(status, 202);
+    let events = wait_for(&sandbox, "a nack", |e| has(e, "control.rejected"));
+    let nack = events.iter().find(|e| e["type"] == "control.rejected").unwrap();
+    assert_eq!(
+        (nack["data"]["reason"].as_str(), nack["cause"].as_str()),
+        (Some("busy"), Some("C1"))
+    );
+    assert_eq!(hub.connections(), 0);
+    let (_, stderr) = daemon.stop();
+    assert!(stderr.contains("refused the connection (HTTP 401"), "{stderr}");
+    assert!(!stderr.contains(TOKEN), "the token is in the log: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_answered_through_post_control_on_the_real_binary() {
+    let hub = StubHub::start(TOKEN).await;
+    let sandbox = Sandbox::new()
+        .with_env("AEP_CLINE_HUB_CONTROL", "1")
+        .with_env("AEP_CLINE_HUB_URL", &hub.url)
+        .with_env("AEP_CLINE_HUB_TOKEN", TOKEN);
+    let daemon = sandbox.start();
+    hub.subscribed().await;
+    sandbox.hook(&real_payload("hooks-cancel", "agent_start"));
+    let mut approval = real_frame("approval.requested.approve");
+    approval["envelope"]["sessionId"] = json!(SESSION);
+    approval["envelope"]["payload"]["sessionId"] = json!(SESSION);
+    hub.send(&approval.to_string());
+    let events = wait_for(&sandbox, "the request", |e| has(e, "attention.requested"));
+    let request = events
+        .iter()
+        .find(|e| e["type"] == "attention.requested")
+        .unwrap()
+        .clone();
+
+    // Bad input at the door: not JSON, not a command, not ours, no token.
+    let auth = format!("Bearer {}", daemon.token);
+    let door = |body: &[u8], headers: &[(&str, &str)]| http(&daemon.addr(), "POST", "/control", headers, body).0;
+    assert_eq!(door(b"{", &[("authorization", &auth)]), 400);
+    assert_eq!(
+        door(br#"{"type":"run.started","id":"x"}"#, &[("authorization", &auth)]),
+        400
+    );
+    let mut elsewhere = command("C0", "control.cancel", None, json!({"scope": "run"}));
+    elsewhere["session"] = json!("not-a-session-here");
+    assert_eq!(door(elsewhere.to_string().as_bytes(), &[("authorization", &auth)]), 404);
+    assert_eq!(door(b"{}", &[]), 401);
+
+    let respond = command(
+        "C2",
+        "control.attention.respond",
+        request["id"].as_str(),
+        json!({"answer": {"text": "Approve"}}),
+    );
+    assert_eq!(post(&daemon, &respond).0, 202);
+    let sent = hub.command("approval.respond").await;
+    assert_eq!(
+        sent["envelope"]["payload"]["approved"], true,
+        "AEP-0008: the label is the option"
+    );
+    let mut resolved = real_frame("approval.resolved.approved");
+    resolved["envelope"]["sessionId"] = json!(SESSION);
+    hub.send(&resolved.to_string());
+    hub.reply(&sent, None);
+    let events = wait_for(&sandbox, "the resolution", |e| has(e, "attention.resolved"));
+    let answered = events.iter().find(|e| e["type"] == "attention.answered").unwrap();
+    assert_eq!(
+        answered["data"],
+        json!({"answer": {"option": "approve"}, "via": "control"})
+    );
+    assert_eq!(answered["cause"], "C2");
+    let accepted: Vec<&Value> = events.iter().filter(|e| e["type"] == "control.accepted").collect();
+    assert_eq!((accepted.len(), accepted[0]["cause"].as_str()), (1, Some("C2")));
+    drop(daemon);
+}
