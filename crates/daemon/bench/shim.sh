@@ -26,6 +26,7 @@ export HOME="$WORK" AEP_LOG_DIR="$WORK/logs" AEP_CLINE_STATE_DIR="$WORK/state"
 
 AEP_LISTEN=127.0.0.1:0 RUST_LOG=warn "$BIN" daemon & DAEMON=$!
 for _ in $(seq 100); do [ -s "$WORK/state/daemon.json" ] && break; sleep 0.05; done
+IDLE=$(awk '/VmRSS/ {print $2}' /proc/$DAEMON/status)  # before any hook: truly idle
 URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$WORK/state/daemon.json")
 TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$WORK/state/daemon.json")
 
@@ -58,14 +59,15 @@ echo "== shim peak RSS, live daemon"
 /usr/bin/time -v node "$WORK/shim.js" < "$PAYLOAD" 2>&1 >/dev/null | grep 'Maximum resident'
 
 echo "== daemon RSS"
-idle=$(awk '/VmRSS/ {print $2}' /proc/$DAEMON/status)
+after_shim=$(awk '/VmRSS/ {print $2}' /proc/$DAEMON/status)
 for i in $(seq 1000); do
   printf '{"hookName":"agent_start","taskId":"bench_%04d","agent_id":"a","parent_agent_id":null}\n' "$i"
 done > "$WORK/starts.ndjson"
 while IFS= read -r line; do printf '%s' "$line" | "$BIN" hook; done < "$WORK/starts.ndjson"
 loaded=$(awk '/VmRSS/ {print $2}' /proc/$DAEMON/status)
 healthz=$(python3 -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1]+"/healthz").read().decode())' "$URL")
-echo "idle: ${idle} kB; with 1000 live sessions: ${loaded} kB; healthz: $healthz"
+echo "idle: ${IDLE} kB; after the shim runs (one session, ~1,000 Events): ${after_shim} kB;"
+echo "with 1000 more live sessions: ${loaded} kB; healthz: $healthz"
 
 echo "== shim wall time, dead daemon (the discovery file names a port nobody listens on)"
 kill -TERM $DAEMON; wait $DAEMON || true
