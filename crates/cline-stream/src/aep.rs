@@ -65,11 +65,11 @@ pub(crate) struct Projector<'p> {
 }
 
 impl<'p> Projector<'p> {
-    pub fn new(host: &str, prices: &'p PriceTable) -> Self {
+    pub fn new(host: &str, prices: &'p PriceTable, session: Option<String>) -> Self {
         Projector {
             host: host.to_string(),
             prices,
-            session: None,
+            session,
             sequencer: MemorySequencer::new(0),
             run: None,
             step: None,
@@ -311,11 +311,16 @@ mod tests {
     use serde_json::Value;
 
     fn aep(stream: &str) -> Vec<Value> {
+        aep_on(stream, None)
+    }
+
+    fn aep_on(stream: &str, session: Option<&str>) -> Vec<Value> {
         let mut out = Vec::new();
         let mut bad = Vec::new();
         let prices = PriceTable::bundled();
         let format = Format::Aep {
             host: "test-host".into(),
+            session: session.map(str::to_string),
         };
         run(stream.as_bytes(), &mut out, &format, &prices, &mut |e| {
             bad.push(e.clone())
@@ -437,6 +442,20 @@ mod tests {
         let e = aep(r#"{"type":"hook_event","sessionId":"1700_abc","ts":"2026-01-01T00:00:00+02:00"}"#);
         assert_eq!(e[0]["session"], "1700_abc");
         assert_eq!(e[0]["time"], "2026-01-01T00:00:00+02:00");
+    }
+
+    #[test]
+    fn a_session_given_by_the_caller_wins_over_the_stream() {
+        let e = aep_on(
+            r#"{"type":"hook_event","sessionId":"1700_abc"}"#,
+            Some("1796007203184_6l7jh"),
+        );
+        assert!(!e.is_empty());
+        assert!(e.iter().all(|ev| ev["session"] == "1796007203184_6l7jh"), "{e:?}");
+        assert_eq!(
+            e[0]["source"],
+            "aep://test-host/agent/cline/session/1796007203184_6l7jh"
+        );
     }
 
     #[test]

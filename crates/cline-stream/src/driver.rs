@@ -14,7 +14,9 @@ pub enum Format {
     /// Normalized events, one JSON object per line (see [`crate::Event`]).
     Events,
     /// AEP 0.1 events, one per line; `host` names this machine in each event's `source`.
-    Aep { host: String },
+    /// `session` is the AEP session to put them on (for example the `sessionContext.rootSessionId`
+    /// the hooks key on); without it, the stream's own session id, else a fresh ULID.
+    Aep { host: String, session: Option<String> },
     /// Nothing: only the returned [`Summary`] is wanted.
     Summary,
 }
@@ -45,10 +47,10 @@ pub fn run<R: BufRead, W: Write>(
 ) -> Result<Summary, StreamError> {
     match format {
         Format::Events => drive(reader, EventWriter { out }, prices, on_malformed),
-        Format::Aep { host } => {
+        Format::Aep { host, session } => {
             let sink = AepWriter {
                 out,
-                projector: Projector::new(host, prices),
+                projector: Projector::new(host, prices, session.clone()),
                 envelopes: Vec::new(),
             };
             drive(reader, sink, prices, on_malformed)

@@ -63,6 +63,12 @@ pub struct StreamArgs {
     #[arg(long)]
     pub aep: bool,
 
+    /// With --aep: put the events on this AEP session instead of a fresh one. Cline 3.0.65's
+    /// --json output names no session; pass the run's `sessionContext.rootSessionId` (the id the
+    /// hooks and the hub use) to join this run to the daemon's session.
+    #[arg(long, value_name = "ID", requires = "aep")]
+    pub session: Option<String>,
+
     /// Price the run with OpenRouter's models JSON (the body of GET
     /// https://openrouter.ai/api/v1/models), over the bundled snapshot of list prices.
     #[arg(long, value_name = "FILE")]
@@ -84,6 +90,7 @@ pub fn run(args: StreamArgs) -> anyhow::Result<()> {
     } else if args.aep {
         Format::Aep {
             host: crate::config::host(),
+            session: args.session.clone(),
         }
     } else {
         Format::Events

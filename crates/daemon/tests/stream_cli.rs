@@ -287,6 +287,30 @@ fn a_missing_file_and_conflicting_flags_are_refused() {
 }
 
 #[test]
+fn aep_events_go_on_the_session_the_caller_names() {
+    let (name, _, _) = REAL[0];
+    let out = stream(
+        &[
+            real(name).to_str().unwrap(),
+            "--aep",
+            "--session",
+            "1796007203184_6l7jh",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let events = json_lines(&out.stdout);
+    assert!(!events.is_empty());
+    for e in &events {
+        assert_eq!(e["session"], "1796007203184_6l7jh");
+        assert_eq!(e["source"], "aep://test-host/agent/cline/session/1796007203184_6l7jh");
+    }
+    // --session only means something for AEP output.
+    let out = stream(&[real(name).to_str().unwrap(), "--session", "s"], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn a_reader_that_closes_early_ends_the_command_quietly() {
     let one = std::fs::read(real("json-stream.jsonl")).unwrap();
     let input: Vec<u8> = one.iter().copied().cycle().take(one.len() * 5000).collect();
