@@ -42,6 +42,15 @@ impl Stream {
         }
     }
 
+    /// Asks `table` for the real frame `name`'s approval (no run, no cause) and commits the
+    /// `attention.requested` it plans.
+    fn request(&mut self, table: &mut Approvals, name: &str, at_ms: Option<u64>, ctx: &AttentionContext) -> Value {
+        let planned = table
+            .request(&approval(name), at_ms, None, None, ctx, &mut ids())
+            .unwrap();
+        self.commit([planned]).remove(0)
+    }
+
     fn commit(&mut self, planned: impl IntoIterator<Item = Planned>) -> Vec<Value> {
         let source = aep_core::source::session_source("h", "cline", SESSION);
         planned
@@ -229,17 +238,7 @@ fn our_answer_is_recorded_as_control_whether_the_reply_or_the_resolution_comes_f
     let mut s = Stream::new();
     let mut table = Approvals::new();
     // The real order: approval.resolved, then the reply.
-    let req = table
-        .request(
-            &approval("approval.requested.approve"),
-            Some(1796007303246),
-            None,
-            None,
-            &ctx,
-            &mut ids(),
-        )
-        .unwrap();
-    let req = s.commit([req]).remove(0);
+    let req = s.request(&mut table, "approval.requested.approve", Some(1796007303246), &ctx);
     let req_id = req["id"].as_str().unwrap();
     let approval_id = table.answer(req_id, answering("CMD1", APPROVE, None)).unwrap();
     assert_eq!(approval_id, "approval_1796007303246_rar5h");
@@ -261,17 +260,7 @@ fn our_answer_is_recorded_as_control_whether_the_reply_or_the_resolution_comes_f
     assert_eq!(out[1]["data"]["latency_ms"], 14);
 
     // The other order: the reply, then approval.resolved.
-    let req = table
-        .request(
-            &approval("approval.requested.sleep"),
-            None,
-            None,
-            None,
-            &ctx,
-            &mut ids(),
-        )
-        .unwrap();
-    let req = s.commit([req]).remove(0);
+    let req = s.request(&mut table, "approval.requested.sleep", None, &ctx);
     let approval_id = table
         .answer(req["id"].as_str().unwrap(), answering("CMD2", APPROVE, None))
         .unwrap();
@@ -293,10 +282,7 @@ fn an_answer_that_lost_the_race_leaves_the_winner_out_of_band() {
     let ctx = ctx(&policy, &redactor, true);
     let mut s = Stream::new();
     let mut table = Approvals::new();
-    let req = table
-        .request(&approval("approval.requested.deny"), None, None, None, &ctx, &mut ids())
-        .unwrap();
-    let req = s.commit([req]).remove(0);
+    let req = s.request(&mut table, "approval.requested.deny", None, &ctx);
     let req_id = req["id"].as_str().unwrap().to_string();
     let approval_id = table.answer(&req_id, answering("CMD3", APPROVE, None)).unwrap();
     assert_eq!(
@@ -326,17 +312,7 @@ fn an_abort_dismisses_and_so_do_session_end_and_disconnect() {
     let ctx = ctx(&policy, &redactor, true);
     let mut s = Stream::new();
     let mut table = Approvals::new();
-    let req = table
-        .request(
-            &approval("approval.requested.pending"),
-            Some(1796007304699),
-            None,
-            None,
-            &ctx,
-            &mut ids(),
-        )
-        .unwrap();
-    let req = s.commit([req]).remove(0);
+    let req = s.request(&mut table, "approval.requested.pending", Some(1796007304699), &ctx);
     table
         .answer(req["id"].as_str().unwrap(), answering("CMD6", APPROVE, None))
         .unwrap();
