@@ -13,11 +13,10 @@
 
 mod support;
 
-use aep_core::validate::StreamValidator;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
-use support::daemon::{http, Daemon, Sandbox};
+use support::daemon::{assert_valid_stream, http, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
 use support::real_hub::RealHub;
@@ -43,10 +42,6 @@ fn setup() -> (FakeModel, ClineSandbox, Sandbox) {
     (model, cline, aep)
 }
 
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
-}
-
 fn of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == ty).collect()
 }
@@ -65,13 +60,6 @@ fn wait_log(aep: &Sandbox, session: &str, what: &str, done: impl Fn(&[Value]) ->
             types(&events)
         );
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn assert_valid(events: &[Value]) {
-    let mut v = StreamValidator::new();
-    for e in events {
-        v.push(e).unwrap_or_else(|err| panic!("{err}: {e}"));
     }
 }
 
@@ -230,7 +218,7 @@ async fn approvals_are_answered_through_the_intake_once_even_when_redelivered() 
         of(&log, "control.rejected")
     );
     eprintln!("approve/deny session: {:?}", types(&log));
-    assert_valid(&log);
+    assert_valid_stream(&log);
     stop_without_leaking(daemon, &hub);
 }
 
@@ -289,7 +277,7 @@ async fn out_of_band_answers_are_mirrored_and_send_input_is_queued() {
         of(&log, "attention.answered")[0]["subject"]
     );
     eprintln!("oob/send_input session: {:?}", types(&log));
-    assert_valid(&log);
+    assert_valid_stream(&log);
     stop_without_leaking(daemon, &hub);
 }
 
@@ -340,7 +328,7 @@ async fn cancel_of_a_running_sleep_ends_its_run_once_by_control() {
     assert_eq!(cancelled[0]["run"], of(&log, "run.started")[0]["run"]);
     assert_eq!(caused_by(&log, "control.accepted", "CMD-cancel").len(), 1);
     eprintln!("cancelled run: {:?}", types(&log));
-    assert_valid(&log);
+    assert_valid_stream(&log);
     stop_without_leaking(daemon, &hub);
 }
 
@@ -387,6 +375,6 @@ async fn cancel_with_an_approval_pending_dismisses_it_before_the_session_ends() 
     assert_eq!(aborted["payload"]["cancelled"], true);
     assert_eq!(aborted["payload"]["reason"], "changed my mind");
     eprintln!("cancel with an approval pending: {:?}", types(&log));
-    assert_valid(&log);
+    assert_valid_stream(&log);
     stop_without_leaking(daemon, &hub);
 }
