@@ -244,11 +244,6 @@ impl Envelope {
         serde_json::to_value(self).expect("an Envelope always serializes")
     }
 
-    /// The effective severity (default `info`, AEP-0001 §8.1).
-    pub fn severity_or_default(&self) -> Severity {
-        self.severity.unwrap_or_default()
-    }
-
     /// The effective capture level (default `metadata`, AEP-0001 §8.2).
     pub fn capture_or_default(&self) -> Capture {
         self.capture.unwrap_or_default()

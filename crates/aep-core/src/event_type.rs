@@ -4,11 +4,30 @@ use regex::Regex;
 use std::fmt;
 use std::sync::LazyLock;
 
+/// The core categories, the closed set of AEP-0002 §3 (`schemas/registry/categories.json`)
+/// without `x`, the vendor namespace.
+pub(crate) const CATEGORIES: [&str; 13] = [
+    "agent",
+    "session",
+    "run",
+    "progress",
+    "tool",
+    "delegation",
+    "attention",
+    "resource",
+    "error",
+    "state",
+    "assessment",
+    "message",
+    "control",
+];
+
 /// The §6 grammar: a core category then dot segments, or `x.{vendor}.{category}.{rest}`.
 static TYPE_GRAMMAR: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"^((agent|session|run|progress|tool|delegation|attention|resource|error|state|assessment|message|control)(\.[a-z0-9_]+)+|x\.[a-z0-9_-]+\.[a-z0-9_]+(\.[a-z0-9_]+)+)$",
-    )
+    Regex::new(&format!(
+        r"^(({})(\.[a-z0-9_]+)+|x\.[a-z0-9_-]+\.[a-z0-9_]+(\.[a-z0-9_]+)+)$",
+        CATEGORIES.join("|")
+    ))
     .expect("static regex")
 });
 
@@ -52,11 +71,6 @@ impl EventType {
 
     pub fn scope(&self) -> Scope {
         scope_of(&self.0)
-    }
-
-    /// The category: the first segment of a core type, the third of a vendor type.
-    pub fn category(&self) -> &str {
-        category_of(&self.0)
     }
 }
 

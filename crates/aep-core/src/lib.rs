@@ -3,8 +3,10 @@
 //! Everything here is independent of Cline: the [`Envelope`] and its attributes, ids,
 //! per-session sequencing, validation of events and streams, capture gating driven by the
 //! schemas' `x-aep-capture` annotations, digests over canonical JSON, the redaction
-//! pipeline, down-leveling, and the attr-match filter. Nothing in this crate does I/O.
+//! pipeline, down-leveling, the attr-match filter, and the bounded FIFO memory that keeps
+//! per-session state finite. Nothing in this crate does I/O.
 
+pub mod bounded;
 mod capture;
 pub mod digest;
 mod envelope;
@@ -19,7 +21,7 @@ mod severity;
 pub mod source;
 pub mod validate;
 
-pub use capture::{Capture, CapturePolicy};
+pub use capture::{Capture, CaptureError, CapturePolicy};
 pub use envelope::{Envelope, EnvelopeError, ExtValue, AEP_VERSION};
 pub use event_type::{EventType, Scope, TypeError};
 pub use severity::Severity;

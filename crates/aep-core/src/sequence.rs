@@ -53,19 +53,6 @@ impl MemorySequencer {
             *entry = candidate;
         }
     }
-
-    /// The position the next call to [`Sequencer::next`] would hand out, without taking it.
-    pub fn peek(&self, session: &str) -> Position {
-        self.next.get(session).copied().unwrap_or(Position {
-            epoch: self.epoch,
-            seq: 0,
-        })
-    }
-
-    /// Forgets a session (after `session.ended`), keeping memory bounded.
-    pub fn forget(&mut self, session: &str) {
-        self.next.remove(session);
-    }
 }
 
 impl Sequencer for MemorySequencer {

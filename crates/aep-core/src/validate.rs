@@ -10,7 +10,6 @@
 //!   output): ordering, `(source, id)` reuse, terminal exclusivity, pending attention at
 //!   `session.ended`, one ack per command, and form answers against their request.
 
-mod bounded;
 mod envelope;
 mod form;
 mod payload;

@@ -23,8 +23,9 @@
 
 use crate::mapping::{map_hook, run_cancelled_by_shutdown, session_started, Link, MapContext, Mapped};
 use crate::payload::HookPayload;
+use aep_core::bounded::BoundedMap;
 use serde_json::{json, Value};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 
 /// Extension attribute on `run.started`: the Cline agent the run belongs to, so recovery can
 /// reopen it (AEP-0001 §5.4 names: `[a-z0-9]{1,20}`).
@@ -53,19 +54,34 @@ struct OpenRun {
     order: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SessionTracker {
     started: bool,
     ended: bool,
     runs: HashMap<String, OpenRun>,
     /// Agents whose last run was closed, so a duplicate terminal is recognized.
     closed: HashSet<String>,
-    tools: HashMap<String, String>,
-    tool_order: VecDeque<String>,
+    /// Pending tool call id → its `tool.requested` Event, the oldest forgotten first.
+    tools: BoundedMap<String, String>,
     delegations: HashMap<String, String>,
     opened: u64,
     /// Run id → the control command that asked to cancel it.
     cancels: HashMap<String, String>,
+}
+
+impl Default for SessionTracker {
+    fn default() -> Self {
+        SessionTracker {
+            started: false,
+            ended: false,
+            runs: HashMap::new(),
+            closed: HashSet::new(),
+            tools: BoundedMap::new(MAX_PENDING_TOOLS),
+            delegations: HashMap::new(),
+            opened: 0,
+            cancels: HashMap::new(),
+        }
+    }
 }
 
 impl SessionTracker {
@@ -213,7 +229,7 @@ impl SessionTracker {
                 },
                 Link::ToolRequested { call_id } => {
                     let planned = self.in_run(&agent, None, event, new_id);
-                    self.remember_tool(call_id, planned.id.clone());
+                    self.tools.insert(call_id, planned.id.clone());
                     out.push(planned);
                 }
                 Link::ToolResolved { call_id } => {
@@ -287,23 +303,6 @@ impl SessionTracker {
         }
     }
 
-    fn remember_tool(&mut self, call_id: String, event_id: String) {
-        if self.tools.insert(call_id.clone(), event_id).is_none() {
-            self.tool_order.push_back(call_id);
-        }
-        while self.tools.len() > MAX_PENDING_TOOLS {
-            match self.tool_order.pop_front() {
-                Some(old) => {
-                    self.tools.remove(&old);
-                }
-                None => break,
-            }
-        }
-        if self.tool_order.len() > 2 * MAX_PENDING_TOOLS {
-            self.tool_order.retain(|c| self.tools.contains_key(c));
-        }
-    }
-
     /// Replays one logged event (in log order) into the state.
     pub fn recover(&mut self, event: &Value) {
         let s = |k: &str| event.get(k).and_then(Value::as_str);
@@ -342,7 +341,7 @@ impl SessionTracker {
             }
             "tool.requested" => {
                 if let Some(call) = event.pointer("/data/tool/call_id").and_then(Value::as_str) {
-                    self.remember_tool(call.to_string(), id);
+                    self.tools.insert(call.to_string(), id);
                 }
             }
             "tool.completed" | "tool.failed" => {

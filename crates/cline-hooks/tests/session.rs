@@ -302,3 +302,28 @@ fn a_pending_tool_call_names_its_request() {
     h.feed(real("hooks-local", "tool_result"));
     assert_eq!(h.tracker.tool_requested(call_id), None);
 }
+
+#[test]
+fn pending_tool_calls_are_bounded_oldest_first_and_resolved_ones_free_their_place() {
+    let mut tracker = SessionTracker::new();
+    let requested = |n: usize| json!({"type": "tool.requested", "id": format!("E{n}"), "data": {"tool": {"call_id": format!("c{n}")}}});
+    let completed = |n: usize| json!({"type": "tool.completed", "data": {"tool": {"call_id": format!("c{n}")}}});
+    // Resolved calls never count against the bound.
+    for n in 0..5000 {
+        tracker.recover(&requested(n));
+        tracker.recover(&completed(n));
+    }
+    tracker.recover(&requested(0));
+    for n in 1..1024 {
+        tracker.recover(&requested(n));
+    }
+    assert_eq!(
+        tracker.tool_requested("c0"),
+        Some("E0"),
+        "1024 pending calls are all kept"
+    );
+    tracker.recover(&requested(1024));
+    assert_eq!(tracker.tool_requested("c0"), None, "the oldest is forgotten past 1024");
+    assert_eq!(tracker.tool_requested("c1"), Some("E1"));
+    assert_eq!(tracker.tool_requested("c1024"), Some("E1024"));
+}

@@ -7,7 +7,8 @@
 //! redelivery older than that is then decided afresh). Pending records are never forgotten;
 //! the ack guard decides each within seconds.
 
-use std::collections::{HashMap, VecDeque};
+use aep_core::bounded::BoundedMap;
+use std::collections::HashSet;
 
 /// A command's identity: its sender's `source` and its `id` (AEP-0001 §7.4).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -28,65 +29,50 @@ pub enum Seen<'a, A> {
 }
 
 #[derive(Debug)]
-enum State<A> {
-    Pending,
-    Decided(A),
-}
-
-#[derive(Debug)]
 pub struct Dedupe<A> {
-    entries: HashMap<CommandKey, State<A>>,
-    decided: VecDeque<CommandKey>,
-    capacity: usize,
+    /// Unbounded, but each is decided or abandoned within the ack guard.
+    pending: HashSet<CommandKey>,
+    decided: BoundedMap<CommandKey, A>,
 }
 
 impl<A> Dedupe<A> {
     pub fn new(capacity: usize) -> Self {
         Dedupe {
-            entries: HashMap::new(),
-            decided: VecDeque::new(),
-            capacity,
+            pending: HashSet::new(),
+            decided: BoundedMap::new(capacity),
         }
     }
 
     /// Records the arrival of `key`; a new key becomes pending.
     pub fn begin(&mut self, key: &CommandKey) -> Seen<'_, A> {
-        if !self.entries.contains_key(key) {
-            self.entries.insert(key.clone(), State::Pending);
-            return Seen::New;
+        if self.pending.contains(key) {
+            return Seen::Pending;
         }
-        match &self.entries[key] {
-            State::Pending => Seen::Pending,
-            State::Decided(ack) => Seen::Decided(ack),
+        if let Some(ack) = self.decided.get(key) {
+            return Seen::Decided(ack);
         }
+        self.pending.insert(key.clone());
+        Seen::New
     }
 
     pub fn is_pending(&self, key: &CommandKey) -> bool {
-        matches!(self.entries.get(key), Some(State::Pending))
+        self.pending.contains(key)
     }
 
     /// Records the decision for a pending `key`. `false` (and nothing changes) when it was
     /// decided already or never begun: the first decision wins.
     pub fn decide(&mut self, key: &CommandKey, ack: A) -> bool {
-        if !self.is_pending(key) {
+        if !self.pending.remove(key) {
             return false;
         }
-        self.entries.insert(key.clone(), State::Decided(ack));
-        self.decided.push_back(key.clone());
-        while self.decided.len() > self.capacity {
-            if let Some(old) = self.decided.pop_front() {
-                self.entries.remove(&old);
-            }
-        }
+        self.decided.insert(key.clone(), ack);
         true
     }
 
     /// Forgets a pending `key` that could not be decided (its ack could not be recorded), so a
     /// redelivery is decided afresh.
     pub fn abandon(&mut self, key: &CommandKey) {
-        if self.is_pending(key) {
-            self.entries.remove(key);
-        }
+        self.pending.remove(key);
     }
 }
 

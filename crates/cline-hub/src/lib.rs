@@ -5,6 +5,7 @@
 //! - [`discovery`]: the hub's discovery file, or a URL and token; the token never prints.
 //! - [`attention`]: the pure approval → `attention.*` mapping.
 //! - [`approvals`]: one session's pending approvals (who answered, what is still open).
+//! - [`session_end`]: pending approvals dismissed ahead of the session's ending (AEP-0002 §7.2).
 //! - [`control`]: AEP commands → hub commands, with AEP-0008 text answers.
 //! - [`ack`]: ack decisions and the ack guard rule (AEP-0004 §3).
 //! - [`dedupe`]: one decision per `(source, id)`, recorded for byte-identical re-acks.
@@ -16,9 +17,11 @@ pub mod control;
 pub mod dedupe;
 pub mod discovery;
 pub mod frame;
+pub mod session_end;
 
 pub use ack::{Ack, HubOutcome, Nack, NackReason};
 pub use approvals::{AnswerRefused, Answering, Approvals};
 pub use attention::{Answer, AttentionContext};
 pub use dedupe::{CommandKey, Dedupe, Seen};
 pub use discovery::{Endpoint, Token};
+pub use session_end::dismiss_before_end;

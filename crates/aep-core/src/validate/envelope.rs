@@ -3,7 +3,7 @@
 
 use super::Violation;
 use crate::envelope::CORE_ATTRIBUTES;
-use crate::event_type::{is_valid_type, scope_of};
+use crate::event_type::{is_valid_type, scope_of, CATEGORIES};
 use crate::sequence::Position;
 use crate::{Capture, Scope, Severity};
 use regex::Regex;
@@ -233,8 +233,8 @@ fn check_type(ty: &str) -> Result<(), Violation> {
         return Err(Violation::new(
             CATEGORY,
             format!(
-                "{ty:?} has no registered category; use one of agent, session, run, progress, tool, delegation, \
-                 attention, resource, error, state, assessment, message, control, or a vendor type x.{{vendor}}.…"
+                "{ty:?} has no registered category; use one of {}, or a vendor type x.{{vendor}}.…",
+                CATEGORIES.join(", ")
             ),
         ));
     }

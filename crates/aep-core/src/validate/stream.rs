@@ -21,10 +21,10 @@
 //! starts over, so an old redelivery arriving after newer Events of it would then read as a
 //! regression.
 
-use super::bounded::Bounded;
 use super::envelope::Facts;
 use super::form::{self, Form};
 use super::{checked, Violation};
+use crate::bounded::BoundedMap;
 use crate::digest::canonical_json;
 use crate::sequence::Position;
 use serde_json::Value;
@@ -69,17 +69,17 @@ struct Session {
     /// The highest position and the Event holding it.
     last: Option<(Position, String)>,
     /// `id` → content digest and position: redelivery versus reuse (AEP-0001 §7.4).
-    seen: Bounded<Seen>,
+    seen: BoundedMap<String, Seen>,
     /// The highest position whose id was forgotten.
     forgotten_through: Option<Position>,
     /// `run` → the id of its terminal Event.
-    terminals: Bounded<String>,
+    terminals: BoundedMap<String, String>,
     /// The id of the session's `session.ended`.
     ended: Option<String>,
     /// Unresolved `attention.requested` ids → the form they ask for.
-    open_requests: Bounded<Option<Form>>,
+    open_requests: BoundedMap<String, Option<Form>>,
     /// Command id (`cause`) → the id of its ack.
-    acks: Bounded<String>,
+    acks: BoundedMap<String, String>,
     last_push: u64,
 }
 
@@ -174,12 +174,12 @@ impl Session {
     fn new(remembered: usize) -> Self {
         Session {
             last: None,
-            seen: Bounded::new(remembered),
+            seen: BoundedMap::new(remembered),
             forgotten_through: None,
-            terminals: Bounded::new(remembered),
+            terminals: BoundedMap::new(remembered),
             ended: None,
-            open_requests: Bounded::new(remembered),
-            acks: Bounded::new(remembered),
+            open_requests: BoundedMap::new(remembered),
+            acks: BoundedMap::new(remembered),
             last_push: 0,
         }
     }
@@ -209,8 +209,8 @@ impl Session {
                         format!("session already ended with Event {earlier:?}; emit session.ended once"),
                     ));
                 }
-                if self.open_requests.len() > 0 {
-                    let mut pending: Vec<&str> = self.open_requests.keys().collect();
+                if !self.open_requests.is_empty() {
+                    let mut pending: Vec<&str> = self.open_requests.keys().map(String::as_str).collect();
                     pending.sort_unstable();
                     pending.truncate(5);
                     return Err(Violation::new(
@@ -303,7 +303,7 @@ impl Session {
             digest,
             position: ev.position,
         };
-        if let Some(forgotten) = self.seen.insert(ev.id, seen) {
+        if let Some((_, forgotten)) = self.seen.insert(ev.id.to_string(), seen) {
             self.forget_through(forgotten.position);
         }
         if let Some(position) = ev.position {
@@ -314,16 +314,16 @@ impl Session {
         match ev.ty {
             "run.finished" | "run.failed" | "run.cancelled" => {
                 if let Some(run) = ev.run {
-                    self.terminals.insert(run, ev.id.to_string());
+                    self.terminals.insert(run.to_string(), ev.id.to_string());
                 }
             }
             "control.accepted" | "control.rejected" => {
                 if let Some(command) = ev.cause {
-                    self.acks.insert(command, ev.id.to_string());
+                    self.acks.insert(command.to_string(), ev.id.to_string());
                 }
             }
             "attention.requested" => {
-                self.open_requests.insert(ev.id, Form::of_request(ev.data));
+                self.open_requests.insert(ev.id.to_string(), Form::of_request(ev.data));
             }
             "attention.resolved" | "attention.timeout" => {
                 if let Some(request) = ev.subject {
@@ -333,8 +333,8 @@ impl Session {
             "session.ended" => {
                 self.ended = Some(ev.id.to_string());
                 // Nothing may be pending now; the id window is the bulk of a session's memory.
-                self.open_requests = Bounded::new(self.remembered());
-                self.seen = Bounded::new(self.remembered());
+                self.open_requests = BoundedMap::new(self.remembered());
+                self.seen = BoundedMap::new(self.remembered());
                 self.forget_through(self.last.as_ref().map(|(p, _)| *p));
             }
             _ => {}
