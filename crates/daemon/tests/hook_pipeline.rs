@@ -257,10 +257,10 @@ fn a_bad_setting_stops_the_daemon_with_a_message_naming_it() {
 #[test]
 fn a_log_that_cannot_be_written_is_retried_from_the_spool_without_loss() {
     let sb = Sandbox::new();
-    std::fs::create_dir_all(&sb.log_dir).unwrap();
-    // `cline` is a file where the log folder should be: the session cannot even be loaded.
-    std::fs::write(sb.log_dir.join("cline"), "not a folder").unwrap();
     let daemon = sb.start();
+    // `cline` becomes a file where the log folder should be: the session cannot even be loaded.
+    std::fs::remove_dir(sb.log_dir.join("cline")).unwrap();
+    std::fs::write(sb.log_dir.join("cline"), "not a folder").unwrap();
     let out = sb.hook(&real_payload("hooks-local", "agent_start"));
     assert!(out.status.success() && out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -6,17 +6,7 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use support::daemon::{real_payload, Sandbox, BIN};
 
-const FILES: [&str; 9] = [
-    "TaskStart",
-    "TaskResume",
-    "TaskCancel",
-    "TaskComplete",
-    "TaskError",
-    "PreToolUse",
-    "PostToolUse",
-    "UserPromptSubmit",
-    "SessionShutdown",
-];
+use aep_cline::cli::install::HOOK_FILES as FILES;
 
 #[test]
 fn installs_nine_executable_hooks_into_cline_dir_and_is_idempotent() {

@@ -9,18 +9,20 @@
 //!
 //! Any failure (no discovery file, refused upgrade, wrong token, another protocol version, a
 //! hub that does not answer `client.register`, a dropped socket) ends the attempt: pending
-//! requests are dismissed, commands in flight are nacked `busy`, and the next attempt comes a
-//! second later. Failures are logged once each (then at debug), never with the token.
+//! requests are dismissed, commands in flight are nacked `busy`, and the next attempt comes
+//! after a jittered backoff (from the reconnect setting, one second, up to ten times that).
+//! Failures are logged once each (then at debug), never with the token. What a frame does to a
+//! session's lane is a file append: it runs on a blocking thread, in frame order.
 
+use crate::backoff::Backoff;
+use crate::control::{Intake, Request, Requests};
 use crate::hub::settings::Settings;
-use crate::hub::{tap, Request, Requests};
-use crate::intake::Intake;
-use crate::sessions::Sessions;
+use crate::hub::tap;
+use crate::lane::Sessions;
 use cline_hub::ack::{self, HubOutcome};
 use cline_hub::frame::{self, FrameError, HubError, Incoming};
 use futures_util::{SinkExt, StreamExt};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -65,48 +67,75 @@ impl Failures {
     }
 }
 
-pub async fn run(settings: Settings, sessions: Arc<Sessions>, intake: Arc<Intake>, mut requests: Requests) {
+pub async fn run(settings: Settings, sessions: Arc<Sessions>, intake: Arc<Intake>, requests: &mut Requests) {
     let mut resume = Resume::default();
     let mut failures = Failures::default();
+    let mut backoff = Backoff::new(settings.reconnect, settings.reconnect * 10);
     let mut attempt = 0u64;
     loop {
         attempt += 1;
         let mut conn = Connection {
             settings: &settings,
-            sessions: &sessions,
-            intake: &intake,
-            requests: &mut requests,
+            lane: LaneWork {
+                sessions: sessions.clone(),
+                intake: intake.clone(),
+            },
+            requests,
             client_id: format!("aep-cline-{}-{attempt}", std::process::id()),
             flights: HashMap::new(),
             next_request: 0,
+            connected: false,
         };
         let ended = conn.attempt(&mut resume, &mut failures).await;
-        requests.connected.store(false, Ordering::SeqCst);
+        if conn.connected {
+            backoff.reset();
+        }
+        let lane = conn.lane;
+        requests.set_connected(false);
         if let Err(why) = ended {
             failures.report(&why);
         }
-        tap::disconnected(&sessions);
-        let pause = sleep(settings.reconnect);
+        lane.run(|s, _| tap::disconnected(s)).await;
+        let pause = sleep(backoff.next_wait());
         tokio::pin!(pause);
         loop {
             tokio::select! {
                 _ = &mut pause => break,
-                Some(request) = requests.rx.recv() => {
-                    tap::unanswered(&sessions, &intake, &request, "the hub tap is reconnecting");
+                Some(request) = requests.recv() => {
+                    lane.run(move |s, i| tap::unanswered(s, i, &request, "the hub tap is reconnecting")).await;
                 }
             }
         }
     }
 }
 
+/// The lane and the intake, reached from a blocking thread: what a frame does is file I/O.
+#[derive(Clone)]
+struct LaneWork {
+    sessions: Arc<Sessions>,
+    intake: Arc<Intake>,
+}
+
+impl LaneWork {
+    /// Runs `work` on a blocking thread and waits for it, so frames are applied in order.
+    async fn run<T: Send + 'static>(&self, work: impl FnOnce(&Sessions, &Intake) -> T + Send + 'static) -> T {
+        let (sessions, intake) = (self.sessions.clone(), self.intake.clone());
+        match tokio::task::spawn_blocking(move || work(&sessions, &intake)).await {
+            Ok(done) => done,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}
+
 struct Connection<'a> {
     settings: &'a Settings,
-    sessions: &'a Sessions,
-    intake: &'a Intake,
+    lane: LaneWork,
     requests: &'a mut Requests,
     client_id: String,
     flights: HashMap<String, Flight>,
     next_request: u64,
+    /// Registered and subscribed at some point: the backoff starts over.
+    connected: bool,
 }
 
 impl Connection<'_> {
@@ -155,27 +184,35 @@ impl Connection<'_> {
             Ok(result) => result?,
         }
         // Commands queued while no hub was there are refused, not sent to a new connection.
-        while let Ok(request) = self.requests.rx.try_recv() {
-            tap::unanswered(self.sessions, self.intake, &request, "the hub tap was reconnecting");
+        while let Some(request) = self.requests.try_recv() {
+            self.lane
+                .run(move |s, i| tap::unanswered(s, i, &request, "the hub tap was reconnecting"))
+                .await;
         }
-        self.requests.connected.store(true, Ordering::SeqCst);
+        self.requests.set_connected(true);
+        self.connected = true;
         ws.send(Message::text(frame::subscribe(&self.client_id, resume.since)))
             .await
             .map_err(io)?;
         failures.last = None;
         tracing::info!(url = %endpoint.url, resumed_after = ?resume.since, control = self.settings.control, "hub tap connected");
         let ended = self.serve(&mut ws, resume).await;
-        self.requests.connected.store(false, Ordering::SeqCst);
+        self.requests.set_connected(false);
         let _ = ws.close(None).await;
-        for (_, flight) in self.flights.drain() {
-            if !flight.acked {
-                tap::unanswered(
-                    self.sessions,
-                    self.intake,
-                    &flight.request,
-                    "the hub connection dropped before it answered",
-                );
-            }
+        let unanswered: Vec<Request> = self
+            .flights
+            .drain()
+            .filter(|(_, f)| !f.acked)
+            .map(|(_, f)| f.request)
+            .collect();
+        if !unanswered.is_empty() {
+            self.lane
+                .run(move |s, i| {
+                    for request in &unanswered {
+                        tap::unanswered(s, i, request, "the hub connection dropped before it answered");
+                    }
+                })
+                .await;
         }
         ended
     }
@@ -190,42 +227,48 @@ impl Connection<'_> {
             let deadline = self.flights.values().filter(|f| !f.acked).map(|f| f.deadline).min();
             tokio::select! {
                 message = ws.next() => match message {
-                    Some(Ok(Message::Text(text))) => self.on_frame(text.as_str(), resume)?,
+                    Some(Ok(Message::Text(text))) => self.on_frame(text.as_str(), resume).await?,
                     Some(Ok(Message::Binary(_))) => tracing::warn!("hub tap: a binary frame from the hub is ignored"),
                     Some(Ok(Message::Close(_))) | None => return Err("the hub closed the connection".into()),
                     Some(Ok(_)) => {} // ping/pong: answered by the WebSocket layer
                     Some(Err(e)) => return Err(format!("the hub connection failed: {e}")),
                 },
-                Some(request) = self.requests.rx.recv() => {
+                Some(request) = self.requests.recv() => {
                     self.next_request += 1;
                     let request_id = format!("aep_{}", self.next_request);
                     let hub = &request.hub;
                     let text = frame::command(hub.name, &request_id, &self.client_id, Some(&hub.session_id), &hub.payload);
                     if let Err(e) = ws.send(Message::text(text)).await {
-                        tap::unanswered(self.sessions, self.intake, &request, "the hub connection failed");
+                        self.lane.run(move |s, i| tap::unanswered(s, i, &request, "the hub connection failed")).await;
                         return Err(format!("the hub connection failed: {e}"));
                     }
                     let deadline = Instant::now() + self.settings.ack_guard;
                     self.flights.insert(request_id, Flight { request, deadline, acked: false });
                 },
-                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => self.guard_expired(),
+                _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => self.guard_expired().await,
             }
         }
     }
 
     /// The ack guard: a command the hub has not answered in time is accepted (an ack is a
     /// will-try; its outcome settles on the stream).
-    fn guard_expired(&mut self) {
+    async fn guard_expired(&mut self) {
         let now = Instant::now();
+        let mut expired = Vec::new();
         for flight in self.flights.values_mut().filter(|f| !f.acked && f.deadline <= now) {
-            let r = &flight.request;
-            self.intake
-                .settle(&r.key, &r.session, &r.command_id, ack::decide(HubOutcome::GuardExpired));
+            expired.push(flight.request.clone());
             flight.acked = true;
         }
+        self.lane
+            .run(move |_, intake| {
+                for r in &expired {
+                    intake.settle(&r.key, &r.session, &r.command_id, ack::decide(HubOutcome::GuardExpired));
+                }
+            })
+            .await;
     }
 
-    fn on_frame(&mut self, text: &str, resume: &mut Resume) -> Result<(), String> {
+    async fn on_frame(&mut self, text: &str, resume: &mut Resume) -> Result<(), String> {
         match frame::parse(text) {
             Ok(Incoming::Reply(reply)) => match self.flights.remove(&reply.request_id) {
                 Some(flight) => {
@@ -235,12 +278,9 @@ impl Connection<'_> {
                             message: "the hub answered ok: false without an error".into(),
                         })
                     });
-                    tap::replied(
-                        self.sessions,
-                        self.intake,
-                        &flight.request,
-                        refusal.as_ref().map_or(Ok(()), Err),
-                    );
+                    self.lane
+                        .run(move |s, i| tap::replied(s, i, &flight.request, refusal.as_ref().map_or(Ok(()), Err)))
+                        .await;
                 }
                 None => tracing::debug!(request = %reply.request_id, "hub tap: a reply to no command in flight"),
             },
@@ -248,15 +288,22 @@ impl Connection<'_> {
                 if let Some(seq) = event.sequence {
                     resume.since = Some(resume.since.map_or(seq, |s| s.max(seq)));
                 }
-                match (event.event.as_str(), event.session_id.as_deref()) {
+                let control = self.settings.control;
+                match (event.event.as_str(), event.session_id.clone()) {
                     ("approval.requested", _) => {
-                        tap::approval_requested(self.sessions, &event, self.settings.control);
+                        self.lane
+                            .run(move |s, _| tap::approval_requested(s, &event, control))
+                            .await;
                     }
-                    ("approval.resolved", Some(session)) => tap::approval_resolved(self.sessions, session, &event),
+                    ("approval.resolved", Some(session)) => {
+                        self.lane
+                            .run(move |s, _| tap::approval_resolved(s, &session, &event))
+                            .await
+                    }
                     ("approval.resolved", None) => {
                         tracing::warn!("hub tap: approval.resolved without a sessionId is ignored")
                     }
-                    ("run.aborted", Some(session)) => tap::run_aborted(self.sessions, session),
+                    ("run.aborted", Some(session)) => self.lane.run(move |s, _| tap::run_aborted(s, &session)).await,
                     _ => {}
                 }
             }

@@ -6,22 +6,15 @@
 //! is settled (record lock, then session lock) before a reply's outcomes are appended (session
 //! lock alone), and nothing here calls the intake while holding a session's lock.
 
-use crate::hub::{Kind, Request};
-use crate::intake::Intake;
-use crate::sessions::Sessions;
-use aep_core::redact::Redactor;
-use aep_core::CapturePolicy;
-use cline_hooks::{Link, Planned};
+use crate::control::intake::withdraw;
+use crate::control::{Intake, Kind, Request};
+use crate::lane::{Lane, Sessions};
+use cline_hooks::Planned;
 use cline_hub::ack::{self, HubOutcome};
 use cline_hub::frame::{ApprovalRequested, ApprovalResolved, HubError, HubEvent};
-use cline_hub::{control, Approvals, AttentionContext};
+use cline_hub::{control, AttentionContext};
 
-/// Milliseconds since the epoch, for the latency of a request this daemon dismisses.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+use crate::lane::sessions::now_ms;
 
 fn context<'a>(sessions: &'a Sessions, control: bool) -> AttentionContext<'a> {
     AttentionContext {
@@ -31,36 +24,7 @@ fn context<'a>(sessions: &'a Sessions, control: bool) -> AttentionContext<'a> {
     }
 }
 
-/// The seam in the hook path (`Sessions::ingest_hook`): when a hook ends the session, the
-/// requests still pending are resolved `dismissed` first, ahead of the runs the ending closes
-/// and of `session.ended` (AEP-0002 §7.2).
-pub fn dismiss_before_end(
-    planned: &mut Vec<Planned>,
-    approvals: &mut Approvals,
-    capture: &CapturePolicy,
-    redactor: &Redactor,
-) {
-    let Some(end) = planned.iter().position(|p| p.event.link == Link::SessionEnded) else {
-        return;
-    };
-    if approvals.is_empty() {
-        return;
-    }
-    // The tracker closes the open runs right before `session.ended`.
-    let at = planned[..end]
-        .iter()
-        .rposition(|p| p.event.link != Link::CloseRun)
-        .map_or(0, |i| i + 1);
-    let ctx = AttentionContext {
-        capture,
-        redactor,
-        control: false,
-    };
-    let dismissed = approvals.dismiss_all(now_ms(), &ctx, &mut aep_core::id::new_id);
-    planned.splice(at..at, dismissed);
-}
-
-fn append(sessions: &Sessions, session: &str, plan: impl FnOnce(crate::sessions::Lane<'_>) -> Vec<Planned>) {
+fn append(sessions: &Sessions, session: &str, plan: impl FnOnce(Lane<'_>) -> Vec<Planned>) {
     if let Err(e) = sessions.append_in(session, plan) {
         tracing::error!(%session, error = %e, "hub tap: events not recorded");
     }
@@ -180,20 +144,6 @@ pub fn unanswered(sessions: &Sessions, intake: &Intake, request: &Request, why: 
         ack::decide(HubOutcome::Unreachable(why)),
     );
     withdraw(sessions, request);
-}
-
-/// Undoes what the intake marked in the lane for a command that will get no hub reply.
-pub fn withdraw(sessions: &Sessions, request: &Request) {
-    append(sessions, &request.session, |lane| {
-        match &request.kind {
-            Kind::Respond { approval_id } => lane.approvals.withdraw(approval_id),
-            Kind::Cancel { run } => {
-                lane.tracker.forget_cancel(run);
-            }
-            Kind::SendInput { .. } => {}
-        }
-        Vec::new()
-    });
 }
 
 /// The hub connection is gone: every pending request is dismissed (AEP-0002 §7.2; the hub

@@ -7,10 +7,8 @@
 mod stub_hub;
 
 use super::settings::{Settings, Source};
-use crate::bus::{Bus, Published};
-use crate::intake::Intake;
-use crate::journal::Journal;
-use crate::sessions::Sessions;
+use crate::control::Intake;
+use crate::lane::{Bus, Journal, Note, Published, Sessions};
 use aep_core::redact::{RedactOptions, Redactor};
 use aep_core::validate::StreamValidator;
 use aep_core::{Capture, CapturePolicy};
@@ -59,7 +57,7 @@ struct Rig {
     sessions: Arc<Sessions>,
     intake: Arc<Intake>,
     hub: StubHub,
-    bus: broadcast::Receiver<Arc<Published>>,
+    bus: broadcast::Receiver<Note>,
     task: tokio::task::JoinHandle<()>,
     next_command: u64,
 }
@@ -107,9 +105,10 @@ impl Rig {
             reconnect: Duration::from_millis(50),
             handshake: Duration::from_millis(500),
         };
-        let (link, requests) = super::link();
+        let (link, requests) = crate::control::link();
         let intake = Arc::new(Intake::new(sessions.clone(), options.control.then_some(link)));
-        let task = super::spawn(settings, sessions.clone(), intake.clone(), requests);
+        let requests = Arc::new(tokio::sync::Mutex::new(requests));
+        let task = tokio::spawn(super::run(settings, sessions.clone(), intake.clone(), requests));
         Rig {
             _dir: dir,
             sessions,
@@ -134,7 +133,7 @@ impl Rig {
 
     fn hook(&self, name: &str) -> Vec<Value> {
         match self.sessions.ingest_hook(&hook(name), None).unwrap() {
-            crate::sessions::Ingested::Appended { events, .. } => events.iter().map(|e| e.value.clone()).collect(),
+            crate::lane::Ingested::Appended { events, .. } => events.iter().map(|e| e.value.clone()).collect(),
             other => panic!("{other:?}"),
         }
     }
@@ -145,10 +144,15 @@ impl Rig {
 
     /// The next Event published (panics after 10 s).
     async fn next(&mut self) -> Arc<Published> {
-        tokio::time::timeout(Duration::from_secs(10), self.bus.recv())
-            .await
-            .expect("no Event within 10 s")
-            .expect("the bus")
+        loop {
+            let note = tokio::time::timeout(Duration::from_secs(10), self.bus.recv())
+                .await
+                .expect("no Event within 10 s")
+                .expect("the bus");
+            if let Note::Event(event) = note {
+                return event;
+            }
+        }
     }
 
     /// The next Event of type `ty`, skipping others.
@@ -520,12 +524,12 @@ async fn malformed_commands_are_invalid_and_undeclared_ones_unsupported() {
     assert!(matches!(
         rig.intake
             .submit(&json!({"type": "run.started", "id": "x", "source": "s", "session": SESSION})),
-        Err(crate::intake::Refusal::Invalid(_))
+        Err(crate::control::Refusal::Invalid(_))
     ));
     assert!(matches!(
         rig.intake
             .submit(&json!({"type": "control.cancel", "source": "s", "session": SESSION})),
-        Err(crate::intake::Refusal::Invalid(_))
+        Err(crate::control::Refusal::Invalid(_))
     ));
 }
 
@@ -734,7 +738,7 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
     drop(before);
     let after = sessions(dir.path());
     let ended = match after.ingest_hook(&hook("session_shutdown"), None).unwrap() {
-        crate::sessions::Ingested::Appended { events, .. } => events,
+        crate::lane::Ingested::Appended { events, .. } => events,
         other => panic!("{other:?}"),
     };
     let ended: Vec<Value> = ended.iter().map(|e| e.value.clone()).collect();

@@ -26,18 +26,8 @@ use super::fake_model::{FakeModel, MODEL_ID};
 /// Environment variable naming the Cline CLI binary to test against.
 pub const CLI_ENV: &str = "AEP_CLINE_TEST_CLI";
 
-/// The nine hook file names Cline 3.0.65 maps to hook events (README "Hooks").
-pub const HOOK_FILES: [&str; 9] = [
-    "TaskStart",
-    "TaskResume",
-    "TaskCancel",
-    "TaskComplete",
-    "TaskError",
-    "PreToolUse",
-    "PostToolUse",
-    "UserPromptSubmit",
-    "SessionShutdown",
-];
+/// The hook file names `install-hooks` writes (docs/cline-vendor-facts.md, "Hooks").
+pub use aep_cline::cli::install::HOOK_FILES;
 
 /// How long one CLI invocation may take before the harness kills it. A real run against the fake
 /// model takes a few seconds; this only bounds a hung run.

@@ -104,7 +104,7 @@ impl Sandbox {
 
     /// A session's log, one parsed Event per line (asserting every line is whole JSON).
     pub fn log(&self, session: &str) -> Vec<Value> {
-        let path = self.log_dir.join("cline").join(format!("{session}.jsonl"));
+        let path = aep_cline::lane::Journal::new(&self.log_dir).path(session);
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             text.is_empty() || text.ends_with('\n'),

@@ -1,0 +1,92 @@
+//! The user commands, one file each; `daemon` runs the sidecar itself ([`crate::daemon`]).
+
+pub mod hook;
+pub mod install;
+pub mod stream;
+pub mod tail;
+pub mod validate;
+
+use crate::daemon::settings::DaemonArgs;
+use clap::{Parser, Subcommand};
+
+/// Makes the Cline coding agent observable and controllable through the Agent Event Protocol
+/// (AEP 0.1).
+///
+/// Quick start: run `aep-cline daemon` (keep it running), then `aep-cline install-hooks` once.
+/// Every Cline session's activity then lands as AEP events in ~/.aep/logs/cline/<session>.jsonl.
+#[derive(Parser)]
+#[command(name = "aep-cline", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Daemon(Box<DaemonArgs>),
+    /// The hook shim Cline runs (from the files install-hooks writes): stdin to the daemon.
+    ///
+    /// Prints nothing on stdout, always exits 0, and never blocks Cline for more than 250 ms:
+    /// if the daemon is not there it spools the payload under AEP_CLINE_STATE_DIR/spool, and the
+    /// daemon ingests it when it next runs.
+    Hook,
+    /// Install (or remove) the Cline hook files that run the shim.
+    InstallHooks(install::InstallArgs),
+    Stream(stream::StreamArgs),
+    Tail(tail::TailArgs),
+    Validate(validate::ValidateArgs),
+}
+
+/// The binary's entry point.
+pub fn main() -> std::process::ExitCode {
+    // Cline blocks on the shim twice per tool call: `aep-cline hook` skips even the argument
+    // parser. Anything else after `hook` goes through clap (and its errors) as usual.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "hook") && args.next().is_none() {
+        return hook::run();
+    }
+    blank_settings_are_unset();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        // The shim's path stays minimal: no logging setup, no runtime.
+        Command::Hook => return hook::run(),
+        Command::Daemon(args) => {
+            init_tracing();
+            crate::daemon::run(*args)
+        }
+        Command::InstallHooks(args) => install::run(args),
+        Command::Stream(args) => stream::run(args),
+        Command::Tail(args) => tail::run(args),
+        Command::Validate(args) => validate::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("aep-cline: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `AEP_TOKEN=` (set but blank) means no token, as it always has: a blank `AEP_*` variable is
+/// taken as unset rather than as a malformed value. Runs before any thread exists.
+fn blank_settings_are_unset() {
+    let blank: Vec<_> = std::env::vars_os()
+        .filter(|(k, v)| {
+            k.to_str().is_some_and(|k| k.starts_with("AEP_")) && v.to_str().is_some_and(|v| v.trim().is_empty())
+        })
+        .map(|(k, _)| k)
+        .collect();
+    for name in blank {
+        std::env::remove_var(name);
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` adjusts the level (default `info`).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,290 @@
+//! `aep-cline tail`: follows the running daemon's embedded endpoint (its `/socket`, as a
+//! consumer) and prints one readable line per Event: time, type, session and position, run,
+//! subject and the payload's scalar fields; coloured by severity on a terminal, raw JSON lines
+//! with `--json`. When the connection drops it reconnects and resumes after the last position
+//! it printed per session (AEP-0003 §7).
+
+use crate::state;
+use crate::state::discovery::Discovery;
+use aep_core::filter::Filter;
+use aep_core::{Capture, AEP_VERSION};
+use anyhow::{anyhow, bail, Context};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Follow the daemon's AEP stream, one readable line per Event.
+///
+/// Connects to the running daemon (found through its discovery file) or to --url, e.g. an AEP
+/// relay's base URL. AEP_TOKEN is sent as the bearer token when set.
+#[derive(clap::Args)]
+pub struct TailArgs {
+    /// Only this session's Events.
+    #[arg(long, value_name = "SESSION")]
+    session: Option<String>,
+    /// An attr-match filter (AEP-0003 §6), e.g. '{"type":["tool.*","run.failed"]}'.
+    #[arg(long, value_name = "JSON")]
+    filter: Option<String>,
+    /// Capture ceiling for what is shown: none, metadata, redacted or full.
+    #[arg(long, value_name = "LEVEL")]
+    capture: Option<String>,
+    /// Print each Event as its raw JSON line.
+    #[arg(long)]
+    json: bool,
+    /// Show what the endpoint still holds first, then follow.
+    #[arg(long)]
+    replay: bool,
+    /// The endpoint's base URL (default: the running daemon's).
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// The endpoint's bearer token.
+    #[arg(long, env = "AEP_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+pub fn run(args: TailArgs) -> anyhow::Result<()> {
+    let mut filter = match &args.filter {
+        None => Map::new(),
+        Some(text) => match serde_json::from_str(text) {
+            Ok(Value::Object(f)) => f,
+            _ => bail!("--filter {text:?} is not a JSON object such as '{{\"type\":\"tool.*\"}}'"),
+        },
+    };
+    if let Some(session) = &args.session {
+        filter.insert("session".into(), json!(session));
+    }
+    let filter = Value::Object(filter);
+    Filter::parse(&filter).map_err(|e| anyhow!("--filter: {e}"))?;
+    if let Some(level) = &args.capture {
+        level.parse::<Capture>().map_err(|e| anyhow!("--capture: {e}"))?;
+    }
+    let base = match &args.url {
+        Some(url) => url.clone(),
+        None => {
+            let state_dir = state::state_dir()?;
+            Discovery::read(&state_dir)
+                .ok_or_else(|| {
+                    anyhow!(
+                        "no running daemon found (no discovery file in {}): start `aep-cline daemon`, or pass --url",
+                        state_dir.display()
+                    )
+                })?
+                .url
+        }
+    };
+    let socket = socket_url(&base)?;
+    let colour = !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(follow(&args, &socket, filter, colour))
+}
+
+/// `http://host:port[/base]` → `ws://host:port[/base]/socket`.
+fn socket_url(base: &str) -> anyhow::Result<String> {
+    let rest = base
+        .strip_prefix("http://")
+        .or_else(|| base.strip_prefix("ws://"))
+        .ok_or_else(|| anyhow!("--url {base:?}: use http://host:port (ws:// also works; TLS is not supported)"))?;
+    Ok(format!("ws://{}/socket", rest.trim_end_matches('/')))
+}
+
+async fn follow(args: &TailArgs, socket: &str, filter: Value, colour: bool) -> anyhow::Result<()> {
+    let mut seen: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut first = true;
+    loop {
+        let from = if first && args.replay {
+            Some(json!("all"))
+        } else if seen.is_empty() {
+            None
+        } else {
+            Some(Value::Array(
+                seen.iter()
+                    .map(|(s, (epoch, seq))| json!({"session": s, "epoch": epoch, "seq": seq}))
+                    .collect(),
+            ))
+        };
+        let mut subscribe = json!({"type": "subscribe", "id": "tail", "filter": filter});
+        if let Some(from) = from {
+            subscribe["from"] = from;
+        }
+        if let Some(level) = &args.capture {
+            subscribe["capture"] = json!(level);
+        }
+        let outcome = session(args, socket, &subscribe, &mut seen, colour, first).await;
+        match outcome {
+            Ok(Fatal::No(reason)) => eprintln!("aep-cline tail: {reason}; reconnecting"),
+            Ok(Fatal::Yes(e)) => return Err(e),
+            Err(e) if first => return Err(e.context(format!("cannot follow {socket}"))),
+            Err(e) => eprintln!("aep-cline tail: {e:#}; reconnecting"),
+        }
+        first = false;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// How a connection ended: for good (a refusal), or worth a reconnect.
+enum Fatal {
+    Yes(anyhow::Error),
+    No(String),
+}
+
+async fn session(
+    args: &TailArgs,
+    socket: &str,
+    subscribe: &Value,
+    seen: &mut BTreeMap<String, (u64, u64)>,
+    colour: bool,
+    first: bool,
+) -> anyhow::Result<Fatal> {
+    let mut request = socket.into_client_request()?;
+    if let Some(token) = &args.token {
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse()?);
+    }
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.map_err(|e| match e {
+        tokio_tungstenite::tungstenite::Error::Http(r) if r.status() == 401 => {
+            anyhow!("the endpoint wants a token: set AEP_TOKEN or pass --token")
+        }
+        e => e.into(),
+    })?;
+    let hello = json!({"type": "hello", "versions": [AEP_VERSION], "role": "consumer",
+                       "identity": {"agent": "aep-cline-tail"}, "capabilities": {}});
+    ws.send(Message::text(hello.to_string())).await?;
+    ws.send(Message::text(subscribe.to_string())).await?;
+    let mut out = std::io::stdout().lock();
+    while let Some(message) = ws.next().await {
+        let Message::Text(text) = message? else { continue };
+        let Ok(frame) = serde_json::from_str::<Value>(text.as_str()) else {
+            continue;
+        };
+        let ty = frame["type"].as_str().unwrap_or_default();
+        if frame.get("aep").is_some() {
+            if let (Some(s), Some(seq)) = (frame["session"].as_str(), frame["seq"].as_u64()) {
+                let position = (frame["epoch"].as_u64().unwrap_or(0), seq);
+                let last = seen.entry(s.to_string()).or_insert(position);
+                *last = (*last).max(position);
+            }
+            let line = if args.json {
+                text.to_string()
+            } else {
+                render(&frame, colour)
+            };
+            if writeln!(out, "{line}").is_err() {
+                return Ok(Fatal::Yes(anyhow!("stdout closed")));
+            }
+            continue;
+        }
+        match ty {
+            "ping" => {
+                ws.send(Message::text(json!({"type": "pong", "t": frame["t"]}).to_string()))
+                    .await?
+            }
+            "subscribed" if first => eprintln!("aep-cline tail: following {socket}"),
+            "error" => {
+                let detail = format!("{} {}", frame["code"], frame["detail"]);
+                return Ok(Fatal::Yes(anyhow!("the endpoint refused: {detail}")));
+            }
+            "replay-exhausted" => eprintln!(
+                "aep-cline tail: the endpoint no longer holds everything of session {} (earliest held {})",
+                frame["session"], frame["earliest"]
+            ),
+            "closing" => return Ok(Fatal::No(format!("the endpoint is closing ({})", frame["reason"]))),
+            _ => {}
+        }
+    }
+    Ok(Fatal::No("the connection closed".into()))
+}
+
+/// One readable line for an Event: `time type session:seq run subject k=v...`.
+pub fn render(event: &Value, colour: bool) -> String {
+    let s = |k: &str| event.get(k).and_then(Value::as_str).unwrap_or_default();
+    let time = s("time").get(11..23).unwrap_or(s("time"));
+    let mut line = format!("{time} {:<22}", s("type"));
+    if let Some(session) = event.get("session").and_then(Value::as_str) {
+        line.push(' ');
+        line.push_str(session);
+        if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
+            line.push_str(&format!(":{seq}"));
+        }
+    }
+    if let Some(run) = event.get("run").and_then(Value::as_str) {
+        line.push_str(&format!(" run={}", short(run)));
+    }
+    if let Some(subject) = event.get("subject").and_then(Value::as_str) {
+        line.push_str(&format!(" [{subject}]"));
+    }
+    if let Some(Value::Object(data)) = event.get("data") {
+        for (k, v) in data {
+            let shown = match v {
+                Value::String(t) => Some(format!("{t:?}")),
+                Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
+                Value::Object(o) if k == "tool" => o.get("name").map(|n| n.to_string()),
+                Value::Object(o) if k == "error" => o.get("type").map(|n| n.to_string()),
+                _ => None,
+            };
+            if let Some(shown) = shown {
+                line.push_str(&format!(" {k}={}", clip(&shown, 80)));
+            }
+        }
+    }
+    if !colour {
+        return line;
+    }
+    let code = match s("severity") {
+        "debug" => "2",
+        "notice" => "36",
+        "warning" => "33",
+        "error" => "31",
+        "critical" => "1;31",
+        _ => "0",
+    };
+    format!("\x1b[{code}m{line}\x1b[0m")
+}
+
+/// The last 8 characters of a long id (ULIDs differ at the end).
+fn short(id: &str) -> &str {
+    let n = id.chars().count();
+    if n <= 12 {
+        return id;
+    }
+    let start = id.char_indices().nth(n - 8).map_or(0, |(i, _)| i);
+    &id[start..]
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut clipped: String = text.chars().take(max).collect();
+    clipped.push('…');
+    clipped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_shows_who_what_where_and_the_key_fields() {
+        let event = json!({"type": "tool.completed", "time": "2026-11-30T04:22:09.635953Z", "session": "s1", "seq": 3,
+                           "run": "01M8NB0QV54G5X0M11NJXA1RE3", "subject": "read_file", "severity": "warning",
+                           "data": {"tool": {"name": "read_file"}, "duration_ms": 12, "args": {"x": 1}}});
+        assert_eq!(
+            render(&event, false),
+            "04:22:09.635 tool.completed         s1:3 run=NJXA1RE3 [read_file] duration_ms=12 tool=\"read_file\""
+        );
+        assert!(render(&event, true).starts_with("\x1b[33m"));
+        assert_eq!(
+            socket_url("http://127.0.0.1:8789/").unwrap(),
+            "ws://127.0.0.1:8789/socket"
+        );
+        assert!(socket_url("https://x").is_err());
+    }
+}

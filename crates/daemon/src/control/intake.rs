@@ -1,0 +1,281 @@
+//! The command intake: the one door for AEP commands (AEP-0004), whatever transport brought
+//! them (the relay binding, the embedded endpoint, `POST /control`, a test). It decides once per
+//! command `(source, id)`, appends the ack (`control.accepted` / `control.rejected`, `cause` =
+//! the command id) to the target session's lane, and re-emits the recorded ack byte-identically
+//! when the same command arrives again (AEP-0004 §3), never deciding or executing twice. A
+//! command seen again while its decision is pending gets nothing.
+//!
+//! What it accepts comes from the control gate (`AEP_CLINE_HUB_CONTROL=1`): the three verbs the
+//! hub tap actuates ([`cline_hub::control::ACCEPTS`]); with the gate off, nothing, and every
+//! command is nacked `unsupported` (AEP-0004 §4.2, defense-in-depth behind `hello`).
+//!
+//! A command the hub must carry out is checked against the session's lane (the request it
+//! answers is pending, the run it cancels is the active one), marked there, and handed to the
+//! tap; the hub's reply, the ack guard or the loss of the connection then decides it through
+//! [`Intake::settle`]. Everything else is decided at once.
+
+use crate::control::{Kind, Link, Request};
+use crate::lane::{IngestError, Lane, Published, Sessions};
+use aep_core::{EventType, Scope};
+use cline_hooks::Planned;
+use cline_hub::ack::{self, Ack, HubOutcome, Nack, NackReason};
+use cline_hub::control::{self, Command};
+use cline_hub::{Answering, CommandKey, Dedupe, Seen};
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Commands whose recorded ack is kept for redelivery.
+const MAX_RECORDED: usize = 4096;
+
+/// Why a command was not taken at all: answered by the transport (an `error` frame, a 4xx),
+/// never by an Event (AEP-0004 §4.2).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("not a command Event: {0}")]
+    Invalid(String),
+    #[error("no session {0:?} is emitted by this daemon")]
+    NoRoute(String),
+    #[error(transparent)]
+    Log(#[from] IngestError),
+}
+
+pub struct Intake {
+    sessions: Arc<Sessions>,
+    accepts: Vec<String>,
+    /// The hub tap's control leg, when its gate is on.
+    hub: Option<Link>,
+    recorded: Mutex<Dedupe<Arc<Published>>>,
+}
+
+impl Intake {
+    /// `hub` is the control leg (`AEP_CLINE_HUB_CONTROL=1`); `None` accepts nothing.
+    pub fn new(sessions: Arc<Sessions>, hub: Option<Link>) -> Self {
+        let accepts = match hub {
+            Some(_) => control::ACCEPTS.iter().map(|t| t.to_string()).collect(),
+            None => Vec::new(),
+        };
+        Intake {
+            sessions,
+            accepts,
+            hub,
+            recorded: Mutex::new(Dedupe::new(MAX_RECORDED)),
+        }
+    }
+
+    /// The command types this daemon declares (`control.accepts`, authoritative, AEP-0004 §4.2).
+    pub fn accepts(&self) -> &[String] {
+        &self.accepts
+    }
+
+    /// Whether `session` is one this daemon emits.
+    pub fn owns(&self, session: &str) -> bool {
+        self.sessions.owns(session)
+    }
+
+    /// Takes one command. `Ok` means it is the target's to decide: its ack reaches the
+    /// session's lane and the bus (at once, or within the ack window), never through a return
+    /// value, so every transport sees acks the same way.
+    pub fn submit(&self, command: &Value) -> Result<(), Refusal> {
+        let s = |k: &str| command.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let (ty, id, source, session) = (s("type"), s("id"), s("source"), s("session"));
+        let is_command = EventType::parse(&ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter);
+        if !is_command || ty == "attention.routed" {
+            return Err(Refusal::Invalid(format!(
+                "{ty:?} is not a command type (control.* or x.<vendor>.control.*)"
+            )));
+        }
+        if id.is_empty() || source.is_empty() || session.is_empty() {
+            return Err(Refusal::Invalid(
+                "a command needs a string `id`, `source` and `session` (AEP-0004 §2)".into(),
+            ));
+        }
+        if !self.owns(&session) {
+            return Err(Refusal::NoRoute(session));
+        }
+        let key = CommandKey { source, id };
+        let mut recorded = self.recorded.lock();
+        match recorded.begin(&key) {
+            Seen::Decided(ack) => {
+                self.sessions.bus().republish(ack);
+                return Ok(());
+            }
+            Seen::Pending => return Ok(()),
+            Seen::New => {}
+        }
+        match self.decide(command, &key, &ty, &session) {
+            Ok(Some(ack)) => {
+                recorded.decide(&key, ack);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                recorded.abandon(&key);
+                Err(e)
+            }
+        }
+    }
+
+    /// Decides a command the hub took, answered, or never answered. `false` when it was
+    /// decided already (the first decision wins: the reply, the guard or the disconnect).
+    pub fn settle(&self, key: &CommandKey, session: &str, command_id: &str, ack: Ack) -> bool {
+        let mut recorded = self.recorded.lock();
+        if !recorded.is_pending(key) {
+            return false;
+        }
+        match self.sessions.append(session, || vec![self.ack_event(command_id, &ack)]) {
+            Ok(mut published) => match published.pop() {
+                Some(ack) => recorded.decide(key, ack),
+                None => false,
+            },
+            Err(e) => {
+                // Left pending: a redelivery gets nothing rather than a second execution.
+                tracing::error!(%session, command = command_id, error = %e, "the ack could not be recorded");
+                false
+            }
+        }
+    }
+
+    /// `Some(ack)` when decided now; `None` when handed to the hub.
+    fn decide(
+        &self,
+        command: &Value,
+        key: &CommandKey,
+        ty: &str,
+        session: &str,
+    ) -> Result<Option<Arc<Published>>, Refusal> {
+        let nack = |reason, detail: String| self.ack_now(session, &key.id, Ack::Rejected(Nack::new(reason, detail)));
+        let Some(link) = self.hub.as_ref().filter(|_| self.accepts.iter().any(|a| a == ty)) else {
+            let detail = match &self.hub {
+                Some(_) => format!(
+                    "{ty} is not in this daemon's control.accepts ({})",
+                    self.accepts.join(", ")
+                ),
+                None => "this daemon accepts no commands: the hub control gate (AEP_CLINE_HUB_CONTROL=1) is off".into(),
+            };
+            return nack(NackReason::Unsupported, detail);
+        };
+        if let Err(v) = aep_core::validate::validate_event(command) {
+            return nack(NackReason::Invalid, v.to_string());
+        }
+        let parsed = match control::parse(command) {
+            Ok(parsed) => parsed,
+            Err(n) => return nack(n.reason, n.detail),
+        };
+        if !link.connected() {
+            return self.ack_now(
+                session,
+                &key.id,
+                ack::decide(HubOutcome::Unreachable("the hub tap is not connected")),
+            );
+        }
+        // Checked and marked in the lane under the session's lock; a refusal is the ack.
+        let mut forward = None;
+        let published = self
+            .sessions
+            .append_in(session, |lane| match prepare(lane, parsed, key, session) {
+                Ok(request) => {
+                    forward = Some(request);
+                    Vec::new()
+                }
+                Err(n) => vec![self.ack_event(&key.id, &Ack::Rejected(n))],
+            })?;
+        let Some(request) = forward else {
+            return Ok(published.into_iter().last());
+        };
+        match link.send(request) {
+            Ok(()) => Ok(None),
+            Err(request) => {
+                withdraw(&self.sessions, &request);
+                self.ack_now(
+                    session,
+                    &key.id,
+                    ack::decide(HubOutcome::Unreachable("the hub tap stopped")),
+                )
+            }
+        }
+    }
+
+    fn ack_now(&self, session: &str, command_id: &str, ack: Ack) -> Result<Option<Arc<Published>>, Refusal> {
+        let mut published = self
+            .sessions
+            .append(session, || vec![self.ack_event(command_id, &ack)])?;
+        Ok(published.pop())
+    }
+
+    /// The ack Event for a command: `cause` = the command id (AEP-0004 §3).
+    fn ack_event(&self, command_id: &str, ack: &Ack) -> Planned {
+        let level = self.sessions.capture().ceiling("control.accepted");
+        Planned {
+            id: aep_core::id::new_id(),
+            run: None,
+            cause: Some(command_id.to_string()),
+            agent: None,
+            event: ack.mapped(level, self.sessions.redactor()),
+        }
+    }
+}
+
+/// What a command needs from the session's lane, marked there so the hub's answer finds it.
+fn prepare(lane: Lane<'_>, command: Command, key: &CommandKey, session: &str) -> Result<Request, Nack> {
+    let refused = |detail: String| Nack::new(NackReason::Refused, detail);
+    let (hub, kind) = match command {
+        Command::Respond { request, answer } => {
+            let approval_id = lane
+                .approvals
+                .answer(
+                    &request,
+                    Answering {
+                        command_id: key.id.clone(),
+                        answer: answer.clone(),
+                    },
+                )
+                .map_err(|e| refused(e.to_string()))?;
+            let hub = control::approval_respond(session, &approval_id, &answer);
+            (hub, Kind::Respond { approval_id })
+        }
+        Command::Cancel { run, reason } => {
+            // The hub aborts the session's active run and answers ok even when there is none,
+            // so the run is checked here, against what the hooks reported.
+            let Some(active) = lane.tracker.active_run().map(str::to_string) else {
+                return Err(refused(format!("session {session} has no active run to cancel")));
+            };
+            if let Some(named) = run.filter(|r| *r != active) {
+                return Err(refused(format!(
+                    "run {named} is not the session's active run ({active}): the hub cancels only the active run"
+                )));
+            }
+            lane.tracker.note_cancel(&active, &key.id);
+            let hub = control::run_abort(session, reason.as_deref(), &key.id);
+            (hub, Kind::Cancel { run: active })
+        }
+        Command::SendInput { text, delivery } => (
+            control::send_input(session, &text, delivery),
+            Kind::SendInput { delivery },
+        ),
+    };
+    Ok(Request {
+        key: key.clone(),
+        session: session.to_string(),
+        command_id: key.id.clone(),
+        hub,
+        kind,
+    })
+}
+
+/// Undoes what [`prepare`] marked in the lane for a command that will get no hub reply.
+pub fn withdraw(sessions: &Sessions, request: &Request) {
+    let undone = sessions.append_in(&request.session, |lane| {
+        match &request.kind {
+            Kind::Respond { approval_id } => lane.approvals.withdraw(approval_id),
+            Kind::Cancel { run } => {
+                lane.tracker.forget_cancel(run);
+            }
+            Kind::SendInput { .. } => {}
+        }
+        Vec::new()
+    });
+    if let Err(e) = undone {
+        tracing::error!(session = %request.session, error = %e, "a withdrawn command could not be undone in the lane");
+    }
+}

@@ -1,0 +1,211 @@
+//! `aep-cline daemon`: the long-running sidecar. Sources (hooks from the shim, the spool, the
+//! hub tap, commands) feed the session lane; the JSONL log is the sink every Event reaches
+//! before a hook is answered; the bus then feeds the live sinks (endpoint, relay).
+//!
+//! Start, in this order: take the state folder's lock (a second daemon refuses here and
+//! changes nothing), bind the listener, drain the spool (hooks that fired while no daemon
+//! ran), write the discovery file, serve. Stop (SIGINT/SIGTERM): stop accepting and let
+//! in-flight hooks finish, stop every supervised task, dismiss what the hub left pending,
+//! remove the discovery file (only if it is ours), exit 0; every line is already written.
+
+pub mod settings;
+pub mod supervise;
+
+use crate::control::{self, Intake};
+use crate::http::{router, AppState};
+use crate::hub;
+use crate::lane::{spool, Bus, Journal, Sessions};
+use crate::sinks::endpoint::Endpoint;
+use crate::sinks::relay::Relay;
+use crate::state::discovery::{self, Discovery};
+use crate::state::lock::{Holder, StateLock};
+use aep_core::redact::Redactor;
+use anyhow::Context;
+use settings::DaemonArgs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use supervise::Supervisor;
+
+/// How often the spool is drained while the daemon runs (a hung-then-recovered daemon
+/// catches up), and how often the registry lets go of ended and idle sessions.
+const TICK: Duration = Duration::from_secs(1);
+
+pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(serve(args))
+}
+
+async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
+    for name in settings::unknown_variables() {
+        tracing::warn!(variable = %name, "an AEP_* variable that no setting reads (a typo?); see `aep-cline daemon --help`");
+    }
+    let config = args.core.config()?;
+    let endpoint_settings = args.endpoint.settings();
+    let relay_settings = args.relay.settings(&args.endpoint)?;
+    let hub_settings = args.hub.settings()?;
+    let redactor = Redactor::new(config.redact.clone())
+        .context("the redaction settings (HOME, AEP_REDACT_SECRET_ENV) cannot be used")?;
+
+    // 1. The lock, before the spool or any log is touched.
+    let mut lock = StateLock::acquire(&config.state_dir)?;
+    let journal = Journal::new(&config.log_dir);
+    writable(journal.dir())?;
+
+    // 2. The listener.
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (AEP_LISTEN)", config.listen))?;
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "listening beyond loopback (AEP_LISTEN): hooks are still refused without the token");
+    }
+    let url = format!("http://{addr}");
+    lock.record(&Holder {
+        pid: std::process::id(),
+        url: Some(url.clone()),
+    })
+    .with_context(|| format!("cannot write {}", lock.path().display()))?;
+
+    let sessions = Arc::new(
+        Sessions::new(
+            journal,
+            config.host.clone(),
+            config.capture.clone(),
+            redactor,
+            Bus::default(),
+        )
+        .with_lifetime(args.sessions.lifetime()),
+    );
+    // The one command intake, whatever transport brings a command (AEP-0004); what it accepts
+    // is the hub control gate's to say.
+    let (link, requests) = control::link();
+    let gate = hub_settings.as_ref().is_some_and(|h| h.control);
+    let intake = Arc::new(Intake::new(sessions.clone(), gate.then_some(link)));
+    let instance = format!("{}/{}", config.host, std::process::id());
+    let supervisor = Supervisor::new();
+
+    // The live sinks subscribe to the bus before the spool drain publishes anything.
+    let endpoint = endpoint_settings
+        .enabled
+        .then(|| Endpoint::new(endpoint_settings, intake.clone(), instance.clone()));
+    if let Some(endpoint) = &endpoint {
+        let endpoint = endpoint.clone();
+        let first = subscription(&sessions);
+        let sessions = sessions.clone();
+        supervisor.keep("endpoint feed", move || {
+            endpoint
+                .clone()
+                .pump(first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()))
+        });
+    }
+    let relay = relay_settings.map(|s| Relay::new(s, sessions.clone(), intake.clone(), &instance));
+    if let Some(relay) = &relay {
+        let (pumped, first, sessions) = (relay.clone(), subscription(&sessions), sessions.clone());
+        supervisor.keep("relay outbox", move || {
+            pumped
+                .clone()
+                .pump(first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()))
+        });
+        let connected = relay.clone();
+        supervisor.keep("relay connection", move || connected.clone().run());
+    }
+
+    // 3. The spool, before any live hook can be served.
+    {
+        let (sessions, state_dir) = (sessions.clone(), config.state_dir.clone());
+        tokio::task::spawn_blocking(move || spool::drain(&sessions, &state_dir))
+            .await
+            .context("the spool drain failed")?;
+    }
+
+    // 4. The discovery file: from now on shims find this daemon.
+    let me = Discovery {
+        url,
+        token: discovery::new_token(),
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    me.write(&config.state_dir)
+        .with_context(|| format!("cannot write the discovery file in {}", config.state_dir.display()))?;
+
+    // 5. Serve, with the background work supervised.
+    {
+        let (sessions, state_dir) = (sessions.clone(), config.state_dir.clone());
+        supervisor.every("spool drain", TICK, move || spool::drain(&sessions, &state_dir));
+    }
+    {
+        let sessions = sessions.clone();
+        supervisor.every("session sweep", TICK, move || {
+            sessions.sweep(Instant::now());
+        });
+    }
+    if let Some(settings) = hub_settings {
+        let (sessions, intake) = (sessions.clone(), intake.clone());
+        let requests = Arc::new(tokio::sync::Mutex::new(requests));
+        // The hub tap (AEP_CLINE_HUB / AEP_CLINE_HUB_CONTROL): its failures never reach the hooks.
+        supervisor.keep("hub tap", move || {
+            hub::run(settings.clone(), sessions.clone(), intake.clone(), requests.clone())
+        });
+    }
+    tracing::info!(
+        url = %me.url,
+        logs = %sessions.journal().dir().display(),
+        discovery = %discovery::path(&config.state_dir).display(),
+        "aep-cline daemon ready"
+    );
+
+    let state = AppState {
+        sessions: sessions.clone(),
+        intake,
+        token: me.token.clone().into(),
+        started: Instant::now(),
+        endpoint: endpoint.clone(),
+        relay,
+    };
+    let stopping = async move {
+        supervise::signal().await;
+        // Open streams and sockets would hold the graceful shutdown forever.
+        if let Some(endpoint) = endpoint {
+            endpoint.close();
+        }
+    };
+    let served = axum::serve(listener, router(state, config.max_body))
+        .with_graceful_shutdown(stopping)
+        .await;
+    supervisor.shutdown().await;
+    // Leaving the hub is a disconnect: what is pending is dismissed (AEP-0002 §7.2).
+    let dismissed = sessions.clone();
+    let _ = tokio::task::spawn_blocking(move || hub::tap::disconnected(&dismissed)).await;
+    me.remove_if_ours(&config.state_dir);
+    drop(lock);
+    tracing::info!("aep-cline daemon stopped");
+    served.context("the HTTP server failed")
+}
+
+/// A bus subscription taken now, for a sink's first run (later runs subscribe afresh).
+fn subscription(
+    sessions: &Sessions,
+) -> Arc<parking_lot::Mutex<Option<tokio::sync::broadcast::Receiver<crate::lane::Note>>>> {
+    Arc::new(parking_lot::Mutex::new(Some(sessions.bus().subscribe())))
+}
+
+/// The log folder exists (owner-only when created here) and takes a file, or the daemon
+/// refuses to start: saying "ready" and then failing every hook would lose them all.
+fn writable(dir: &Path) -> anyhow::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create the log folder {} (AEP_LOG_DIR)", dir.display()))?;
+    let probe = dir.join(format!(".aep-cline-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("cannot write in the log folder {} (AEP_LOG_DIR)", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}

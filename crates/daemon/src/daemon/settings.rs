@@ -1,0 +1,478 @@
+//! Every setting of `aep-cline daemon`, defined once: a clap struct per subsystem, flattened
+//! into the command, each field read from its flag or its `AEP_*` variable with its default.
+//! `aep-cline daemon --help` is printed from these same definitions, so it cannot drift from
+//! what the code reads. A malformed value is refused at start, naming the setting.
+//!
+//! The subsystems keep plain runtime structs (`sinks::endpoint::settings::Settings`, ...);
+//! this file is the only place that reads the environment for them.
+
+use crate::hub::settings::{Settings as HubSettings, Source};
+use crate::lane::Lifetime;
+use crate::sinks::{endpoint, relay};
+use aep_core::redact::RedactOptions;
+use aep_core::CapturePolicy;
+use anyhow::bail;
+use clap::{ArgAction, Args};
+use cline_hub::discovery::{DiscoveryError, Endpoint as HubEndpoint};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The default listener: loopback, next to (not on) an AEP relay's 8787.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8789";
+
+/// Run the daemon: receive hooks, map them to AEP events, write the session logs, serve them.
+///
+/// Every setting below is a flag or, more usually, an environment variable; the flag wins.
+/// A bad value stops the daemon at start with the setting's name. Stop it with SIGINT or
+/// SIGTERM: in-flight hooks finish, then it exits 0.
+#[derive(Args, Debug, Clone)]
+pub struct DaemonArgs {
+    #[command(flatten)]
+    pub core: CoreArgs,
+    #[command(flatten)]
+    pub sessions: SessionArgs,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
+    #[command(flatten)]
+    pub relay: RelayArgs,
+    #[command(flatten)]
+    pub hub: HubArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Hooks and logs")]
+pub struct CoreArgs {
+    /// The listener for hooks and the AEP endpoint; `host:0` picks a free port (the discovery
+    /// file says which).
+    #[arg(long, env = "AEP_LISTEN", default_value = DEFAULT_LISTEN, value_name = "HOST:PORT",
+          value_parser = listen)]
+    pub listen: SocketAddr,
+    /// Where the logs go: DIR/cline/<session>.jsonl [default: ~/.aep/logs]
+    #[arg(long, env = "AEP_LOG_DIR", value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// The lock, the discovery file and the spool; the shim reads the same variable
+    /// [default: ~/.aep/cline]
+    #[arg(long, env = "AEP_CLINE_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The capture ceiling (AEP-0003 §9.1): none, metadata, redacted or full, then per-category
+    /// overrides, e.g. `metadata,tool=redacted,attention=redacted`.
+    #[arg(long, env = "AEP_CAPTURE", default_value = "metadata", value_name = "LEVEL[,CATEGORY=LEVEL]",
+          value_parser = capture)]
+    pub capture: CapturePolicy,
+    /// Email and phone redaction at `redacted` (AEP-0003 §9.4d): 1 or 0.
+    #[arg(long, env = "AEP_REDACT_PII", default_value = "1", value_name = "1|0",
+          value_parser = gate("AEP_REDACT_PII"), action = ArgAction::Set)]
+    pub redact_pii: bool,
+    /// Comma-separated names of environment variables whose values are always redacted
+    /// (AEP-0003 §9.4b).
+    #[arg(long, env = "AEP_REDACT_SECRET_ENV", value_name = "NAME,...", value_delimiter = ',')]
+    pub redact_secret_env: Vec<String>,
+    /// Hook bodies above this many bytes get 413.
+    #[arg(long, env = "AEP_CLINE_MAX_BODY", default_value = "33554432", value_name = "BYTES",
+          value_parser = positive("AEP_CLINE_MAX_BODY", "bytes"))]
+    pub max_body: usize,
+    /// The `{host}` of every `source` URI [default: the hostname]
+    #[arg(long, env = "AEP_HOST", value_name = "HOST")]
+    pub host: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Session lifetime")]
+pub struct SessionArgs {
+    /// How long an ended session stays in memory, for late hooks, hub frames and acks
+    /// (e.g. 60s, 5m).
+    #[arg(long, env = "AEP_SESSION_GRACE", default_value = "60s", value_name = "DURATION",
+          value_parser = duration("AEP_SESSION_GRACE"))]
+    pub session_grace: Duration,
+    /// How long a session without any work stays in memory; it is reloaded from its log if it
+    /// speaks again (e.g. 4h, 30m).
+    #[arg(long, env = "AEP_SESSION_IDLE", default_value = "4h", value_name = "DURATION",
+          value_parser = duration("AEP_SESSION_IDLE"))]
+    pub session_idle: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Embedded AEP endpoint (AEP-0003)")]
+pub struct EndpointArgs {
+    /// 0 turns the endpoint off (the hook door and /healthz stay): 1 or 0.
+    #[arg(long, env = "AEP_ENDPOINT", default_value = "1", value_name = "1|0",
+          value_parser = gate("AEP_ENDPOINT"), action = ArgAction::Set)]
+    pub endpoint: bool,
+    /// The endpoint's bearer token (and the relay's, unless AEP_RELAY_TOKEN). Without it the
+    /// endpoint is open for observation and refuses every command (AEP-0004 §4.1).
+    #[arg(long, env = "AEP_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Replay depth, in Events per session (advertised as `replay.buffer`).
+    #[arg(long, env = "AEP_BUFFER", default_value = "10000", value_name = "EVENTS",
+          value_parser = positive("AEP_BUFFER", "Events"))]
+    pub buffer: usize,
+    /// Sessions held in the replay buffer; the least recently written is let go first.
+    #[arg(long, env = "AEP_MAX_SESSIONS", default_value = "500", value_name = "SESSIONS",
+          value_parser = positive("AEP_MAX_SESSIONS", "sessions"))]
+    pub max_sessions: usize,
+    /// `POST /events` bodies above this many bytes get 413.
+    #[arg(long, env = "AEP_MAX_BODY", default_value = "16777216", value_name = "BYTES",
+          value_parser = positive("AEP_MAX_BODY", "bytes"))]
+    pub max_events_body: usize,
+    /// Events per `POST /events` batch; more get 413.
+    #[arg(long, env = "AEP_MAX_BATCH", default_value = "10000", value_name = "EVENTS",
+          value_parser = positive("AEP_MAX_BATCH", "Events"))]
+    pub max_batch: usize,
+    /// Resume positions per subscription (`from`); more get `limit-exceeded`.
+    #[arg(long, env = "AEP_MAX_FROM", default_value = "500", value_name = "POSITIONS",
+          value_parser = positive("AEP_MAX_FROM", "resume positions"))]
+    pub max_from: usize,
+    /// The heartbeat of SSE (`: ping`), WebSocket and relay `ping` (AEP-0003 §3.3: at most 30 s).
+    #[arg(long, env = "AEP_PING_MS", default_value = "25000", value_name = "MS",
+          value_parser = positive("AEP_PING_MS", "milliseconds"))]
+    pub ping_ms: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Relay binding")]
+pub struct RelayArgs {
+    /// An AEP relay to emit on (ws://host:8787/socket); the binding is off without it.
+    #[arg(long, env = "AEP_RELAY_URL", value_name = "WS_URL", hide_env_values = true)]
+    pub relay_url: Option<String>,
+    /// The relay's bearer token [default: AEP_TOKEN]
+    #[arg(long, env = "AEP_RELAY_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub relay_token: Option<String>,
+    /// Events the relay outbox holds while the relay is slow or away.
+    #[arg(long, env = "AEP_RELAY_OUTBOX", default_value = "10000", value_name = "EVENTS",
+          value_parser = positive("AEP_RELAY_OUTBOX", "Events"))]
+    pub relay_outbox: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Cline hub tap (off by default)")]
+pub struct HubArgs {
+    /// 1 mirrors Cline's approval loop as attention events: 1 or 0.
+    #[arg(long, env = "AEP_CLINE_HUB", default_value = "0", value_name = "1|0",
+          value_parser = gate("AEP_CLINE_HUB"), action = ArgAction::Set)]
+    pub hub: bool,
+    /// 1 also accepts control.attention.respond, control.cancel and x.cline.control.send_input,
+    /// carried out through the hub (implies AEP_CLINE_HUB=1): 1 or 0.
+    #[arg(long, env = "AEP_CLINE_HUB_CONTROL", default_value = "0", value_name = "1|0",
+          value_parser = gate("AEP_CLINE_HUB_CONTROL"), action = ArgAction::Set)]
+    pub hub_control: bool,
+    /// The hub's discovery file ($CLINE_DIR/data/locks/hub/production.json for
+    /// `cline hub ensure`), read again at every connection attempt.
+    #[arg(long, env = "AEP_CLINE_HUB_DISCOVERY", value_name = "FILE")]
+    pub hub_discovery: Option<PathBuf>,
+    /// The hub named directly (ws://127.0.0.1:25463/hub), with AEP_CLINE_HUB_TOKEN.
+    #[arg(long, env = "AEP_CLINE_HUB_URL", value_name = "WS_URL")]
+    pub hub_url: Option<String>,
+    /// The hub's authToken, with AEP_CLINE_HUB_URL.
+    #[arg(long, env = "AEP_CLINE_HUB_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub hub_token: Option<String>,
+    /// How long a command waits for the hub's reply before it is accepted anyway (1 to 9999,
+    /// under the 10 000 ms ack window).
+    #[arg(long, env = "AEP_CLINE_HUB_ACK_GUARD_MS", default_value = "8000", value_name = "MS",
+          value_parser = ack_guard)]
+    pub hub_ack_guard_ms: u64,
+}
+
+/// The daemon's own settings, resolved (paths made absolute from `$HOME`, secrets read).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub log_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub capture: CapturePolicy,
+    pub redact: RedactOptions,
+    pub max_body: usize,
+    pub host: String,
+}
+
+impl CoreArgs {
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let log_dir = match &self.log_dir {
+            Some(d) => d.clone(),
+            None => crate::state::home()?.join(".aep").join("logs"),
+        };
+        let state_dir = match &self.state_dir {
+            Some(d) => d.clone(),
+            None => crate::state::state_dir()?,
+        };
+        let secret_names: Vec<String> = self
+            .redact_secret_env
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let secret_values = secret_names
+            .iter()
+            .filter_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()))
+            .collect();
+        Ok(Config {
+            listen: self.listen,
+            log_dir,
+            state_dir,
+            capture: self.capture.clone(),
+            redact: RedactOptions {
+                home: std::env::var("HOME").ok().filter(|h| h.len() > 1),
+                secret_names,
+                secret_values,
+                pii: self.redact_pii,
+            },
+            max_body: self.max_body,
+            host: self.host.clone().unwrap_or_else(crate::state::host),
+        })
+    }
+}
+
+impl SessionArgs {
+    pub fn lifetime(&self) -> Lifetime {
+        Lifetime {
+            grace: self.session_grace,
+            idle: self.session_idle,
+        }
+    }
+}
+
+impl EndpointArgs {
+    pub fn settings(&self) -> endpoint::settings::Settings {
+        endpoint::settings::Settings {
+            enabled: self.endpoint,
+            token: self.token.as_deref().map(Arc::from),
+            buffer: self.buffer,
+            max_sessions: self.max_sessions,
+            max_body: self.max_events_body,
+            max_batch: self.max_batch,
+            max_from: self.max_from,
+            max_subscriptions: endpoint::settings::MAX_SUBSCRIPTIONS,
+            ping: self.ping(),
+        }
+    }
+
+    pub fn ping(&self) -> Duration {
+        Duration::from_millis(self.ping_ms as u64)
+    }
+}
+
+impl RelayArgs {
+    /// `None` when no relay is named.
+    pub fn settings(&self, endpoint: &EndpointArgs) -> anyhow::Result<Option<relay::settings::Settings>> {
+        let Some(url) = self.relay_url.clone() else {
+            return Ok(None);
+        };
+        let shown = url.split('?').next().unwrap_or_default();
+        if url.starts_with("wss://") {
+            bail!(
+                "AEP_RELAY_URL={shown:?}: this build speaks ws:// only; reach an off-host relay through a local TLS tunnel (AEP-0003 §8.1 wants TLS off-host)"
+            );
+        }
+        if !url.starts_with("ws://") {
+            bail!("AEP_RELAY_URL={shown:?} is not a WebSocket URL: use ws://host:port/socket");
+        }
+        Ok(Some(relay::settings::Settings {
+            url,
+            token: self.relay_token.clone().or_else(|| endpoint.token.clone()),
+            outbox: self.relay_outbox,
+            ping: endpoint.ping(),
+        }))
+    }
+}
+
+impl HubArgs {
+    /// `None` when the tap is off (the default: observe-only through the hooks).
+    pub fn settings(&self) -> anyhow::Result<Option<HubSettings>> {
+        if !(self.hub || self.hub_control) {
+            return Ok(None);
+        }
+        let source = match (&self.hub_url, &self.hub_token, &self.hub_discovery) {
+            (Some(url), Some(token), _) => Source::Direct(HubEndpoint::direct(url, token).map_err(|e| match e {
+                DiscoveryError::BadToken => anyhow::anyhow!("AEP_CLINE_HUB_TOKEN: {e}"),
+                other => anyhow::anyhow!("AEP_CLINE_HUB_URL: {other}"),
+            })?),
+            (Some(_), None, _) => bail!(
+                "AEP_CLINE_HUB_URL is set without AEP_CLINE_HUB_TOKEN: set the hub's authToken too, or use \
+                 AEP_CLINE_HUB_DISCOVERY instead"
+            ),
+            (None, _, Some(path)) => Source::Discovery(path.clone()),
+            (None, _, None) => bail!(
+                "the hub tap is on but names no hub: set AEP_CLINE_HUB_DISCOVERY to the hub's discovery file \
+                 ($CLINE_DIR/data/locks/hub/production.json for `cline hub ensure`), or AEP_CLINE_HUB_URL and \
+                 AEP_CLINE_HUB_TOKEN"
+            ),
+        };
+        Ok(Some(HubSettings {
+            control: self.hub_control,
+            source,
+            ack_guard: Duration::from_millis(self.hub_ack_guard_ms),
+            reconnect: crate::hub::settings::RECONNECT,
+            handshake: crate::hub::settings::HANDSHAKE,
+        }))
+    }
+}
+
+/// A gate: 1/true/on or 0/false/off.
+fn gate(name: &'static str) -> impl Fn(&str) -> Result<bool, String> + Clone + Send + Sync + 'static {
+    move |value| match value.trim() {
+        "1" | "true" | "on" => Ok(true),
+        "0" | "false" | "off" => Ok(false),
+        other => Err(format!("{name}={other:?}: use 1 (on) or 0 (off)")),
+    }
+}
+
+/// A positive whole number of `unit`.
+fn positive(
+    name: &'static str,
+    unit: &'static str,
+) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |value| match value.trim().parse::<usize>() {
+        Ok(0) => Err(format!("{name}=0: give a positive number of {unit}")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{name}={value:?} is not a number of {unit}")),
+    }
+}
+
+/// A duration such as `90s`, `5m` or `4h` (humantime).
+fn duration(name: &'static str) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |value| match humantime::parse_duration(value.trim()) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!("{name}={value:?}: give a duration above zero, e.g. 60s or 4h")),
+        Err(e) => Err(format!("{name}={value:?} is not a duration ({e}); e.g. 60s, 5m, 4h")),
+    }
+}
+
+fn listen(value: &str) -> Result<SocketAddr, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("AEP_LISTEN={value:?} is not ip:port, e.g. {DEFAULT_LISTEN}"))
+}
+
+fn capture(value: &str) -> Result<CapturePolicy, String> {
+    CapturePolicy::parse(value).map_err(|e| format!("AEP_CAPTURE={value:?}: {e}"))
+}
+
+fn ack_guard(value: &str) -> Result<u64, String> {
+    let window = crate::control::ACK_WINDOW_MS;
+    match value.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 && ms < window => Ok(ms),
+        Ok(ms) => Err(format!(
+            "AEP_CLINE_HUB_ACK_GUARD_MS={ms}: use 1 to {} (under the {window} ms ack window this daemon declares)",
+            window - 1
+        )),
+        Err(_) => Err(format!(
+            "AEP_CLINE_HUB_ACK_GUARD_MS={value:?} is not a number of milliseconds"
+        )),
+    }
+}
+
+/// `AEP_*` variables in the environment that no setting (nor the shim) reads: most likely a
+/// typo, which would otherwise leave a default in force without a word.
+pub fn unknown_variables() -> Vec<String> {
+    let command = <DaemonArgs as Args>::augment_args(clap::Command::new("daemon"));
+    let known: Vec<String> = command
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect();
+    std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("AEP_") && !OTHER_READERS.contains(&k.as_str()) && !known.contains(k))
+        .collect()
+}
+
+/// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh` and
+/// the end-to-end tests.
+const OTHER_READERS: [&str; 3] = ["AEP_CLINE_VERSION", "AEP_CLINE_CACHE", "AEP_CLINE_TEST_CLI"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Daemon {
+        #[command(flatten)]
+        args: DaemonArgs,
+    }
+
+    fn parse(flags: &[&str]) -> Result<DaemonArgs, String> {
+        Daemon::try_parse_from(std::iter::once("daemon").chain(flags.iter().copied()))
+            .map(|d| d.args)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_hold_without_any_setting() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.core.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(args.endpoint.buffer, 10_000);
+        assert!(args.endpoint.endpoint && args.core.redact_pii);
+        assert_eq!(args.sessions.lifetime().idle, Duration::from_secs(4 * 3600));
+        assert!(args.hub.settings().unwrap().is_none());
+        assert!(args.relay.settings(&args.endpoint).unwrap().is_none());
+    }
+
+    #[test]
+    fn malformed_values_are_refused_with_the_settings_name() {
+        for (flags, name) in [
+            (&["--capture", "metadata,tools=redacted"][..], "AEP_CAPTURE"),
+            (&["--capture", "everything"], "AEP_CAPTURE"),
+            (&["--buffer", "0"], "AEP_BUFFER"),
+            (&["--buffer", "lots"], "AEP_BUFFER"),
+            (&["--endpoint", "yes"], "AEP_ENDPOINT"),
+            (&["--session-idle", "forever"], "AEP_SESSION_IDLE"),
+            (&["--hub-ack-guard-ms", "10000"], "AEP_CLINE_HUB_ACK_GUARD_MS"),
+            (&["--hub-ack-guard-ms", "0"], "AEP_CLINE_HUB_ACK_GUARD_MS"),
+            (&["--listen", "localhost"], "AEP_LISTEN"),
+        ] {
+            let err = parse(flags).unwrap_err();
+            assert!(err.contains(name), "{flags:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_hub_tap_is_off_by_default_and_control_implies_it() {
+        let s = parse(&["--hub-control", "1", "--hub-discovery", "/x/production.json"])
+            .unwrap()
+            .hub
+            .settings()
+            .unwrap()
+            .unwrap();
+        assert!(s.control);
+        assert!(matches!(s.source, Source::Discovery(_)));
+        assert_eq!(s.ack_guard, Duration::from_millis(8000));
+        let tap = parse(&["--hub", "1", "--hub-url", "ws://127.0.0.1:1/hub", "--hub-token", "t0k"])
+            .unwrap()
+            .hub
+            .settings()
+            .unwrap()
+            .unwrap();
+        assert!(!tap.control);
+        assert!(matches!(tap.source, Source::Direct(_)));
+    }
+
+    #[test]
+    fn bad_hub_settings_name_the_variable_and_never_the_token() {
+        let err = |flags: &[&str]| parse(flags).unwrap().hub.settings().unwrap_err().to_string();
+        assert!(err(&["--hub", "1"]).contains("AEP_CLINE_HUB_DISCOVERY"));
+        assert!(err(&["--hub", "1", "--hub-url", "ws://h/hub"]).contains("AEP_CLINE_HUB_TOKEN"));
+        let bad_url = err(&["--hub", "1", "--hub-url", "http://h/hub", "--hub-token", "secret-token"]);
+        assert!(
+            bad_url.contains("AEP_CLINE_HUB_URL") && !bad_url.contains("secret-token"),
+            "{bad_url}"
+        );
+        let bad_token = err(&["--hub", "1", "--hub-url", "ws://h/hub", "--hub-token", "a b"]);
+        assert!(
+            bad_token.contains("AEP_CLINE_HUB_TOKEN") && !bad_token.contains("a b"),
+            "{bad_token}"
+        );
+    }
+
+    #[test]
+    fn a_relay_url_must_be_plain_websocket_and_never_shows_its_query() {
+        let args = parse(&["--relay-url", "http://r/socket?access_token=s3cret"]).unwrap();
+        let err = args.relay.settings(&args.endpoint).unwrap_err().to_string();
+        assert!(err.contains("AEP_RELAY_URL") && !err.contains("s3cret"), "{err}");
+        let args = parse(&["--relay-url", "ws://r/socket", "--token", "t"]).unwrap();
+        let relay = args.relay.settings(&args.endpoint).unwrap().unwrap();
+        assert_eq!(relay.token.as_deref(), Some("t"), "the relay falls back to AEP_TOKEN");
+    }
+}

@@ -1,0 +1,50 @@
+//! `POST /control`: one AEP command Event (AEP-0004) over plain HTTP, for tools and tests on
+//! this machine. It is authenticated like the shim, with the token in the daemon's owner-only
+//! discovery file, and goes to the command intake like a command from any other transport.
+//!
+//! The response says whether the command was taken, not how it was decided: the ack is an
+//! Event, appended to the session's log and published (AEP-0004 §3), as for every transport.
+//! `202 {"ok": true}` taken (or a redelivery); `400 invalid-command`; `404 no-route` (a session
+//! this daemon does not emit); `401`; `500 log-write-failed`.
+
+use super::auth::authorized;
+use super::error::error;
+use super::AppState;
+use crate::control::Refusal;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+pub async fn control(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorized(&headers, &state.token) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token: use the token in the daemon's discovery file (~/.aep/cline/daemon.json)",
+        );
+    }
+    let command: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid-command",
+                format!("the body is not JSON: {e}"),
+            )
+        }
+    };
+    let intake = state.intake.clone();
+    match tokio::task::spawn_blocking(move || intake.submit(&command)).await {
+        Ok(Ok(())) => (StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response(),
+        Ok(Err(Refusal::Invalid(detail))) => error(StatusCode::BAD_REQUEST, "invalid-command", detail),
+        Ok(Err(e @ Refusal::NoRoute(_))) => error(StatusCode::NOT_FOUND, "no-route", e),
+        Ok(Err(e @ Refusal::Log(_))) => {
+            tracing::error!(error = %e, "a command could not be recorded");
+            error(StatusCode::INTERNAL_SERVER_ERROR, "log-write-failed", e)
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
+    }
+}

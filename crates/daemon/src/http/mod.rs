@@ -1,0 +1,58 @@
+//! The daemon's HTTP surface on its listener: the shim's door (`POST /hook`), `GET /healthz`,
+//! `POST /control`, and the embedded AEP endpoint's routes (`sinks::endpoint`).
+
+pub mod auth;
+mod control;
+pub mod error;
+mod hook;
+
+use crate::control::Intake;
+use crate::lane::Sessions;
+use crate::sinks::endpoint::{self, Endpoint};
+use crate::sinks::relay::Relay;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What the routes share.
+#[derive(Clone)]
+pub struct AppState {
+    pub sessions: Arc<Sessions>,
+    pub intake: Arc<Intake>,
+    /// The discovery file's token: the shim's and `POST /control`'s.
+    pub token: Arc<str>,
+    pub started: Instant,
+    /// The embedded AEP endpoint, unless `AEP_ENDPOINT=0`.
+    pub endpoint: Option<Arc<Endpoint>>,
+    /// The relay binding, when `AEP_RELAY_URL` is set.
+    pub relay: Option<Arc<Relay>>,
+}
+
+pub fn router(state: AppState, max_body: usize) -> Router {
+    let endpoint = state.endpoint.clone();
+    let daemon = Router::new()
+        .route("/hook", post(hook::hook))
+        .route("/control", post(control::control))
+        .route("/healthz", get(healthz))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state);
+    match endpoint {
+        Some(endpoint) => daemon.merge(endpoint::routes(endpoint)),
+        None => daemon,
+    }
+}
+
+async fn healthz(State(state): State<AppState>) -> Response {
+    Json(json!({
+        "ok": true,
+        "version": env!("CARGO_PKG_VERSION"),
+        "sessions": state.sessions.live_count(),
+        "uptime_s": state.started.elapsed().as_secs(),
+        "relay": state.relay.as_ref().map(|r| r.status()),
+    }))
+    .into_response()
+}

@@ -1,0 +1,16 @@
+//! The session lane: where every source's work for a session is serialized, sequenced and
+//! written, and the one owner of each session's life.
+//!
+//! - [`sessions`]: the registry: opens a session (from its log), serializes its work, closes it.
+//! - [`journal`]: the JSONL log, the first sink, written before a hook is answered.
+//! - [`spool`]: hooks the shim could not deliver, drained into the lane in order.
+//! - [`bus`]: what the live sinks hear after the log has it.
+
+pub mod bus;
+pub mod journal;
+pub mod sessions;
+pub mod spool;
+
+pub use bus::{Bus, Note, Published};
+pub use journal::Journal;
+pub use sessions::{IngestError, Ingested, Lane, Lifetime, Sessions, DELIVERY_EXTENSION};

@@ -1,0 +1,380 @@
+//! The session registry: the one owner of each session's life. It opens a session (its state
+//! rebuilt from the log), serializes every source's work on it (hooks, the spool drain, the hub
+//! tap, command acks) under that session's lock, and closes it: an ended session leaves memory
+//! after a grace period, an idle one after the idle time, and either comes back from its log if
+//! it speaks again. The sinks learn of a close from the bus ([`Note::Closed`]).
+//!
+//! A session's slot leaves the map only when nobody else holds it (checked under the map's
+//! shard lock, where holders are made), so no two slots for one session ever coexist and no
+//! path can hand out a position twice (AEP-0001 §7).
+//!
+//! Everything here is synchronous (small file appends); async callers come from a blocking task.
+
+use crate::lane::bus::{Bus, Published};
+use crate::lane::journal::Journal;
+use aep_core::bounded::BoundedSet;
+use aep_core::redact::Redactor;
+use aep_core::sequence::{MemorySequencer, Position, Sequencer};
+use aep_core::{CapturePolicy, ExtValue};
+use cline_hooks::mapping::MapContext;
+use cline_hooks::{HookPayload, PayloadError, Planned, SessionTracker};
+use cline_hub::{Approvals, AttentionContext};
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Extension attribute carrying the hook delivery id that produced an Event, so a hook that
+/// reaches the daemon twice (taken by a hung daemon, then spooled by the shim) is recognized
+/// even across a restart.
+pub const DELIVERY_EXTENSION: &str = "clinehook";
+
+/// Delivery ids remembered per session.
+const MAX_DELIVERIES: usize = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    #[error("cannot write the session log {path}: {source}; check that AEP_LOG_DIR is writable")]
+    Log { path: String, source: std::io::Error },
+}
+
+/// What one hook did.
+#[derive(Debug)]
+pub enum Ingested {
+    /// These Events were appended, in order, and published.
+    Appended {
+        session: String,
+        events: Vec<Arc<Published>>,
+    },
+    /// The delivery was seen before; nothing was recorded again.
+    Duplicate { session: String },
+}
+
+struct SessionState {
+    tracker: SessionTracker,
+    sequencer: MemorySequencer,
+    /// Recent hook deliveries, so a redelivered hook is recorded once.
+    deliveries: BoundedSet<String>,
+    approvals: Approvals,
+    /// When a hook ended the session; it leaves memory a grace period later.
+    ended: Option<Instant>,
+    /// The last work on it; an idle session leaves memory after the idle time.
+    touched: Instant,
+}
+
+/// What a source other than hooks (the hub tap, the command intake) may read and change in a
+/// session's lane while it plans Events, under the session's lock.
+pub struct Lane<'a> {
+    pub tracker: &'a mut SessionTracker,
+    pub approvals: &'a mut Approvals,
+}
+
+/// How long sessions stay in memory (`AEP_SESSION_GRACE`, `AEP_SESSION_IDLE`).
+#[derive(Debug, Clone, Copy)]
+pub struct Lifetime {
+    /// After `session.ended`: late hooks, a late hub frame or ack still find the state.
+    pub grace: Duration,
+    /// Without any work: the session is let go and reloaded from its log if it speaks again.
+    pub idle: Duration,
+}
+
+impl Default for Lifetime {
+    fn default() -> Self {
+        Lifetime {
+            grace: Duration::from_secs(60),
+            idle: Duration::from_secs(4 * 3600),
+        }
+    }
+}
+
+pub struct Sessions {
+    journal: Journal,
+    host: String,
+    capture: CapturePolicy,
+    redactor: Redactor,
+    bus: Bus,
+    lifetime: Lifetime,
+    live: DashMap<String, Slot>,
+}
+
+/// `None` until loaded from the log, and again after a failed write (the next use reloads).
+type Slot = Arc<Mutex<Option<SessionState>>>;
+
+impl Sessions {
+    pub fn new(journal: Journal, host: String, capture: CapturePolicy, redactor: Redactor, bus: Bus) -> Self {
+        Sessions {
+            journal,
+            host,
+            capture,
+            redactor,
+            bus,
+            lifetime: Lifetime::default(),
+            live: DashMap::new(),
+        }
+    }
+
+    pub fn with_lifetime(mut self, lifetime: Lifetime) -> Self {
+        self.lifetime = lifetime;
+        self
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    pub fn bus(&self) -> &Bus {
+        &self.bus
+    }
+
+    pub fn capture(&self) -> &CapturePolicy {
+        &self.capture
+    }
+
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
+    /// The `source` of this daemon's Events for `session`.
+    pub fn source(&self, session: &str) -> String {
+        aep_core::source::session_source(&self.host, "cline", session)
+    }
+
+    /// Whether this daemon emits `session` (it is live here, or has a log here): commands for
+    /// any other session are not ours to take (AEP-0004 §4.5).
+    pub fn owns(&self, session: &str) -> bool {
+        self.live.contains_key(session) || self.journal.path(session).exists()
+    }
+
+    /// Sessions held in memory.
+    pub fn live_count(&self) -> usize {
+        self.live.len()
+    }
+
+    /// The sessions held in memory.
+    pub fn live_sessions(&self) -> Vec<String> {
+        self.live.iter().map(|entry| entry.key().clone()).collect()
+    }
+
+    /// Runs `work` on a session's state under its lock, loading it from the log first if it is
+    /// not in memory. The slot is taken under the map's shard lock, which [`Sessions::sweep`]
+    /// also holds while it checks that nobody has the slot before removing it.
+    fn with<T>(
+        &self,
+        session: &str,
+        work: impl FnOnce(&mut SessionState) -> Result<T, IngestError>,
+    ) -> Result<T, IngestError> {
+        let slot = self.live.entry(session.to_string()).or_default().clone();
+        let mut guard = slot.lock();
+        let state = match guard.as_mut() {
+            Some(state) => state,
+            None => guard.insert(self.load(session)?),
+        };
+        state.touched = Instant::now();
+        let done = work(state);
+        if done.is_err() {
+            // The tracker and sequencer moved on but the log did not: forget them, so the
+            // retry (the shim spools a 5xx) is planned again from what the log holds.
+            *guard = None;
+        }
+        done
+    }
+
+    /// Appends Events from a source other than hooks (the control intake, the hub tap) to a
+    /// session, under its lock, in the same sequence as its hook Events.
+    pub fn append(
+        &self,
+        session: &str,
+        plan: impl FnOnce() -> Vec<Planned>,
+    ) -> Result<Vec<Arc<Published>>, IngestError> {
+        self.append_in(session, |_| plan())
+    }
+
+    /// [`Sessions::append`], planning with the session's [`Lane`] in hand (its runs, its
+    /// pending approvals).
+    pub fn append_in(
+        &self,
+        session: &str,
+        plan: impl FnOnce(Lane<'_>) -> Vec<Planned>,
+    ) -> Result<Vec<Arc<Published>>, IngestError> {
+        self.with(session, |state| {
+            let planned = plan(Lane {
+                tracker: &mut state.tracker,
+                approvals: &mut state.approvals,
+            });
+            self.commit(session, state, &planned, None)
+        })
+    }
+
+    /// Maps one hook body to Events and appends them to its session's log.
+    pub fn ingest_hook(&self, body: &[u8], delivery: Option<&str>) -> Result<Ingested, IngestError> {
+        let payload = HookPayload::parse(body)?;
+        let session = payload.session_key().expect("parse checks the session key").to_string();
+        self.with(&session, |state| {
+            if let Some(d) = delivery {
+                if state.deliveries.contains(d) {
+                    return Ok(Ingested::Duplicate {
+                        session: session.clone(),
+                    });
+                }
+            }
+            let ctx = MapContext {
+                capture: &self.capture,
+                redactor: &self.redactor,
+            };
+            let mut planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
+            // Requests still pending when a hook ends the session are dismissed first (AEP-0002 §7.2).
+            let attention = AttentionContext {
+                capture: &self.capture,
+                redactor: &self.redactor,
+                control: false,
+            };
+            cline_hub::dismiss_before_end(
+                &mut planned,
+                &mut state.approvals,
+                &attention,
+                now_ms(),
+                &mut aep_core::id::new_id,
+            );
+            let events = self.commit(&session, state, &planned, delivery)?;
+            if let Some(d) = delivery {
+                state.deliveries.insert(d.to_string());
+            }
+            if state.tracker.has_ended() && state.ended.is_none() {
+                state.ended = Some(Instant::now());
+            }
+            Ok(Ingested::Appended {
+                session: session.clone(),
+                events,
+            })
+        })
+    }
+
+    /// Lets go of the sessions that ended more than the grace period ago or were idle longer
+    /// than the idle time, and says so on the bus. Returns how many left.
+    pub fn sweep(&self, now: Instant) -> usize {
+        let Lifetime { grace, idle } = self.lifetime;
+        let mut closed = Vec::new();
+        self.live.retain(|session, slot| {
+            // Held elsewhere (a holder is made only under this shard lock): in use, keep.
+            if Arc::strong_count(slot) > 1 {
+                return true;
+            }
+            let Some(guard) = slot.try_lock() else {
+                return true;
+            };
+            let expired = match guard.as_ref() {
+                None => true,
+                Some(state) => {
+                    state.ended.is_some_and(|at| now.saturating_duration_since(at) >= grace)
+                        || now.saturating_duration_since(state.touched) >= idle
+                }
+            };
+            if expired {
+                closed.push(session.clone());
+            }
+            !expired
+        });
+        if !closed.is_empty() && self.live.capacity() > 4 * self.live.len().max(64) {
+            self.live.shrink_to_fit();
+        }
+        for session in &closed {
+            self.bus.closed(session);
+        }
+        closed.len()
+    }
+
+    /// Stamps planned Events (source, time, sequence position), validates them, appends them
+    /// to the session log in one write, then publishes them on the bus.
+    fn commit(
+        &self,
+        session: &str,
+        state: &mut SessionState,
+        planned: &[Planned],
+        delivery: Option<&str>,
+    ) -> Result<Vec<Arc<Published>>, IngestError> {
+        let source = self.source(session);
+        let time = aep_core::id::now_rfc3339();
+        let mut out = Vec::with_capacity(planned.len());
+        for p in planned {
+            let position = state.sequencer.next(session);
+            let mut envelope = match p.to_envelope(&source, session, &time, position) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "planned event refused by the envelope rules; dropped");
+                    continue;
+                }
+            };
+            if let Some(d) = delivery {
+                envelope
+                    .set_extension(DELIVERY_EXTENSION, ExtValue::Str(d.to_string()))
+                    .expect("a legal extension name");
+            }
+            let value = envelope.to_value();
+            if let Err(v) = aep_core::validate::validate_event(&value) {
+                tracing::error!(%session, violation = %v, "planned event is not valid AEP; dropped");
+                continue;
+            }
+            let line = serde_json::to_string(&value).expect("serializable");
+            out.push(Published { value, line });
+        }
+        if !out.is_empty() {
+            let lines: Vec<String> = out.iter().map(|p| p.line.clone()).collect();
+            self.journal
+                .append(session, &lines)
+                .map_err(|source| IngestError::Log {
+                    path: self.journal.path(session).display().to_string(),
+                    source,
+                })?;
+        }
+        Ok(out.into_iter().map(|p| self.bus.publish(p)).collect())
+    }
+
+    /// Rebuilds a session's state from its log.
+    fn load(&self, session: &str) -> Result<SessionState, IngestError> {
+        let recovered = self.journal.recover(session).map_err(|source| IngestError::Log {
+            path: self.journal.path(session).display().to_string(),
+            source,
+        })?;
+        if recovered.torn_bytes > 0 || recovered.unreadable > 0 {
+            tracing::warn!(
+                session,
+                torn_bytes = recovered.torn_bytes,
+                unreadable_lines = recovered.unreadable,
+                "session log had a torn tail (cut off) or unreadable lines (kept)"
+            );
+        }
+        let mut state = SessionState {
+            tracker: SessionTracker::new(),
+            sequencer: MemorySequencer::new(0),
+            deliveries: BoundedSet::new(MAX_DELIVERIES),
+            approvals: Approvals::new(),
+            ended: None,
+            touched: Instant::now(),
+        };
+        for event in &recovered.events {
+            state.tracker.recover(event);
+            state.approvals.recover(event);
+            if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
+                let epoch = event.get("epoch").and_then(Value::as_u64).unwrap_or(0);
+                state.sequencer.resume_after(session, Position { epoch, seq });
+            }
+            if let Some(d) = event.get(DELIVERY_EXTENSION).and_then(Value::as_str) {
+                state.deliveries.insert(d.to_string());
+            }
+        }
+        if state.tracker.has_ended() {
+            state.ended = Some(Instant::now());
+        }
+        Ok(state)
+    }
+}
+
+/// Milliseconds since the epoch, for the latency of a request this daemon dismisses.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -1,0 +1,22 @@
+//! `aep-cline`: the library behind the one binary. The folders follow the data path:
+//!
+//! - [`state`]: the state folder the daemon, the shim and the commands share (lock, discovery).
+//! - sources: the hook door ([`http`]), the spool ([`lane::spool`]), the hub tap ([`hub`]),
+//!   AEP commands ([`control`]) and other emitters (the endpoint's collector).
+//! - [`lane`]: the session lane, the one owner of each session's life: registry, sequencing,
+//!   the JSONL log (the first sink, written before a hook is answered) and the bus.
+//! - [`sinks`]: what the bus feeds, the embedded AEP endpoint and the relay binding.
+//! - [`daemon`]: settings, start order and supervision; [`cli`]: the user commands.
+
+pub mod backoff;
+pub mod cli;
+pub mod control;
+pub mod daemon;
+pub mod http;
+pub mod hub;
+pub mod lane;
+pub mod sinks;
+pub mod state;
+
+/// Header carrying the shim's id for one hook firing (see [`lane::DELIVERY_EXTENSION`]).
+pub const DELIVERY_HEADER: &str = "x-aep-cline-delivery";

@@ -1,0 +1,206 @@
+//! The bounded replay buffer (AEP-0003 §5): per session, the last `depth` sequenced Events in
+//! `(epoch, seq)` order, for at most `max_sessions` sessions (the least recently written one
+//! is let go first). Memory is therefore bounded by `depth × max_sessions` Events.
+//!
+//! Admission dedupes on `(source, id)` (AEP-0001 §7.4): a redelivery is not held twice (live
+//! fan-out still forwards it, §5). Agent-scoped Events and commands carry no position and are
+//! never held: they are live-only.
+//!
+//! A resume is "exhausted" when the buffer has evicted an Event after the requested position,
+//! so the consumer knows it missed something (§3.3.3); a gap the emitter left, or a position
+//! from an epoch the buffer never held, is not reported as one. A session let go as a whole
+//! is simply absent, as the reference relay does.
+
+use super::stored::Stored;
+use aep_core::sequence::Position;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+pub struct ReplayBuffer {
+    depth: usize,
+    max_sessions: usize,
+    sessions: HashMap<String, SessionBuffer>,
+    /// Writes so far: the recency clock of session eviction.
+    clock: u64,
+}
+
+struct SessionBuffer {
+    events: VecDeque<Arc<Stored>>,
+    ids: HashSet<(String, String)>,
+    /// The highest position evicted for depth.
+    evicted_through: Option<Position>,
+    written: u64,
+}
+
+/// What a resume from one position finds.
+#[derive(Debug, Default)]
+pub struct Replay {
+    /// `Some(earliest held)` when Events after the requested position were evicted.
+    pub exhausted: Option<Position>,
+    /// Held Events strictly after the position, ascending.
+    pub events: Vec<Arc<Stored>>,
+}
+
+impl ReplayBuffer {
+    pub fn new(depth: usize, max_sessions: usize) -> Self {
+        ReplayBuffer {
+            depth: depth.max(1),
+            max_sessions: max_sessions.max(1),
+            sessions: HashMap::new(),
+            clock: 0,
+        }
+    }
+
+    /// Holds a sequenced session Event; `false` when it holds that `(source, id)` already or
+    /// the Event has no position.
+    pub fn admit(&mut self, stored: &Arc<Stored>) -> bool {
+        let (Some(session), Some(position)) = (stored.session(), stored.position()) else {
+            return false;
+        };
+        self.clock += 1;
+        if !self.sessions.contains_key(session) && self.sessions.len() >= self.max_sessions {
+            self.evict_least_recent();
+        }
+        let buffer = self
+            .sessions
+            .entry(session.to_string())
+            .or_insert_with(|| SessionBuffer {
+                events: VecDeque::new(),
+                ids: HashSet::new(),
+                evicted_through: None,
+                written: 0,
+            });
+        buffer.written = self.clock;
+        let (source, id) = stored.key();
+        if !buffer.ids.insert((source.to_string(), id.to_string())) {
+            return false;
+        }
+        // Events almost always arrive in order: find the slot from the tail.
+        let mut at = buffer.events.len();
+        while at > 0 && buffer.events[at - 1].position() > Some(position) {
+            at -= 1;
+        }
+        buffer.events.insert(at, stored.clone());
+        if buffer.events.len() > self.depth {
+            if let Some(old) = buffer.events.pop_front() {
+                let (source, id) = old.key();
+                buffer.ids.remove(&(source.to_string(), id.to_string()));
+                buffer.evicted_through = buffer.evicted_through.max(old.position());
+            }
+        }
+        true
+    }
+
+    /// Drops a session whole (the registry closed it).
+    pub fn forget(&mut self, session: &str) {
+        self.sessions.remove(session);
+        if self.sessions.capacity() > 4 * self.sessions.len().max(16) {
+            self.sessions.shrink_to_fit();
+        }
+    }
+
+    fn evict_least_recent(&mut self) {
+        let oldest = self
+            .sessions
+            .iter()
+            .min_by_key(|(_, b)| b.written)
+            .map(|(s, _)| s.clone());
+        if let Some(session) = oldest {
+            self.sessions.remove(&session);
+        }
+    }
+
+    /// The held Events of `session` strictly after `after` (all of them for `None`).
+    pub fn replay(&self, session: &str, after: Option<Position>) -> Replay {
+        let Some(buffer) = self.sessions.get(session) else {
+            return Replay::default();
+        };
+        let events = buffer
+            .events
+            .iter()
+            .filter(|e| after.is_none_or(|after| e.position() > Some(after)))
+            .cloned()
+            .collect();
+        let exhausted = match (after, buffer.evicted_through) {
+            (Some(after), Some(evicted)) if evicted > after => buffer.events.front().and_then(|e| e.position()),
+            _ => None,
+        };
+        Replay { exhausted, events }
+    }
+
+    /// Every session held, for replay-all (AEP-0003 §5).
+    pub fn sessions(&self) -> Vec<String> {
+        let mut sessions: Vec<(&String, u64)> = self.sessions.iter().map(|(s, b)| (s, b.written)).collect();
+        sessions.sort_by_key(|(_, written)| *written);
+        sessions.into_iter().map(|(s, _)| s.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::Published;
+    use serde_json::json;
+
+    fn ev(session: &str, id: &str, epoch: u64, seq: u64) -> Arc<Stored> {
+        let value = json!({"source": "aep://h/agent/a", "id": id, "session": session, "epoch": epoch, "seq": seq});
+        let line = value.to_string();
+        Arc::new(Stored::new(Arc::new(Published { value, line }), 0))
+    }
+
+    fn seqs(r: &Replay) -> Vec<u64> {
+        r.events.iter().map(|e| e.position().unwrap().seq).collect()
+    }
+
+    #[test]
+    fn admission_dedupes_orders_and_evicts_with_an_exhausted_marker() {
+        let mut b = ReplayBuffer::new(3, 10);
+        assert!(b.admit(&ev("s", "a", 0, 0)));
+        assert!(b.admit(&ev("s", "c", 0, 2)));
+        assert!(b.admit(&ev("s", "b", 0, 1)), "a late Event is slotted by position");
+        assert!(!b.admit(&ev("s", "b", 0, 1)), "a redelivery is held once");
+        assert_eq!(seqs(&b.replay("s", None)), [0, 1, 2]);
+        let r = b.replay("s", Some(Position { epoch: 0, seq: 0 }));
+        assert_eq!((seqs(&r), r.exhausted), (vec![1, 2], None));
+        assert!(b.admit(&ev("s", "d", 0, 3)));
+        let r = b.replay("s", Some(Position { epoch: 0, seq: 0 }));
+        assert_eq!(
+            (seqs(&r), r.exhausted),
+            (vec![1, 2, 3], None),
+            "nothing after 0:0 was evicted"
+        );
+        assert!(b.admit(&ev("s", "e", 0, 4)));
+        let r = b.replay("s", Some(Position { epoch: 0, seq: 0 }));
+        assert_eq!(r.exhausted, Some(Position { epoch: 0, seq: 2 }));
+        assert_eq!(seqs(&r), [2, 3, 4]);
+        assert!(b.admit(&ev("s", "a", 0, 0)), "an evicted id is no longer remembered");
+        assert_eq!(
+            seqs(&b.replay("s", None)),
+            [2, 3, 4],
+            "and an old position is evicted again"
+        );
+    }
+
+    #[test]
+    fn unsequenced_events_are_not_held_and_sessions_are_bounded() {
+        let mut b = ReplayBuffer::new(10, 2);
+        let agent = Arc::new(Stored::new(
+            Arc::new(Published {
+                value: json!({"id": "x", "type": "agent.heartbeat"}),
+                line: String::new(),
+            }),
+            0,
+        ));
+        assert!(!b.admit(&agent));
+        b.admit(&ev("one", "1", 0, 0));
+        b.admit(&ev("two", "2", 0, 0));
+        b.admit(&ev("one", "3", 0, 1));
+        b.admit(&ev("three", "4", 0, 0));
+        assert_eq!(
+            b.sessions(),
+            ["one", "three"],
+            "the least recently written session went"
+        );
+        assert!(b.replay("two", None).events.is_empty());
+    }
+}

@@ -1,0 +1,73 @@
+//! One Event as the endpoint holds and forwards it: the parsed value (filters and down-leveling
+//! read it) beside the exact line it arrived as (forwarded untouched whenever the subscriber's
+//! ceiling allows: a hop preserves bytes, AEP-0001 §4.2), plus the few attributes fan-out asks
+//! about on every delivery, read once at admission.
+
+use crate::lane::Published;
+use aep_core::sequence::Position;
+use aep_core::{Capture, Severity};
+use serde_json::Value;
+use std::sync::Arc;
+
+#[derive(Debug)]
+pub struct Stored {
+    pub event: Arc<Published>,
+    /// Admission order on this endpoint's feed: what a subscription compares to know whether
+    /// its replay already covered a live Event.
+    pub n: u64,
+    pub severity: Severity,
+    /// The declared level (absent = `metadata`, AEP-0001 §8.2d).
+    pub capture: Capture,
+}
+
+impl Stored {
+    pub fn new(event: Arc<Published>, n: u64) -> Self {
+        let v = &event.value;
+        let severity = v
+            .get("severity")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_default();
+        // Validation admitted only legal levels; anything else reads as `full`, the reading
+        // that strips the most at a lower ceiling.
+        let capture = match v.get("capture") {
+            None => Capture::default(),
+            Some(c) => c.as_str().and_then(|s| s.parse().ok()).unwrap_or(Capture::Full),
+        };
+        Stored {
+            event,
+            n,
+            severity,
+            capture,
+        }
+    }
+
+    pub fn value(&self) -> &Value {
+        &self.event.value
+    }
+
+    pub fn ty(&self) -> &str {
+        self.value().get("type").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    pub fn session(&self) -> Option<&str> {
+        self.value().get("session").and_then(Value::as_str)
+    }
+
+    /// `(epoch, seq)` for a sequenced session Event: a resumable position (AEP-0001 §7.6).
+    pub fn position(&self) -> Option<Position> {
+        position_of(self.value())
+    }
+
+    /// `source` + `id`: the identity buffer admission dedupes on (AEP-0001 §7.4).
+    pub fn key(&self) -> (&str, &str) {
+        let s = |k: &str| self.value().get(k).and_then(Value::as_str).unwrap_or_default();
+        (s("source"), s("id"))
+    }
+}
+
+pub fn position_of(event: &Value) -> Option<Position> {
+    let seq = event.get("seq")?.as_u64()?;
+    let epoch = event.get("epoch").and_then(Value::as_u64).unwrap_or(0);
+    Some(Position { epoch, seq })
+}

@@ -1,0 +1,45 @@
+//! The state folder (`$AEP_CLINE_STATE_DIR`, default `~/.aep/cline`): what the daemon, the shim
+//! and the user commands share on disk. The daemon's lock and discovery file live here, and the
+//! spool beside them (`lane::spool`).
+//!
+//! The shim reads these paths on its hot path, so they are plain functions over the
+//! environment, not part of the daemon's settings parser.
+
+pub mod discovery;
+pub mod lock;
+
+use anyhow::bail;
+use std::path::PathBuf;
+
+/// `$HOME`, or an error saying how to do without it.
+pub fn home() -> anyhow::Result<PathBuf> {
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Ok(PathBuf::from(h)),
+        _ => bail!("HOME is not set: set HOME, or set AEP_LOG_DIR and AEP_CLINE_STATE_DIR explicitly"),
+    }
+}
+
+/// Where the lock, the discovery file and the spool live: `$AEP_CLINE_STATE_DIR`, default
+/// `~/.aep/cline`. The shim and the daemon must agree on it, so both read it the same way.
+pub fn state_dir() -> anyhow::Result<PathBuf> {
+    match std::env::var_os("AEP_CLINE_STATE_DIR") {
+        Some(d) if !d.is_empty() => Ok(PathBuf::from(d)),
+        _ => Ok(home()?.join(".aep").join("cline")),
+    }
+}
+
+/// The `{host}` of `source` URIs: `AEP_HOST`, else the kernel's hostname.
+pub fn host() -> String {
+    std::env::var("AEP_HOST")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(hostname)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}

@@ -1,0 +1,366 @@
+//! The daemon's house: one daemon per state folder, the start order, a clean stop, sessions
+//! that leave memory and come back from their logs, and no position handed out twice however
+//! writers, the spool drain and the registry's sweep race. The real binary over real sockets
+//! and files; the registry race also in process, where it can be pushed hardest.
+
+mod support;
+
+use aep_cline::lane::{spool, Bus, Journal, Lifetime, Sessions};
+use aep_cline::DELIVERY_HEADER;
+use aep_core::redact::{RedactOptions, Redactor};
+use aep_core::{Capture, CapturePolicy};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::daemon::{http, real_payload, Sandbox};
+
+/// A real Cline 3.0.65 hook payload, moved to `session`.
+fn payload(dir: &str, hook: &str, session: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&real_payload(dir, hook)).unwrap();
+    v["sessionContext"]["rootSessionId"] = Value::from(session);
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// The hooks of one short run, in firing order.
+fn run_hooks(session: &str) -> Vec<Vec<u8>> {
+    vec![
+        payload("hooks-local", "agent_start", session),
+        payload("hooks-local", "tool_call", session),
+        payload("hooks-local", "tool_result", session),
+        payload("hooks-local", "agent_end", session),
+        payload("hooks-cancel", "session_shutdown", session),
+    ]
+}
+
+fn post_hook(addr: &str, token: &str, body: &[u8], delivery: &str) -> u16 {
+    let bearer = format!("Bearer {token}");
+    http(
+        addr,
+        "POST",
+        "/hook",
+        &[("Authorization", &bearer), (DELIVERY_HEADER, delivery)],
+        body,
+    )
+    .0
+}
+
+fn healthz(addr: &str) -> Value {
+    serde_json::from_str(&http(addr, "GET", "/healthz", &[], b"").1).unwrap()
+}
+
+/// Asserts a log's positions never repeat and leave no gap: 0, 1, 2, ... in file order.
+fn assert_unique_positions(events: &[Value]) {
+    let mut seen = HashSet::new();
+    for (i, e) in events.iter().enumerate() {
+        let p = (e["epoch"].as_u64().unwrap_or(0), e["seq"].as_u64().unwrap());
+        assert!(seen.insert(p), "position {p:?} handed out twice: {e}");
+        assert_eq!(p, (0, i as u64), "positions in file order: {e}");
+    }
+}
+
+/// The hook deliveries a log records (a hook that maps to no Event, such as a second
+/// terminal, leaves none).
+fn deliveries(events: &[Value]) -> HashSet<&str> {
+    events.iter().filter_map(|e| e["clinehook"].as_str()).collect()
+}
+
+#[test]
+fn a_second_daemon_refuses_at_once_names_the_first_and_changes_nothing() {
+    let sb = Sandbox::new();
+    let first = sb.start();
+    let discovery = std::fs::read(sb.state_dir.join("daemon.json")).unwrap();
+    // The first daemon is hung, so a spooled hook waits for whoever drains it.
+    first.signal("-STOP");
+    let session = "second-daemon";
+    spool::write(
+        &sb.state_dir,
+        "d-spooled",
+        &payload("hooks-local", "agent_start", session),
+    )
+    .unwrap();
+
+    let started = Instant::now();
+    let second = sb.run(&["daemon"], &[("AEP_LISTEN", "127.0.0.1:0")]);
+    assert!(!second.status.success());
+    assert!(started.elapsed() < Duration::from_secs(10), "refused at once");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains(&format!("pid {}", first.child.id())) && err.contains(&first.url),
+        "the refusal names the running daemon: {err}"
+    );
+    assert_eq!(sb.spooled(), 1, "the second daemon did not drain the spool");
+    assert!(sb.log(session).is_empty(), "nor touch a log");
+    assert_eq!(
+        std::fs::read(sb.state_dir.join("daemon.json")).unwrap(),
+        discovery,
+        "nor the discovery file"
+    );
+
+    first.signal("-CONT");
+    let events = sb.wait_for_events(session, 2);
+    assert_eq!(support::daemon::types(&events), ["session.started", "run.started"]);
+    let (status, _) = first.stop();
+    assert!(status.success());
+    assert!(
+        !sb.state_dir.join("daemon.json").exists(),
+        "the first removes its own file"
+    );
+    sb.start().stop(); // and the lock went with it
+}
+
+#[test]
+fn sigterm_finishes_in_flight_hooks_and_exits_0_without_its_discovery_file() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let (addr, token) = (daemon.addr(), daemon.token.clone());
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (addr, token) = (addr.clone(), token.clone());
+            std::thread::spawn(move || {
+                let mut ok = 0;
+                for (i, hook) in run_hooks(&format!("stop-{w}")).into_iter().enumerate() {
+                    if post_hook(&addr, &token, &hook, &format!("d-{w}-{i}")) == 200 {
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    let (status, stderr) = daemon.stop();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("stopped"), "{stderr}");
+    assert!(!sb.state_dir.join("daemon.json").exists());
+    for (w, writer) in writers.into_iter().enumerate() {
+        let answered = writer.join().unwrap();
+        let logged = sb.log(&format!("stop-{w}"));
+        // Every hook that was answered 200 is in the log whole; the rest were refused, never torn.
+        assert!(
+            logged.len() >= answered,
+            "writer {w}: {answered} answered, {} logged",
+            logged.len()
+        );
+        assert_unique_positions(&logged);
+    }
+}
+
+#[test]
+fn an_unusable_log_folder_or_a_category_typo_is_refused_at_start() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.root.path()).unwrap();
+    let file = sb.root.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = sb.run(&["daemon"], &[("AEP_LOG_DIR", file.to_str().unwrap())]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("AEP_LOG_DIR"), "{err}");
+    assert!(!sb.state_dir.join("daemon.json").exists(), "it never said it was ready");
+
+    let out = sb.run(&["daemon"], &[("AEP_CAPTURE", "metadata,tools=redacted")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("AEP_CAPTURE") && err.contains("did you mean tool"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_help_lists_every_setting_with_its_variable() {
+    let out = Sandbox::new().run(&["daemon", "--help"], &[]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for variable in [
+        "AEP_LISTEN",
+        "AEP_LOG_DIR",
+        "AEP_CLINE_STATE_DIR",
+        "AEP_CAPTURE",
+        "AEP_REDACT_PII",
+        "AEP_REDACT_SECRET_ENV",
+        "AEP_CLINE_MAX_BODY",
+        "AEP_HOST",
+        "AEP_SESSION_GRACE",
+        "AEP_SESSION_IDLE",
+        "AEP_ENDPOINT",
+        "AEP_TOKEN",
+        "AEP_BUFFER",
+        "AEP_MAX_SESSIONS",
+        "AEP_MAX_BODY",
+        "AEP_MAX_BATCH",
+        "AEP_MAX_FROM",
+        "AEP_PING_MS",
+        "AEP_RELAY_URL",
+        "AEP_RELAY_TOKEN",
+        "AEP_RELAY_OUTBOX",
+        "AEP_CLINE_HUB",
+        "AEP_CLINE_HUB_CONTROL",
+        "AEP_CLINE_HUB_DISCOVERY",
+        "AEP_CLINE_HUB_URL",
+        "AEP_CLINE_HUB_TOKEN",
+        "AEP_CLINE_HUB_ACK_GUARD_MS",
+    ] {
+        assert!(
+            help.contains(&format!("[env: {variable}")),
+            "{variable} missing from --help"
+        );
+    }
+    let secret = Sandbox::new().run(&["daemon", "--help"], &[("AEP_TOKEN", "do-not-print-me")]);
+    assert!(!String::from_utf8_lossy(&secret.stdout).contains("do-not-print-me"));
+}
+
+#[test]
+fn ended_and_idle_sessions_leave_memory_and_come_back_from_their_logs() {
+    let sb = Sandbox::new()
+        .with_env("AEP_SESSION_GRACE", "100ms")
+        .with_env("AEP_SESSION_IDLE", "1500ms");
+    let daemon = sb.start();
+    let (addr, token) = (daemon.addr(), daemon.token.clone());
+    for (i, hook) in run_hooks("ended").iter().enumerate() {
+        assert_eq!(post_hook(&addr, &token, hook, &format!("e-{i}")), 200);
+    }
+    assert_eq!(
+        post_hook(&addr, &token, &payload("hooks-local", "agent_start", "idle"), "i-0"),
+        200
+    );
+    assert_eq!(healthz(&addr)["sessions"], 2);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut counts = Vec::new();
+    while Instant::now() < deadline {
+        let n = healthz(&addr)["sessions"].as_u64().unwrap();
+        if counts.last() != Some(&n) {
+            counts.push(n);
+        }
+        if n == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(counts, [2, 1, 0], "the ended session leaves first, then the idle one");
+
+    // The idle session speaks again: reloaded from its log, same run, next position.
+    assert_eq!(
+        post_hook(&addr, &token, &payload("hooks-local", "tool_call", "idle"), "i-1"),
+        200
+    );
+    let events = sb.log("idle");
+    assert_eq!(
+        support::daemon::types(&events),
+        ["session.started", "run.started", "tool.requested"]
+    );
+    assert_eq!(events[2]["seq"], 2);
+    assert_eq!(events[2]["run"], events[1]["run"]);
+    // A redelivery of a hook from before it left is still recognized.
+    assert_eq!(
+        post_hook(&addr, &token, &payload("hooks-local", "agent_start", "idle"), "i-0"),
+        200
+    );
+    assert_eq!(sb.log("idle").len(), 3);
+    drop(daemon);
+}
+
+#[test]
+fn writers_racing_a_session_end_and_the_spool_drain_never_share_a_position() {
+    let sb = Sandbox::new().with_env("AEP_SESSION_GRACE", "1ms");
+    let daemon = sb.start();
+    let (addr, token) = (daemon.addr(), daemon.token.clone());
+    let session = "race";
+    let hooks = Arc::new(run_hooks(session));
+    let until = Instant::now() + Duration::from_secs(3);
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (addr, token, hooks, state_dir) = (addr.clone(), token.clone(), hooks.clone(), sb.state_dir.clone());
+            std::thread::spawn(move || {
+                let mut sent = 0usize;
+                while Instant::now() < until {
+                    let hook = &hooks[sent % hooks.len()];
+                    let delivery = format!("w{w}-{sent}");
+                    if w == 0 {
+                        // One writer goes through the spool: the drain races the live hooks.
+                        spool::write(&state_dir, &delivery, hook).unwrap();
+                    } else {
+                        assert_eq!(post_hook(&addr, &token, hook, &delivery), 200);
+                    }
+                    sent += 1;
+                }
+                sent
+            })
+        })
+        .collect();
+    let sent: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sb.spooled() > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let events = sb.log(session);
+    assert_unique_positions(&events);
+    assert!(deliveries(&events).len() <= sent && deliveries(&events).len() > sent / 5);
+    let out = sb.run(
+        &[
+            "validate",
+            sb.log_dir
+                .join("cline")
+                .join(format!("{session}.jsonl"))
+                .to_str()
+                .unwrap(),
+        ],
+        &[],
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(!report.contains("seq"), "no ordering violation: {report}");
+    drop(daemon);
+}
+
+#[test]
+fn the_registry_never_hands_out_a_position_twice_while_it_sweeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = Arc::new(
+        Sessions::new(
+            Journal::new(dir.path()),
+            "host".into(),
+            CapturePolicy::new(Capture::Metadata),
+            Redactor::new(RedactOptions::default()).unwrap(),
+            Bus::default(),
+        )
+        .with_lifetime(Lifetime {
+            grace: Duration::ZERO,
+            idle: Duration::ZERO,
+        }),
+    );
+    let session = "swept";
+    let hooks = Arc::new(run_hooks(session));
+    let until = Instant::now() + Duration::from_secs(2);
+    let sweeper = {
+        let sessions = sessions.clone();
+        std::thread::spawn(move || {
+            let mut closed = 0;
+            while Instant::now() < until {
+                closed += sessions.sweep(Instant::now());
+            }
+            closed
+        })
+    };
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (sessions, hooks) = (sessions.clone(), hooks.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while Instant::now() < until {
+                    sessions
+                        .ingest_hook(&hooks[n % hooks.len()], Some(&format!("w{w}-{n}")))
+                        .unwrap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let sent: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(sweeper.join().unwrap() > 0, "the session left memory during the race");
+    let text = std::fs::read_to_string(Journal::new(dir.path()).path(session)).unwrap();
+    let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_unique_positions(&events);
+    assert!(deliveries(&events).len() <= sent && deliveries(&events).len() > sent / 5);
+    sessions.sweep(Instant::now());
+    assert_eq!(sessions.live_count(), 0, "nothing left in memory once idle");
+}
