@@ -12,11 +12,11 @@ pub mod backoff;
 pub mod cli;
 pub mod control;
 pub mod daemon;
+pub mod firing;
 pub mod http;
 pub mod hub;
 pub mod lane;
 pub mod sinks;
 pub mod state;
 
-/// Header carrying the shim's id for one hook firing (see [`lane::DELIVERY_EXTENSION`]).
-pub const DELIVERY_HEADER: &str = "x-aep-cline-delivery";
+pub use firing::DELIVERY_HEADER;

@@ -5,7 +5,9 @@
 
 mod support;
 
-use aep_cline::lane::{spool, Bus, Journal, Lifetime, Sessions};
+use aep_cline::firing::Firing;
+use aep_cline::lane::spool::{self, Spooled};
+use aep_cline::lane::{Bus, Journal, Lifetime, Sessions};
 use aep_cline::DELIVERY_HEADER;
 use aep_core::redact::{RedactOptions, Redactor};
 use aep_core::{Capture, CapturePolicy};
@@ -20,6 +22,16 @@ fn payload(dir: &str, hook: &str, session: &str) -> Vec<u8> {
     let mut v: Value = serde_json::from_slice(&real_payload(dir, hook)).unwrap();
     v["sessionContext"]["rootSessionId"] = Value::from(session);
     serde_json::to_vec(&v).unwrap()
+}
+
+/// A firing as the shim spools it, fired now.
+fn spooled(delivery: &str, body: &[u8]) -> Spooled {
+    Spooled {
+        delivery: delivery.to_string(),
+        body: String::from_utf8(body.to_vec()).unwrap(),
+        fired: Some(aep_cline::firing::now_ns()),
+        parent: None,
+    }
 }
 
 /// The hooks of one short run, in firing order.
@@ -75,8 +87,7 @@ fn a_second_daemon_refuses_at_once_names_the_first_and_changes_nothing() {
     let session = "second-daemon";
     spool::write(
         &sb.state_dir,
-        "d-spooled",
-        &payload("hooks-local", "agent_start", session),
+        &spooled("d-spooled", &payload("hooks-local", "agent_start", session)),
     )
     .unwrap();
 
@@ -277,7 +288,7 @@ fn writers_racing_a_session_end_and_the_spool_drain_never_share_a_position() {
                     let delivery = format!("w{w}-{sent}");
                     if w == 0 {
                         // One writer goes through the spool: the drain races the live hooks.
-                        spool::write(&state_dir, &delivery, hook).unwrap();
+                        spool::write(&state_dir, &spooled(&delivery, hook)).unwrap();
                     } else {
                         assert_eq!(post_hook(&addr, &token, hook, &delivery), 200);
                     }
@@ -347,7 +358,7 @@ fn the_registry_never_hands_out_a_position_twice_while_it_sweeps() {
                 let mut n = 0;
                 while Instant::now() < until {
                     sessions
-                        .ingest_hook(&hooks[n % hooks.len()], Some(&format!("w{w}-{n}")))
+                        .ingest_hook(&hooks[n % hooks.len()], &Firing::delivery(&format!("w{w}-{n}")))
                         .unwrap();
                     n += 1;
                 }

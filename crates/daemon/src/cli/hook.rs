@@ -7,16 +7,21 @@
 //! Fail-open and lossless: if the daemon is absent, dead or hung, the shim gives up within
 //! [`BUDGET`] and spools the payload for the daemon to ingest later. Problems go to stderr.
 
-use crate::lane::spool;
+use crate::firing::{self, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER, SHIM_WAIT};
+use crate::lane::spool::{self, Spooled};
 use crate::state::discovery::Discovery;
-use crate::DELIVERY_HEADER;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The longest the shim waits for the daemon before spooling.
+/// The longest a firing takes, spool write included: Cline waits on the shim twice per tool call.
+/// The daemon gets [`SHIM_WAIT`] of it; the rest is kept for writing the spool.
 pub const BUDGET: Duration = Duration::from_millis(250);
+
+/// How long the shim still reads for an answer after its write failed (a 413 sent before the
+/// body was read whole), within what the budget keeps for the spool.
+const ANSWER_GRACE: Duration = Duration::from_millis(20);
 
 /// What became of one hook.
 #[derive(Debug, PartialEq, Eq)]
@@ -30,6 +35,7 @@ enum Delivered {
 
 pub fn run() -> std::process::ExitCode {
     let started = Instant::now();
+    let fired = firing::now_ns();
     let mut body = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut body) {
         eprintln!("aep-cline hook: cannot read the payload from stdin: {e}");
@@ -42,13 +48,22 @@ pub fn run() -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
     };
-    let delivery = aep_core::id::new_id();
-    match deliver(&state_dir, &delivery, &body, started + BUDGET) {
+    let spooled = Spooled {
+        delivery: firing::delivery_id(&body),
+        body: String::from_utf8_lossy(&body).into_owned(),
+        fired: Some(fired),
+        parent: Some(std::os::unix::process::parent_id()),
+    };
+    match deliver(&state_dir, &spooled, &body, started + SHIM_WAIT) {
         Delivered::Recorded => {}
+        Delivered::Refused(413) => eprintln!(
+            "aep-cline hook: the payload ({} bytes) is over the daemon's limit (AEP_CLINE_MAX_BODY) and was not recorded",
+            body.len()
+        ),
         Delivered::Refused(status) => {
             eprintln!("aep-cline hook: the daemon refused this payload (HTTP {status}); see the daemon's log for why")
         }
-        Delivered::Retry(why) => match spool::write(&state_dir, &delivery, &body) {
+        Delivered::Retry(why) => match spool::write(&state_dir, &spooled) {
             Ok(_) => eprintln!("aep-cline hook: {why}; spooled for the daemon to ingest when it runs"),
             Err(e) => eprintln!("aep-cline hook: {why}, and spooling failed too ({e}): the hook is lost"),
         },
@@ -56,7 +71,7 @@ pub fn run() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
-fn deliver(state_dir: &Path, delivery: &str, body: &[u8], deadline: Instant) -> Delivered {
+fn deliver(state_dir: &Path, firing: &Spooled, body: &[u8], deadline: Instant) -> Delivered {
     let Some(daemon) = Discovery::read(state_dir) else {
         return Delivered::Retry("no daemon is running (no discovery file)".to_string());
     };
@@ -70,10 +85,17 @@ fn deliver(state_dir: &Path, delivery: &str, body: &[u8], deadline: Instant) -> 
             daemon.url
         ));
     };
-    match post(addr, &daemon.token, delivery, body, deadline) {
-        Ok(status) if (200..300).contains(&status) => Delivered::Recorded,
-        Ok(status @ (400 | 413 | 415)) => Delivered::Refused(status),
-        Ok(status) => Delivered::Retry(format!("the daemon answered HTTP {status}")),
+    match post(addr, &daemon.token, firing, body, deadline) {
+        // Only the daemon that wrote the discovery file can prove it holds its token.
+        Ok(answer) if answer.proof.as_deref() != Some(&firing::proof(&daemon.token, &firing.delivery)) => {
+            Delivered::Retry(format!(
+                "the program at {addr} (HTTP {}) is not the daemon that wrote the discovery file",
+                answer.status
+            ))
+        }
+        Ok(answer) if (200..300).contains(&answer.status) => Delivered::Recorded,
+        Ok(answer) if matches!(answer.status, 400 | 413 | 415) => Delivered::Refused(answer.status),
+        Ok(answer) => Delivered::Retry(format!("the daemon answered HTTP {}", answer.status)),
         Err(e) => Delivered::Retry(format!("the daemon at {addr} did not take the hook ({e})")),
     }
 }
@@ -82,37 +104,69 @@ fn remaining(deadline: Instant) -> std::io::Result<Duration> {
     deadline
         .checked_duration_since(Instant::now())
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::TimedOut, "gave up after 250 ms"))
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::TimedOut, "gave up after 200 ms"))
 }
 
-/// One `POST /hook`; returns the HTTP status.
-fn post(addr: SocketAddr, token: &str, delivery: &str, body: &[u8], deadline: Instant) -> std::io::Result<u16> {
+/// The parts of the daemon's answer the shim reads.
+struct Answer {
+    status: u16,
+    proof: Option<String>,
+}
+
+/// One `POST /hook`.
+fn post(addr: SocketAddr, token: &str, firing: &Spooled, body: &[u8], deadline: Instant) -> std::io::Result<Answer> {
     let mut stream = TcpStream::connect_timeout(&addr, remaining(deadline)?)?;
     stream.set_nodelay(true)?;
     let head = format!(
-        "POST /hook HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{DELIVERY_HEADER}: {delivery}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST /hook HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{DELIVERY_HEADER}: {}\r\n\
+         {FIRED_HEADER}: {}\r\n{PARENT_HEADER}: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        firing.delivery,
+        firing.fired.unwrap_or_default(),
+        firing.parent.unwrap_or_default(),
         body.len()
     );
     let mut request = Vec::with_capacity(head.len() + body.len());
     request.extend_from_slice(head.as_bytes());
     request.extend_from_slice(body);
     stream.set_write_timeout(Some(remaining(deadline)?))?;
-    stream.write_all(&request)?;
-    let mut response = Vec::with_capacity(256);
-    let mut chunk = [0u8; 256];
-    while !response.windows(2).any(|w| w == b"\r\n") {
-        stream.set_read_timeout(Some(remaining(deadline)?))?;
-        let n = stream.read(&mut chunk)?;
+    // A daemon that refuses a large body (413) answers and closes before reading it all: the
+    // write then fails, but the answer is already there to read.
+    let written = stream.write_all(&request);
+    let mut response = Vec::with_capacity(512);
+    let mut chunk = [0u8; 512];
+    while !response.windows(4).any(|w| w == b"\r\n\r\n") {
+        // After a failed write the answer, if any, is already in the socket: a short look.
+        let wait = match (&written, remaining(deadline)) {
+            (Ok(()), wait) => wait?,
+            (Err(_), wait) => wait.unwrap_or(ANSWER_GRACE).max(ANSWER_GRACE),
+        };
+        stream.set_read_timeout(Some(wait))?;
+        let n = match stream.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) => return Err(written.err().unwrap_or(e)),
+        };
         if n == 0 {
             break;
         }
         response.extend_from_slice(&chunk[..n]);
     }
-    let status_line = String::from_utf8_lossy(&response);
-    status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "no HTTP status line in the answer"))
+    let head = String::from_utf8_lossy(&response);
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok());
+    let Some(status) = status else {
+        return Err(written.err().unwrap_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "no HTTP status line in the answer")
+        }));
+    };
+    let proof = lines.find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case(PROOF_HEADER)
+            .then(|| value.trim().to_string())
+    });
+    Ok(Answer { status, proof })
 }

@@ -14,7 +14,8 @@ pub mod supervise;
 use crate::control::{self, Intake};
 use crate::http::{router, AppState};
 use crate::hub;
-use crate::lane::{spool, Bus, Journal, Sessions};
+use crate::lane::spool::Spool;
+use crate::lane::{Bus, Journal, Sessions};
 use crate::sinks::endpoint::Endpoint;
 use crate::sinks::relay::Relay;
 use crate::state::discovery::{self, Discovery};
@@ -33,6 +34,12 @@ use supervise::Supervisor;
 const TICK: Duration = Duration::from_secs(1);
 
 pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
+    // A log that reaches a file size limit must fail the write (and be rolled back), not kill
+    // the daemon: SIGXFSZ's default action is to end the process.
+    // SAFETY: setting a signal's disposition to SIG_IGN before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -117,17 +124,20 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     }
 
     // 3. The spool, before any live hook can be served.
+    let spool = Arc::new(Spool::new(&config.state_dir, config.max_body));
     {
-        let (sessions, state_dir) = (sessions.clone(), config.state_dir.clone());
-        tokio::task::spawn_blocking(move || spool::drain(&sessions, &state_dir))
+        let (sessions, spool) = (sessions.clone(), spool.clone());
+        tokio::task::spawn_blocking(move || spool.drain(&sessions))
             .await
             .context("the spool drain failed")?;
     }
 
     // 4. The discovery file: from now on shims find this daemon.
+    let token = discovery::token(&config.state_dir)
+        .with_context(|| format!("cannot keep the token in {}", config.state_dir.display()))?;
     let me = Discovery {
         url,
-        token: discovery::new_token(),
+        token,
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
@@ -136,8 +146,10 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
 
     // 5. Serve, with the background work supervised.
     {
-        let (sessions, state_dir) = (sessions.clone(), config.state_dir.clone());
-        supervisor.every("spool drain", TICK, move || spool::drain(&sessions, &state_dir));
+        let (sessions, spool) = (sessions.clone(), spool.clone());
+        supervisor.every("spool drain", TICK, move || {
+            spool.drain(&sessions);
+        });
     }
     {
         let sessions = sessions.clone();
@@ -162,6 +174,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
 
     let state = AppState {
         sessions: sessions.clone(),
+        spool,
         intake,
         token: me.token.clone().into(),
         started: Instant::now(),

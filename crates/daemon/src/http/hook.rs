@@ -1,18 +1,39 @@
 //! `POST /hook`: the shim's door. The body is one Cline hook payload, the bearer is the
-//! discovery file's token, and [`crate::DELIVERY_HEADER`] names the firing. The hook is mapped
-//! and appended (on a blocking thread) before it is answered.
+//! discovery file's token, and the firing headers ([`crate::firing`]) name it. The hook is mapped
+//! and appended (on a blocking thread) before it is answered, in firing order: spooled firings
+//! go first, and a request that arrives after its shim gave up goes through the spool itself.
+//! Every answer carries the proof that this daemon holds the discovery token.
 
 use super::auth::authorized;
 use super::error::error;
 use super::AppState;
+use crate::firing::{self, Firing, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER};
+use crate::lane::spool::Spooled;
 use crate::lane::{IngestError, Ingested};
-use crate::DELIVERY_HEADER;
 use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Adds [`PROOF_HEADER`] to every answer of the hook door, refusals included (a 413 from the
+/// body limit too), so the shim can tell this daemon from whatever else holds the port.
+pub async fn prove(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let delivery = header(request.headers(), DELIVERY_HEADER).map(str::to_string);
+    let mut response = next.run(request).await;
+    if let Some(delivery) = delivery {
+        if let Ok(proof) = HeaderValue::from_str(&firing::proof(&state.token, &delivery)) {
+            response.headers_mut().insert(PROOF_HEADER, proof);
+        }
+    }
+    response
+}
 
 pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     if !authorized(&headers, &state.token) {
@@ -22,23 +43,44 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             "missing or wrong bearer token: the shim reads it from the daemon's discovery file",
         );
     }
-    let delivery = headers
-        .get(DELIVERY_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let sessions = state.sessions.clone();
-    let outcome = tokio::task::spawn_blocking(move || sessions.ingest_hook(&body, delivery.as_deref())).await;
+    let firing = Firing {
+        delivery: header(&headers, DELIVERY_HEADER).map(str::to_string),
+        fired: header(&headers, FIRED_HEADER).and_then(|v| v.parse().ok()),
+        parent: header(&headers, PARENT_HEADER).and_then(|v| v.parse().ok()),
+    };
+    let (sessions, spool) = (state.sessions.clone(), state.spool.clone());
+    let outcome = tokio::task::spawn_blocking(move || {
+        if firing.abandoned(firing::now_ns()) {
+            // Its shim has spooled it (or is about to): order it with the spool, by firing time.
+            let entry = Spooled {
+                delivery: firing.delivery.clone().unwrap_or_else(|| firing::delivery_id(&body)),
+                body: String::from_utf8_lossy(&body).into_owned(),
+                fired: firing.fired,
+                parent: firing.parent,
+            };
+            return spool
+                .put(&entry, &sessions)
+                .map(|()| None)
+                .map_err(|e| IngestError::Spool(format!("cannot spool a late hook: {e}; check AEP_CLINE_STATE_DIR")));
+        }
+        if !spool.is_empty() {
+            spool.drain(&sessions);
+        }
+        sessions.ingest_hook(&body, &firing).map(Some)
+    })
+    .await;
     match outcome {
-        Ok(Ok(Ingested::Appended { session, events })) => (
+        Ok(Ok(Some(Ingested::Appended { session, events }))) => (
             StatusCode::OK,
             Json(json!({"ok": true, "session": session, "events": events.len()})),
         )
             .into_response(),
-        Ok(Ok(Ingested::Duplicate { session })) => (
+        Ok(Ok(Some(Ingested::Duplicate { session }))) => (
             StatusCode::OK,
             Json(json!({"ok": true, "session": session, "events": 0, "duplicate": true})),
         )
             .into_response(),
+        Ok(Ok(None)) => (StatusCode::OK, Json(json!({"ok": true, "spooled": true}))).into_response(),
         Ok(Err(IngestError::Payload(e))) => {
             tracing::warn!(error = %e, "hook refused");
             error(StatusCode::BAD_REQUEST, "invalid-hook", e)

@@ -7,6 +7,7 @@ pub mod error;
 mod hook;
 
 use crate::control::Intake;
+use crate::lane::spool::Spool;
 use crate::lane::Sessions;
 use crate::sinks::endpoint::{self, Endpoint};
 use crate::sinks::relay::Relay;
@@ -22,6 +23,7 @@ use std::time::Instant;
 #[derive(Clone)]
 pub struct AppState {
     pub sessions: Arc<Sessions>,
+    pub spool: Arc<Spool>,
     pub intake: Arc<Intake>,
     /// The discovery file's token: the shim's and `POST /control`'s.
     pub token: Arc<str>,
@@ -34,8 +36,9 @@ pub struct AppState {
 
 pub fn router(state: AppState, max_body: usize) -> Router {
     let endpoint = state.endpoint.clone();
+    let proven = axum::middleware::from_fn_with_state(state.clone(), hook::prove);
     let daemon = Router::new()
-        .route("/hook", post(hook::hook))
+        .route("/hook", post(hook::hook).layer(proven))
         .route("/control", post(control::control))
         .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(max_body))

@@ -132,7 +132,11 @@ impl Rig {
     }
 
     fn hook(&self, name: &str) -> Vec<Value> {
-        match self.sessions.ingest_hook(&hook(name), None).unwrap() {
+        match self
+            .sessions
+            .ingest_hook(&hook(name), &crate::firing::Firing::default())
+            .unwrap()
+        {
             crate::lane::Ingested::Appended { events, .. } => events.iter().map(|e| e.value.clone()).collect(),
             other => panic!("{other:?}"),
         }
@@ -729,7 +733,9 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
         )
     };
     let before = sessions(dir.path());
-    before.ingest_hook(&hook("agent_start"), None).unwrap();
+    before
+        .ingest_hook(&hook("agent_start"), &crate::firing::Firing::default())
+        .unwrap();
     let event = match cline_hub::frame::parse(&frame("approval.requested.approve")).unwrap() {
         cline_hub::frame::Incoming::Event(e) => e,
         other => panic!("{other:?}"),
@@ -737,7 +743,10 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
     super::tap::approval_requested(&before, &event, true);
     drop(before);
     let after = sessions(dir.path());
-    let ended = match after.ingest_hook(&hook("session_shutdown"), None).unwrap() {
+    let ended = match after
+        .ingest_hook(&hook("session_shutdown"), &crate::firing::Firing::default())
+        .unwrap()
+    {
         crate::lane::Ingested::Appended { events, .. } => events,
         other => panic!("{other:?}"),
     };

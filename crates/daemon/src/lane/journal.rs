@@ -7,9 +7,10 @@
 //! died mid-write) is cut off at recovery, so no partial line stays in a log.
 
 use serde_json::Value;
+use sha2::Digest;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The session logs of one agent (`cline`).
@@ -52,8 +53,12 @@ impl Journal {
         }
     }
 
-    /// Appends whole lines (each without its newline) to a session's log in one write. The
-    /// file is opened per call, so a thousand live sessions hold no file descriptors.
+    /// Appends whole lines (each without its newline) to a session's log as one unit: all of
+    /// them or none. A write that fails part-way (a full disk, a file size limit) is rolled
+    /// back to the log's previous length, so no torn line stays and no line of the unit is
+    /// left to carry the delivery id of a hook that was not recorded whole; the caller answers
+    /// the hook 5xx and it is retried whole. The file is opened per call, so a thousand live
+    /// sessions hold no file descriptors.
     pub fn append(&self, session: &str, lines: &[String]) -> std::io::Result<()> {
         let mut buf = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
         for line in lines {
@@ -69,12 +74,20 @@ impl Journal {
         };
         let mut file = match open() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&self.dir)?;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&self.dir)?;
                 open()?
             }
             other => other?,
         };
-        file.write_all(buf.as_bytes())
+        let before = file.metadata()?.len();
+        file.write_all(buf.as_bytes()).inspect_err(|_| {
+            if let Err(e) = file.set_len(before) {
+                tracing::error!(path = %self.path(session).display(), error = %e, "a failed append could not be rolled back; the torn tail is cut at the next load");
+            }
+        })
     }
 }
 
@@ -104,10 +117,31 @@ fn recover(file: &mut File) -> std::io::Result<Recovered> {
     Ok(out)
 }
 
+/// The longest file stem used as is; longer ones are cut and tagged with a hash.
+const MAX_STEM: usize = 200;
+/// What of a long stem is kept before its hash.
+const KEPT_STEM: usize = 150;
+
 /// A file name for a session id. Ids are producer-controlled (AEP-0001 §12): characters
 /// outside `[A-Za-z0-9._-]` are percent-encoded, so the name is safe and still unique, and a
-/// leading dot is encoded so no id names a hidden file, `.` or `..`.
+/// leading dot is encoded so no id names a hidden file, `.` or `..`. An encoded id longer than
+/// 200 bytes (a file name may hold 255) keeps its first 150 and adds `~` and 64 bits of the
+/// id's SHA-256, so any id gets a log; the id itself is in every line of that log (`session`).
 pub fn file_stem(session: &str) -> String {
+    let encoded = encode(session);
+    if encoded.len() <= MAX_STEM {
+        return encoded;
+    }
+    let mut cut = KEPT_STEM;
+    // Never cut inside a `%XX` escape.
+    if let Some(escape) = encoded[..cut].rfind('%').filter(|at| cut - at < 3) {
+        cut = escape;
+    }
+    let hash = sha2::Sha256::digest(session.as_bytes());
+    format!("{}~{}", &encoded[..cut], hex::encode(&hash[..8]))
+}
+
+fn encode(session: &str) -> String {
     let mut out = String::with_capacity(session.len());
     for (i, b) in session.bytes().enumerate() {
         let safe = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0);
@@ -133,6 +167,14 @@ mod tests {
         assert_eq!(file_stem("../etc/passwd"), "%2E.%2Fetc%2Fpasswd");
         assert_eq!(file_stem("a b"), "a%20b");
         assert_ne!(file_stem("a b"), file_stem("a_b"));
+        let long = "s".repeat(300);
+        let emoji = "😀".repeat(30);
+        for id in [long.as_str(), emoji.as_str()] {
+            let stem = file_stem(id);
+            assert!(stem.len() <= 200 && stem.contains('~'), "{stem}");
+            assert!(!stem.split('~').next().unwrap().ends_with(['%']), "{stem}");
+        }
+        assert_ne!(file_stem(&"s".repeat(300)), file_stem(&"s".repeat(301)));
     }
 
     #[test]

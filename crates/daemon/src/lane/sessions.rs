@@ -10,6 +10,7 @@
 //!
 //! Everything here is synchronous (small file appends); async callers come from a blocking task.
 
+use crate::firing::Firing;
 use crate::lane::bus::{Bus, Published};
 use crate::lane::journal::Journal;
 use aep_core::bounded::BoundedSet;
@@ -39,6 +40,8 @@ pub enum IngestError {
     Payload(#[from] PayloadError),
     #[error("cannot write the session log {path}: {source}; check that AEP_LOG_DIR is writable")]
     Log { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Spool(String),
 }
 
 /// What one hook did.
@@ -204,14 +207,22 @@ impl Sessions {
                 tracker: &mut state.tracker,
                 approvals: &mut state.approvals,
             });
-            self.commit(session, state, &planned, None)
+            self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())
         })
     }
 
     /// Maps one hook body to Events and appends them to its session's log.
-    pub fn ingest_hook(&self, body: &[u8], delivery: Option<&str>) -> Result<Ingested, IngestError> {
-        let payload = HookPayload::parse(body)?;
+    pub fn ingest_hook(&self, body: &[u8], firing: &Firing) -> Result<Ingested, IngestError> {
+        self.ingest(HookPayload::parse(body)?, firing)
+    }
+
+    /// Maps one parsed hook to Events and appends them to its session's log, once per
+    /// delivery id. Each Event's `time` is when the hook fired (the payload's `timestamp`, else
+    /// the shim's clock), not when it reached the daemon.
+    pub fn ingest(&self, payload: HookPayload, firing: &Firing) -> Result<Ingested, IngestError> {
         let session = payload.session_key().expect("parse checks the session key").to_string();
+        let delivery = firing.delivery.as_deref();
+        let time = fired_at(&payload, firing);
         self.with(&session, |state| {
             if let Some(d) = delivery {
                 if state.deliveries.contains(d) {
@@ -238,7 +249,7 @@ impl Sessions {
                 now_ms(),
                 &mut aep_core::id::new_id,
             );
-            let events = self.commit(&session, state, &planned, delivery)?;
+            let events = self.commit(&session, state, &planned, delivery, &time)?;
             if let Some(d) = delivery {
                 state.deliveries.insert(d.to_string());
             }
@@ -294,13 +305,13 @@ impl Sessions {
         state: &mut SessionState,
         planned: &[Planned],
         delivery: Option<&str>,
+        time: &str,
     ) -> Result<Vec<Arc<Published>>, IngestError> {
         let source = self.source(session);
-        let time = aep_core::id::now_rfc3339();
         let mut out = Vec::with_capacity(planned.len());
         for p in planned {
             let position = state.sequencer.next(session);
-            let mut envelope = match p.to_envelope(&source, session, &time, position) {
+            let mut envelope = match p.to_envelope(&source, session, time, position) {
                 Ok(e) => e,
                 Err(e) => {
                     tracing::error!(%session, error = %e, "planned event refused by the envelope rules; dropped");
@@ -370,6 +381,19 @@ impl Sessions {
         }
         Ok(state)
     }
+}
+
+/// When a hook fired: the payload's own `timestamp` (normalized to UTC milliseconds), else the
+/// shim's clock at the firing, else now (a body posted by hand).
+fn fired_at(payload: &HookPayload, firing: &Firing) -> String {
+    let stamped = payload
+        .timestamp
+        .as_deref()
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+        .map(|t| humantime::format_rfc3339_millis(t).to_string());
+    stamped
+        .or_else(|| firing.fired.map(crate::firing::rfc3339))
+        .unwrap_or_else(aep_core::id::now_rfc3339)
 }
 
 /// Milliseconds since the epoch, for the latency of a request this daemon dismisses.

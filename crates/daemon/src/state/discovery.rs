@@ -22,9 +22,32 @@ pub fn path(state_dir: &Path) -> PathBuf {
     state_dir.join(FILE_NAME)
 }
 
-/// A fresh random bearer token (256 bits, hex).
-pub fn new_token() -> String {
-    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+/// The file beside the discovery file that keeps the token across restarts.
+pub const TOKEN_FILE: &str = "token";
+
+/// The daemon's bearer token: the one kept in the state folder, or a fresh random one (256
+/// bits, hex) written there owner-only. It outlives restarts, so a shim that read the discovery
+/// file before a restart is still let in after it instead of spooling every hook.
+pub fn token(state_dir: &Path) -> std::io::Result<String> {
+    let path = state_dir.join(TOKEN_FILE);
+    if let Ok(kept) = std::fs::read_to_string(&path) {
+        let kept = kept.trim();
+        if kept.len() == 64 && kept.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(kept.to_string());
+        }
+    }
+    let fresh = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let tmp = state_dir.join(format!(".{TOKEN_FILE}.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(fresh.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(fresh)
 }
 
 impl Discovery {

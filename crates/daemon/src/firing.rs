@@ -1,0 +1,99 @@
+//! One hook firing, as the shim saw it and the daemon records it. The shim and the daemon share
+//! these names so neither can drift from the other (and tests import them from here).
+//!
+//! - The delivery id is derived from the payload's bytes: Cline hands the same payload to every
+//!   hook file of a firing (one per hook folder it reads), so copies delivered by several hook
+//!   files, a retry from the spool and a request a hung daemon took late all carry one id and are
+//!   recorded once (the `clinehook` extension in the log keeps that true across restarts).
+//! - The firing time is the shim's clock when Cline started it: what orders a session's hooks,
+//!   whichever path (live or spool) each took, and the Event `time` when the payload has none.
+//! - The parent is the process that ran the hook (Cline, or its hub): when it dies, its open
+//!   runs and its session end.
+//! - The proof answers "is this the daemon that wrote the discovery file?": only the holder of
+//!   the discovery token can compute it, so a program that took the port after a `kill -9` gets
+//!   neither an answer the shim accepts nor a recorded hook.
+
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// Header with the firing's delivery id.
+pub const DELIVERY_HEADER: &str = "x-aep-cline-delivery";
+/// Header with the firing time, nanoseconds since the Unix epoch.
+pub const FIRED_HEADER: &str = "x-aep-cline-fired";
+/// Header with the pid of the process that ran the hook.
+pub const PARENT_HEADER: &str = "x-aep-cline-parent";
+/// Response header proving the daemon holds the discovery token.
+pub const PROOF_HEADER: &str = "x-aep-cline-proof";
+
+/// How long the shim waits for the daemon's answer before it spools the firing (the rest of
+/// its 250 ms budget is for the spool write). A request the daemon reads later than this after
+/// its firing has been spooled by its shim, so the daemon puts it through the spool too.
+pub const SHIM_WAIT: Duration = Duration::from_millis(200);
+
+/// What the daemon knows of a firing besides its payload (every part optional: old shims and
+/// spool files, and tests, may not say).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Firing {
+    pub delivery: Option<String>,
+    /// ns since the Unix epoch.
+    pub fired: Option<u64>,
+    pub parent: Option<u32>,
+}
+
+impl Firing {
+    /// A firing named only by its delivery id.
+    pub fn delivery(id: &str) -> Self {
+        Firing {
+            delivery: Some(id.to_string()),
+            ..Firing::default()
+        }
+    }
+
+    /// Whether the shim has given up on this request by now (it waits [`SHIM_WAIT`]).
+    pub fn abandoned(&self, now_ns: u64) -> bool {
+        self.fired
+            .is_some_and(|f| now_ns.saturating_sub(f) > SHIM_WAIT.as_nanos() as u64)
+    }
+}
+
+/// The delivery id of a payload: 128 bits of its SHA-256, hex.
+pub fn delivery_id(body: &[u8]) -> String {
+    hex::encode(&Sha256::digest(body)[..16])
+}
+
+/// What the daemon answers for `delivery`, keyed by its discovery token.
+pub fn proof(token: &str, delivery: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"aep-cline-proof\0");
+    h.update(token.as_bytes());
+    h.update(b"\0");
+    h.update(delivery.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// Now, in nanoseconds since the Unix epoch.
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// RFC 3339 UTC with milliseconds for a firing time (the Event `time` when the payload has none).
+pub fn rfc3339(ns: u64) -> String {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_nanos(ns)).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_the_bytes_and_proofs_the_token() {
+        assert_eq!(delivery_id(b"{}"), delivery_id(b"{}"));
+        assert_ne!(delivery_id(b"{}"), delivery_id(b"{ }"));
+        assert_eq!(delivery_id(b"{}").len(), 32);
+        assert_ne!(proof("a", "d"), proof("b", "d"));
+        assert_ne!(proof("a", "d"), proof("a", "e"));
+        assert_eq!(rfc3339(1_796_007_203_341_000_000), "2026-11-30T02:53:23.341Z");
+    }
+}

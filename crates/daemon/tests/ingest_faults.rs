@@ -1,0 +1,292 @@
+//! The log tells the true story through faults (issue: hooks in firing order, nothing half
+//! written, nothing lost, nothing poisoned): a hung daemon, a restart, an impostor on the port,
+//! a full disk, bad spool files, oversized bodies, one firing delivered by several hook files.
+//! The real binary (daemon and shim) over real sockets and files.
+
+mod support;
+
+use aep_cline::lane::spool::{self, Spooled};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::daemon::{real_payload, types, Sandbox};
+
+const SESSION: &str = "1796007203184_6l7jh";
+
+/// A real payload moved to `session`, with its own `timestamp`.
+fn payload(dir: &str, hook: &str, session: &str, timestamp: Option<&str>) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&real_payload(dir, hook)).unwrap();
+    v["sessionContext"]["rootSessionId"] = Value::from(session);
+    match timestamp {
+        Some(t) => v["timestamp"] = Value::from(t),
+        None => {
+            v.as_object_mut().unwrap().remove("timestamp");
+        }
+    }
+    serde_json::to_vec(&v).unwrap()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_spooled_hook_is_never_overtaken_by_a_live_one() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    sb.hook(&real_payload("hooks-local", "agent_start"));
+    daemon.signal("-STOP");
+    let out = sb.hook(&real_payload("hooks-local", "agent_end"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("spooled"));
+    daemon.signal("-CONT");
+    // At once, before the drain's next tick: the live hook must not go first.
+    sb.hook(&payload(
+        "hooks-cancel",
+        "session_shutdown",
+        SESSION,
+        Some("2026-11-30T02:53:30.000Z"),
+    ));
+    let events = sb.wait_for_events(SESSION, 4);
+    assert_eq!(
+        types(&events),
+        ["session.started", "run.started", "run.finished", "session.ended"],
+        "the real agent_end closes the run, not a synthetic cancel"
+    );
+    wait_until("an empty spool", || sb.spooled() == 0);
+    support::daemon::assert_valid_stream(&sb.log(SESSION));
+    drop(daemon);
+}
+
+#[test]
+fn event_times_are_firing_times_not_ingest_times() {
+    let sb = Sandbox::new();
+    // No daemon: everything is spooled, and ingested later.
+    sb.hook(&payload(
+        "hooks-local",
+        "agent_start",
+        "timed",
+        Some("2026-11-30T02:53:23.341Z"),
+    ));
+    let before = aep_cline::firing::now_ns();
+    sb.hook(&payload("hooks-local", "tool_call", "timed", None));
+    let after = aep_cline::firing::now_ns();
+    assert_eq!(sb.spooled(), 2);
+    std::thread::sleep(Duration::from_millis(1100));
+    let daemon = sb.start();
+    let events = sb.wait_for_events("timed", 3);
+    assert_eq!(events[0]["time"], "2026-11-30T02:53:23.341Z");
+    assert_eq!(events[1]["time"], "2026-11-30T02:53:23.341Z");
+    let t = humantime::parse_rfc3339(events[2]["time"].as_str().unwrap()).unwrap();
+    let ns = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    assert!(
+        ns >= before / 1_000_000 * 1_000_000 && ns <= after,
+        "without a payload timestamp, the shim's clock at the firing"
+    );
+    drop(daemon);
+}
+
+#[test]
+fn a_restart_keeps_the_token_so_shims_never_fail_authentication() {
+    let sb = Sandbox::new();
+    let first = sb.start();
+    let token = first.token.clone();
+    first.stop();
+    let second = sb.start();
+    assert_eq!(second.token, token, "the token lives in the state folder");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(sb.state_dir.join("token")).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    drop(second);
+}
+
+#[test]
+fn an_impostor_on_the_port_gets_no_hook_and_the_shim_spools() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let discovery = sb.discovery().unwrap();
+    daemon.signal("-KILL");
+    drop(daemon);
+    // Another program takes the port and answers 200 to anything.
+    let impostor = tiny_http::Server::http(discovery["url"].as_str().unwrap().trim_start_matches("http://")).unwrap();
+    let served = std::thread::spawn(move || {
+        if let Ok(Some(request)) = impostor.recv_timeout(Duration::from_secs(10)) {
+            let _ = request.respond(tiny_http::Response::from_string("{\"ok\":true}"));
+        }
+    });
+    let out = sb.hook(&real_payload("hooks-local", "agent_start"));
+    served.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not the daemon that wrote the discovery file"), "{err}");
+    assert_eq!(sb.spooled(), 1, "the hook waits for the real daemon");
+    let daemon = sb.start();
+    assert_eq!(
+        types(&sb.wait_for_events(SESSION, 2)),
+        ["session.started", "run.started"]
+    );
+    drop(daemon);
+}
+
+#[test]
+fn one_bad_spool_file_is_quarantined_and_the_rest_goes_on() {
+    let sb = Sandbox::new().with_env("AEP_CLINE_MAX_BODY", "100000");
+    let spooled = |delivery: &str, body: Vec<u8>| Spooled {
+        delivery: delivery.into(),
+        body: String::from_utf8(body).unwrap(),
+        fired: Some(aep_cline::firing::now_ns()),
+        parent: None,
+    };
+    let long_session = "x".repeat(300);
+    let emoji_session = "😀".repeat(30);
+    spool::write(
+        &sb.state_dir,
+        &spooled("a", payload("hooks-local", "agent_start", &long_session, None)),
+    )
+    .unwrap();
+    let garbage = spool::dir(&sb.state_dir).join("00000000000000000001-0000000001-bad.json");
+    std::fs::write(&garbage, b"{not json").unwrap();
+    let huge = format!(
+        "{{\"hookName\":\"agent_start\",\"taskId\":\"t\",\"pad\":\"{}\"}}",
+        "p".repeat(200_000)
+    );
+    spool::write(&sb.state_dir, &spooled("b", huge.into_bytes())).unwrap();
+    spool::write(&sb.state_dir, &spooled("c", b"[1,2]".to_vec())).unwrap();
+    spool::write(
+        &sb.state_dir,
+        &spooled("d", payload("hooks-local", "agent_start", &emoji_session, None)),
+    )
+    .unwrap();
+    let daemon = sb.start();
+    assert_eq!(sb.spooled(), 0, "drained at start, nothing blocked");
+    assert_eq!(types(&sb.log(&long_session)), ["session.started", "run.started"]);
+    assert_eq!(types(&sb.log(&emoji_session)), ["session.started", "run.started"]);
+    assert_eq!(
+        sb.log(&long_session)[0]["session"],
+        long_session.as_str(),
+        "the log names its session"
+    );
+    let quarantine = spool::quarantine_dir(&sb.state_dir);
+    let reasons: Vec<String> = std::fs::read_dir(&quarantine)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "reason"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("not JSON")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("AEP_CLINE_MAX_BODY")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("not a JSON object")), "{reasons:?}");
+    drop(daemon);
+}
+
+#[test]
+fn an_oversized_body_is_refused_413_and_the_shim_says_so() {
+    let sb = Sandbox::new().with_env("AEP_CLINE_MAX_BODY", "1048576");
+    let daemon = sb.start();
+    let mut v: Value = serde_json::from_slice(&real_payload("hooks-local", "tool_result")).unwrap();
+    v["tool_result"]["output"] = Value::from("o".repeat(8 * 1024 * 1024));
+    let out = sb.hook(&serde_json::to_vec(&v).unwrap());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("over the daemon's limit"), "{err}");
+    assert_eq!(sb.spooled(), 0, "a body refused for good is not spooled");
+    assert!(sb.log(SESSION).is_empty());
+    drop(daemon);
+}
+
+#[test]
+fn a_full_disk_never_leaves_half_a_hook_and_the_retry_records_it_whole() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    for hook in ["agent_start", "tool_call"] {
+        sb.hook(&real_payload("hooks-local", hook));
+    }
+    let log = sb.log_dir.join("cline").join(format!("{SESSION}.jsonl"));
+    let size = std::fs::metadata(&log).unwrap().len();
+    // Room for part of the next unit only: session_shutdown maps to two lines.
+    let pid = daemon.child.id().to_string();
+    let limit = format!("--fsize={}:unlimited", size + 100);
+    assert!(std::process::Command::new("prlimit")
+        .args(["--pid", &pid, &limit])
+        .status()
+        .unwrap()
+        .success());
+    let out = sb.hook(&payload(
+        "hooks-cancel",
+        "session_shutdown",
+        SESSION,
+        Some("2026-11-30T02:53:30.000Z"),
+    ));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("HTTP 500"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().len(),
+        size,
+        "rolled back to the last whole unit"
+    );
+    assert_eq!(sb.spooled(), 1);
+    assert!(std::process::Command::new("prlimit")
+        .args(["--pid", &pid, "--fsize=unlimited"])
+        .status()
+        .unwrap()
+        .success());
+    wait_until("the retry", || sb.spooled() == 0);
+    let events = sb.log(SESSION);
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "run.cancelled",
+            "session.ended"
+        ]
+    );
+    support::daemon::assert_valid_stream(&events);
+    drop(daemon);
+}
+
+#[test]
+fn one_firing_delivered_by_two_hook_files_is_recorded_once() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let start = real_payload("hooks-local", "agent_start");
+    // Cline hands the same payload to the hook file of every folder it reads.
+    let both: Vec<_> = (0..2)
+        .map(|_| {
+            let (sb_state, sb_home, sb_logs, start) = (
+                sb.state_dir.clone(),
+                sb.root.path().to_path_buf(),
+                sb.log_dir.clone(),
+                start.clone(),
+            );
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut child = std::process::Command::new(support::daemon::BIN)
+                    .arg("hook")
+                    .env("HOME", sb_home)
+                    .env("AEP_LOG_DIR", sb_logs)
+                    .env("AEP_CLINE_STATE_DIR", sb_state)
+                    .stdin(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                child.stdin.take().unwrap().write_all(&start).unwrap();
+                child.wait().unwrap()
+            })
+        })
+        .collect();
+    for shim in both {
+        assert!(shim.join().unwrap().success());
+    }
+    sb.hook(&real_payload("hooks-local", "tool_call"));
+    sb.hook(&real_payload("hooks-local", "tool_call"));
+    assert_eq!(
+        types(&sb.log(SESSION)),
+        ["session.started", "run.started", "tool.requested"]
+    );
+    drop(daemon);
+}
