@@ -119,8 +119,12 @@ pub struct PreCompact {
 /// Why a body is not a hook payload we can place on a session.
 #[derive(Debug, thiserror::Error)]
 pub enum PayloadError {
+    /// Syntax only: serde_json's syntax messages name a place, never the content.
     #[error("hook payload is not JSON: {0}; Cline writes one JSON object to the hook's stdin")]
     Json(#[from] serde_json::Error),
+    /// A field of the wrong type. Only its path is said: the value may be a secret.
+    #[error("hook payload field `{0}` does not have the type Cline gives it; is this a Cline 3.x hook payload?")]
+    Field(String),
     #[error("hook payload is not a JSON object (got {0}); Cline writes one JSON object to the hook's stdin")]
     NotObject(&'static str),
     #[error("hook payload has no hookName: not a Cline hook payload")]
@@ -153,7 +157,8 @@ impl HookPayload {
         if value.get("hookName").and_then(Value::as_str).is_none_or(str::is_empty) {
             return Err(PayloadError::NoHookName);
         }
-        let payload: HookPayload = serde_json::from_value(value)?;
+        let payload: HookPayload =
+            serde_path_to_error::deserialize(value).map_err(|e| PayloadError::Field(e.path().to_string()))?;
         if payload.session_key().is_none() {
             return Err(PayloadError::NoSession);
         }
@@ -194,6 +199,13 @@ mod tests {
     #[test]
     fn bad_bodies_are_refused_with_a_reason() {
         assert!(matches!(HookPayload::parse(b"{nope"), Err(PayloadError::Json(_))));
+        let secret =
+            br#"{"hookName": "tool_result", "taskId": "t", "tool_result": {"durationMs": "AKIAJ7EXAMPLEKEY1234"}}"#;
+        let err = HookPayload::parse(secret).unwrap_err().to_string();
+        assert!(
+            err.contains("tool_result.durationMs") && !err.contains("AKIA") && !err.contains("not JSON"),
+            "{err}"
+        );
         assert!(matches!(
             HookPayload::parse(b"[1]"),
             Err(PayloadError::NotObject("an array"))
@@ -209,7 +221,7 @@ mod tests {
         // A typed field of the wrong type is refused, not guessed at.
         assert!(matches!(
             HookPayload::parse(br#"{"hookName":"tool_call","taskId":"t","iteration":"one"}"#),
-            Err(PayloadError::Json(_))
+            Err(PayloadError::Field(_))
         ));
     }
 }

@@ -290,3 +290,47 @@ fn one_firing_delivered_by_two_hook_files_is_recorded_once() {
     );
     drop(daemon);
 }
+
+#[test]
+fn state_and_log_folders_are_owner_only_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let under_umask_000 = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg("umask 000; exec \"$0\" \"$@\"")
+            .arg(support::daemon::BIN)
+            .args(args)
+            .env("HOME", sb.root.path())
+            .env("AEP_LOG_DIR", &sb.log_dir)
+            .env("AEP_CLINE_STATE_DIR", &sb.state_dir);
+        cmd
+    };
+    // No daemon yet: the shim creates the state folder and the spool.
+    let payload = sb.root.path().join("payload.json");
+    std::fs::write(&payload, real_payload("hooks-local", "agent_start")).unwrap();
+    let shim = under_umask_000(&["hook"])
+        .stdin(std::fs::File::open(&payload).unwrap())
+        .output()
+        .unwrap();
+    assert!(shim.status.success());
+    let mut daemon = under_umask_000(&["daemon"])
+        .env("AEP_LISTEN", "127.0.0.1:0")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the daemon's log", || !sb.log(SESSION).is_empty());
+    for dir in [
+        sb.state_dir.clone(),
+        spool::dir(&sb.state_dir),
+        sb.log_dir.clone(),
+        sb.log_dir.join("cline"),
+    ] {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
+    let log = sb.log_dir.join("cline").join(format!("{SESSION}.jsonl"));
+    assert_eq!(std::fs::metadata(log).unwrap().permissions().mode() & 0o777, 0o600);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}

@@ -23,7 +23,7 @@ fn installs_nine_executable_hooks_into_cline_dir_and_is_idempotent() {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("#!/bin/sh\n"));
         assert!(
-            text.contains(" hook\n") && text.contains("AEP_CLINE_STATE_DIR="),
+            text.contains(" hook; fi\n") && text.contains("AEP_CLINE_STATE_DIR="),
             "{text}"
         );
     }
@@ -81,4 +81,97 @@ fn a_foreign_hook_file_is_never_overwritten_and_uninstall_removes_only_ours() {
         std::fs::read_to_string(hooks.join("PreToolUse")).unwrap(),
         "#!/bin/sh\necho mine\n"
     );
+}
+
+#[test]
+fn a_reader_that_closes_early_gets_every_file_written_and_no_panic() {
+    use std::io::BufRead;
+    let sb = Sandbox::new();
+    let cline_dir = sb.root.path().join("cline-home");
+    let mut child = std::process::Command::new(BIN)
+        .arg("install-hooks")
+        .env("HOME", sb.root.path())
+        .env("CLINE_DIR", &cline_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `| head -1`: one line read, then the pipe is closed.
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    let scripts: std::collections::HashSet<String> = FILES
+        .iter()
+        .map(|name| std::fs::read_to_string(cline_dir.join("hooks").join(name)).unwrap())
+        .collect();
+    assert_eq!(scripts.len(), 1, "all nine files point at one binary");
+}
+
+#[test]
+fn a_project_folder_that_does_not_exist_is_refused_and_nothing_is_created() {
+    let sb = Sandbox::new();
+    let missing = sb.root.path().join("no-such-project");
+    let out = sb.run(&["install-hooks", "--project", missing.to_str().unwrap()], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such folder"));
+    assert!(!missing.exists());
+}
+
+#[test]
+fn hooks_in_another_folder_cline_reads_are_named() {
+    let sb = Sandbox::new();
+    let cline_dir = sb.root.path().join("cline-home");
+    let project = sb.root.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let env = [("CLINE_DIR", cline_dir.to_str().unwrap())];
+    assert!(sb.run(&["install-hooks"], &env).status.success());
+    let out = sb.run(&["install-hooks", "--project", project.to_str().unwrap()], &env);
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!(
+            "aep-cline hooks also in {}",
+            cline_dir.join("hooks").display()
+        )),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_hook_file_whose_binary_is_gone_still_spools_the_payload_and_says_why() {
+    let sb = Sandbox::new();
+    let copy = sb.root.path().join("aep-cline-copy");
+    std::fs::copy(BIN, &copy).unwrap();
+    let cline_dir = sb.root.path().join("cline-home");
+    let out = std::process::Command::new(&copy)
+        .arg("install-hooks")
+        .env("HOME", sb.root.path())
+        .env("CLINE_DIR", &cline_dir)
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::remove_file(&copy).unwrap(); // `cargo clean`
+    let ran = std::process::Command::new(cline_dir.join("hooks").join("TaskStart"))
+        .env("HOME", sb.root.path())
+        .stdin(std::fs::File::open(tempfile_with(&real_payload("hooks-local", "agent_start"))).unwrap())
+        .output()
+        .unwrap();
+    assert!(ran.status.success() && ran.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&ran.stderr).contains("is missing"));
+    assert_eq!(
+        std::fs::read_dir(sb.state_dir.join("spool"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "hook"))
+            .count(),
+        1
+    );
+    let daemon = sb.start();
+    let events = sb.wait_for_events("1796007203184_6l7jh", 2);
+    assert_eq!(support::daemon::types(&events), ["session.started", "run.started"]);
+    drop(daemon);
 }

@@ -2,6 +2,7 @@
 
 pub mod hook;
 pub mod install;
+pub mod out;
 pub mod stream;
 pub mod tail;
 pub mod validate;

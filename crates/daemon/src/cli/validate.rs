@@ -27,7 +27,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<()> {
         let text = match read(file) {
             Ok(text) => text,
             Err(e) => {
-                println!("{name}: cannot read: {e}");
+                super::out::line(format_args!("{name}: cannot read: {e}"));
                 violations += 1;
                 continue;
             }
@@ -35,7 +35,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<()> {
         let found = check(&name, &text, &mut validator, &mut events);
         violations += found.len();
         for line in found {
-            println!("{line}");
+            super::out::line(&line);
         }
     }
     eprintln!(
