@@ -92,8 +92,8 @@ fn bad_input_gets_a_clear_4xx_and_never_a_partial_line() {
             "neither sessionContext.rootSessionId nor taskId",
         ),
         (
-            b"{\"hookName\":\"tool_call\",\"taskId\":\"t\",\"iteration\":\"x\"}",
-            "not JSON",
+            b"{\"hookName\":\"tool_call\",\"taskId\":\"t\",\"iteration\":\"AKIA-x\"}",
+            "field `iteration`",
         ),
         (b"", "not JSON"),
     ] {
@@ -102,6 +102,7 @@ fn bad_input_gets_a_clear_4xx_and_never_a_partial_line() {
         let err: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(err["error"], "invalid-hook");
         assert!(err["detail"].as_str().unwrap().contains(needle), "{text}");
+        assert!(!text.contains("AKIA"), "a refusal never echoes payload content: {text}");
     }
     let big = format!(
         "{{\"hookName\":\"tool_result\",\"taskId\":\"big\",\"pad\":\"{}\"}}",
