@@ -176,3 +176,148 @@ fn with_the_daemon_hung_cline_finishes_and_nothing_is_lost_or_doubled() {
     assert_completed_run(&session, &events_after);
     drop(daemon);
 }
+
+/// Waits (up to 20 s) until the session's log holds an Event of type `ty`.
+fn wait_for_type(rig: &Rig, session: &str, ty: &str) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let events = rig.aep.log(session);
+        if types(&events).contains(&ty) || Instant::now() > deadline {
+            return events;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_normal_cli_run_ends_its_session_when_cline_exits() {
+    let rig = Rig::new(Script::default());
+    let daemon: Daemon = rig.aep.start();
+    rig.run();
+    let (session, _) = rig.session_log(5);
+    let events = wait_for_type(&rig, &session, "session.ended");
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "run.finished",
+            "session.ended"
+        ]
+    );
+    assert_eq!(events[5]["data"]["reason"], "normal");
+    assert_valid_stream(&events);
+    drop(daemon);
+}
+
+/// Starts `cline --json` on a command that sleeps, and returns it once the tool is running.
+fn cline_in_a_long_tool(rig: &Rig) -> (std::process::Child, String) {
+    let mut cmd = rig
+        .cline
+        .json_run_command("Run the command and report what it printed.");
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let child = cmd.spawn().expect("spawn cline");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let dir = rig.aep.log_dir.join("cline");
+        let logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        if let [log] = logs.as_slice() {
+            let session = log.file_stem().unwrap().to_str().unwrap().to_string();
+            if types(&rig.aep.log(&session)).contains(&"tool.requested") {
+                return (child, session);
+            }
+        }
+        assert!(Instant::now() < deadline, "the run never reached its tool");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_killed_cline_gets_its_run_and_session_ended_as_killed() {
+    let rig = Rig::new(Script::command("sleep 30; echo never"));
+    let daemon: Daemon = rig.aep.start();
+    let (mut cline, session) = cline_in_a_long_tool(&rig);
+    cline.kill().unwrap(); // SIGKILL: no hook will ever say the run ended
+    cline.wait().unwrap();
+    let events = wait_for_type(&rig, &session, "session.ended");
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "run.cancelled",
+            "session.ended"
+        ]
+    );
+    assert_eq!(events[3]["data"]["by"], "shutdown");
+    assert_eq!(events[4]["data"]["reason"], "killed");
+    assert_valid_stream(&events);
+    drop(daemon);
+}
+
+#[test]
+fn ctrl_c_of_cline_json_leaves_no_run_open_and_ends_the_session() {
+    let rig = Rig::new(Script::command("sleep 30; echo never"));
+    let daemon: Daemon = rig.aep.start();
+    let (cline, session) = cline_in_a_long_tool(&rig);
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &cline.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let out = cline.wait_with_output().unwrap();
+    let events = wait_for_type(&rig, &session, "session.ended");
+    let kinds = types(&events);
+    assert_eq!(
+        kinds.last(),
+        Some(&"session.ended"),
+        "{kinds:?} (cline exited {:?})",
+        out.status
+    );
+    let terminals = kinds
+        .iter()
+        .filter(|t| matches!(**t, "run.finished" | "run.cancelled" | "run.failed"))
+        .count();
+    assert_eq!(terminals, 1, "the run has exactly one terminal: {kinds:?}");
+    assert_valid_stream(&events);
+    drop(daemon);
+}
+
+#[test]
+fn hooks_installed_in_two_folders_record_each_firing_once() {
+    let rig = Rig::new(Script::default());
+    let workspace = rig.cline.workspace();
+    let cline_dir = rig.cline.cline_dir();
+    let out = rig.aep.run(
+        &["install-hooks", "--project", workspace.to_str().unwrap()],
+        &[("CLINE_DIR", cline_dir.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("aep-cline hooks also in"),
+        "install-hooks says the global hooks are there too"
+    );
+    let daemon: Daemon = rig.aep.start();
+    rig.run();
+    let (session, _) = rig.session_log(5);
+    let events = wait_for_type(&rig, &session, "session.ended");
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "run.finished",
+            "session.ended"
+        ],
+        "two hook files per firing, one record"
+    );
+    drop(daemon);
+}

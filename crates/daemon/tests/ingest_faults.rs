@@ -334,3 +334,80 @@ fn state_and_log_folders_are_owner_only_whatever_the_umask() {
     let _ = daemon.kill();
     let _ = daemon.wait();
 }
+
+/// Runs the shim as a child of a shell that stays (as Cline stays while its run goes on), and
+/// returns that shell: the shim's parent.
+fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
+    let mut script = String::new();
+    for (i, p) in payloads.iter().enumerate() {
+        let file = sb.root.path().join(format!("p{i}.json"));
+        std::fs::write(&file, p).unwrap();
+        script.push_str(&format!("\"$0\" hook < '{}'; ", file.display()));
+    }
+    script.push_str("exec sleep 60");
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .arg(support::daemon::BIN)
+        .env("HOME", sb.root.path())
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_killed_cline_ends_its_open_run_and_its_session_within_seconds() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let mut cline = cline_stand_in(
+        &sb,
+        &[
+            real_payload("hooks-local", "agent_start"),
+            real_payload("hooks-local", "tool_call"),
+        ],
+    );
+    sb.wait_for_events(SESSION, 3);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(sb.log(SESSION).len(), 3, "nothing ends while Cline lives");
+    cline.kill().unwrap();
+    cline.wait().unwrap();
+    let events = sb.wait_for_events(SESSION, 5);
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "run.cancelled",
+            "session.ended"
+        ]
+    );
+    assert_eq!(events[3]["data"]["by"], "shutdown");
+    assert_eq!(events[3]["run"], events[1]["run"]);
+    assert_eq!(events[4]["data"]["reason"], "killed");
+    support::daemon::assert_valid_stream(&events);
+    drop(daemon);
+}
+
+#[test]
+fn a_cline_that_exits_after_its_run_ends_its_session_normally() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let mut cline = cline_stand_in(
+        &sb,
+        &[
+            real_payload("hooks-local", "agent_start"),
+            real_payload("hooks-local", "agent_end"),
+        ],
+    );
+    sb.wait_for_events(SESSION, 3);
+    cline.kill().unwrap(); // `cline --json "task"` exits when its run is done
+    cline.wait().unwrap();
+    let events = sb.wait_for_events(SESSION, 4);
+    assert_eq!(
+        types(&events),
+        ["session.started", "run.started", "run.finished", "session.ended"]
+    );
+    assert_eq!(events[3]["data"]["reason"], "normal");
+    drop(daemon);
+}

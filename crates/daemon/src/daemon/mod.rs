@@ -154,6 +154,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     {
         let sessions = sessions.clone();
         supervisor.every("session sweep", TICK, move || {
+            sessions.reap();
             sessions.sweep(Instant::now());
         });
     }

@@ -8,6 +8,7 @@
 
 pub mod bus;
 pub mod journal;
+pub mod parent;
 pub mod sessions;
 pub mod spool;
 

@@ -13,6 +13,7 @@
 use crate::firing::Firing;
 use crate::lane::bus::{Bus, Published};
 use crate::lane::journal::Journal;
+use crate::lane::parent::Parent;
 use aep_core::bounded::BoundedSet;
 use aep_core::redact::Redactor;
 use aep_core::sequence::{MemorySequencer, Position, Sequencer};
@@ -66,6 +67,8 @@ struct SessionState {
     ended: Option<Instant>,
     /// The last work on it; an idle session leaves memory after the idle time.
     touched: Instant,
+    /// The process that ran its last hook: when it dies, the session ends ([`Sessions::reap`]).
+    parent: Option<Parent>,
 }
 
 /// What a source other than hooks (the hub tap, the command intake) may read and change in a
@@ -253,6 +256,12 @@ impl Sessions {
             if let Some(d) = delivery {
                 state.deliveries.insert(d.to_string());
             }
+            if let Some(pid) = firing
+                .parent
+                .filter(|p| state.parent.is_none_or(|known| known.pid != *p))
+            {
+                state.parent = Parent::of(pid);
+            }
             if state.tracker.has_ended() && state.ended.is_none() {
                 state.ended = Some(Instant::now());
             }
@@ -260,6 +269,81 @@ impl Sessions {
                 session: session.clone(),
                 events,
             })
+        })
+    }
+
+    /// Ends the sessions whose Cline process died without ending them: each open run gets
+    /// `run.cancelled {by: "shutdown"}`, then `session.ended` says `killed` (a run was cut
+    /// short) or `normal` (the process exited between runs, as `cline --json "task"` does).
+    /// Returns how many sessions it ended.
+    pub fn reap(&self) -> usize {
+        let orphaned: Vec<String> = self
+            .live
+            .iter()
+            .filter(|entry| {
+                let Some(guard) = entry.value().try_lock() else {
+                    return false; // in use: its process is evidently talking
+                };
+                guard
+                    .as_ref()
+                    .is_some_and(|s| s.ended.is_none() && s.parent.is_some_and(|p| !p.alive()))
+            })
+            .map(|entry| entry.key().clone())
+            .collect();
+        let mut ended = 0;
+        for session in orphaned {
+            match self.end_orphan(&session) {
+                Ok(true) => ended += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "a session whose Cline died could not be ended; retried next tick")
+                }
+            }
+        }
+        ended
+    }
+
+    fn end_orphan(&self, session: &str) -> Result<bool, IngestError> {
+        self.with(session, |state| {
+            if state.ended.is_some() || state.parent.is_none_or(|p| p.alive()) {
+                return Ok(false);
+            }
+            let shutdown = serde_json::json!({
+                "hookName": "session_shutdown",
+                "taskId": session,
+                "sessionContext": {"rootSessionId": session},
+            });
+            let payload = HookPayload::from_value(shutdown).expect("a well-formed synthetic payload");
+            let ctx = MapContext {
+                capture: &self.capture,
+                redactor: &self.redactor,
+            };
+            let mut planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
+            let cut_short = planned.iter().any(|p| p.event.link == cline_hooks::Link::CloseRun);
+            for p in &mut planned {
+                if p.event.ty == "session.ended" {
+                    if let Some(data) = p.event.data.as_mut() {
+                        data.insert("reason".into(), (if cut_short { "killed" } else { "normal" }).into());
+                    }
+                }
+            }
+            let attention = AttentionContext {
+                capture: &self.capture,
+                redactor: &self.redactor,
+                control: false,
+            };
+            cline_hub::dismiss_before_end(
+                &mut planned,
+                &mut state.approvals,
+                &attention,
+                now_ms(),
+                &mut aep_core::id::new_id,
+            );
+            let pid = state.parent.map(|p| p.pid).unwrap_or_default();
+            tracing::info!(%session, pid, cut_short, "the Cline process that ran this session is gone; ending it");
+            self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())?;
+            state.ended = Some(Instant::now());
+            Ok(true)
         })
     }
 
@@ -364,6 +448,7 @@ impl Sessions {
             approvals: Approvals::new(),
             ended: None,
             touched: Instant::now(),
+            parent: None,
         };
         for event in &recovered.events {
             state.tracker.recover(event);

@@ -1,0 +1,83 @@
+//! The process that ran a session's hooks (Cline, or its hub), and whether it still lives. When
+//! it dies (Ctrl+C of `cline --json`, a killed Cline, a crashed hub), no hook will ever close
+//! the session's open run or the session itself, so the registry does (`Sessions::reap`).
+//!
+//! A pid alone could be reused by an unrelated process, so on Linux the process's start time
+//! (`/proc/<pid>/stat`, field 22) is kept beside it; elsewhere `kill(pid, 0)` answers.
+
+/// A process as first seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parent {
+    pub pid: u32,
+    /// Clock ticks after boot when it started (Linux), to tell a reused pid apart.
+    started: Option<u64>,
+}
+
+impl Parent {
+    /// The process `pid` as it is now; `None` for no process worth watching (init, or gone).
+    pub fn of(pid: u32) -> Option<Parent> {
+        if pid <= 1 {
+            return None;
+        }
+        let parent = Parent {
+            pid,
+            started: start_time(pid),
+        };
+        parent.alive().then_some(parent)
+    }
+
+    /// Whether this very process still runs (a zombie counts as gone).
+    pub fn alive(&self) -> bool {
+        if cfg!(target_os = "linux") {
+            return match stat(self.pid) {
+                Some((state, started)) => state != 'Z' && state != 'X' && Some(started) == self.started,
+                None => false,
+            };
+        }
+        // SAFETY: signal 0 only checks that the process exists and may be signalled.
+        let r = unsafe { libc::kill(self.pid as libc::pid_t, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+}
+
+fn start_time(pid: u32) -> Option<u64> {
+    stat(pid).map(|(_, started)| started)
+}
+
+/// `(state, starttime)` from `/proc/<pid>/stat`. The command name (field 2) may hold spaces and
+/// parentheses, so fields are counted after its closing parenthesis.
+fn stat(pid: u32) -> Option<(char, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // After the state (field 3), starttime is field 22: 18 more on.
+    let started = fields.nth(18)?.parse().ok()?;
+    Some((state, started))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_process_is_alive_and_a_reaped_one_is_not() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let parent = Parent::of(child.id()).expect("a running child");
+        assert!(parent.alive());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!parent.alive());
+        assert!(Parent::of(child.id()).is_none());
+        assert!(Parent::of(1).is_none(), "init is nobody's Cline");
+        let me = Parent::of(std::process::id()).unwrap();
+        let reused = Parent {
+            started: me.started.map(|s| s + 1),
+            ..me
+        };
+        assert!(
+            !reused.alive() || !cfg!(target_os = "linux"),
+            "a reused pid is not the same process"
+        );
+    }
+}
