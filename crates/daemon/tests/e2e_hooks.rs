@@ -219,22 +219,32 @@ fn cline_in_a_long_tool(rig: &Rig) -> (std::process::Child, String) {
         .json_run_command("Run the command and report what it printed.");
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    let child = cmd.spawn().expect("spawn cline");
+    let mut child = cmd.spawn().expect("spawn cline");
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let dir = rig.aep.log_dir.join("cline");
-        let logs: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        if let [log] = logs.as_slice() {
-            let session = log.file_stem().unwrap().to_str().unwrap().to_string();
-            if types(&rig.aep.log(&session)).contains(&"tool.requested") {
-                return (child, session);
-            }
+    let session = loop {
+        if let Some(session) = session_with_a_tool_call(rig) {
+            break session;
         }
-        assert!(Instant::now() < deadline, "the run never reached its tool");
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run never reached its tool");
+        }
         std::thread::sleep(Duration::from_millis(100));
-    }
+    };
+    (child, session)
+}
+
+/// The one session whose log holds a `tool.requested`, if there is one yet.
+fn session_with_a_tool_call(rig: &Rig) -> Option<String> {
+    let logs: Vec<PathBuf> = std::fs::read_dir(rig.aep.log_dir.join("cline"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    let [log] = logs.as_slice() else { return None };
+    let session = log.file_stem()?.to_str()?.to_string();
+    types(&rig.aep.log(&session))
+        .contains(&"tool.requested")
+        .then_some(session)
 }
 
 #[test]
