@@ -10,6 +10,7 @@
 //! ORIGINAL content, AEP-0003 §9.3); at `redacted` free text passes the redaction pipeline
 //! (AEP-0003 §9.4); at `full` it is verbatim; at `none` there is no `data` at all.
 
+use crate::outcome::outcome;
 use crate::payload::HookPayload;
 use aep_core::digest::digest;
 use aep_core::redact::Redactor;
@@ -111,7 +112,7 @@ impl<'a> Builder<'a> {
         self
     }
 
-    /// Free text nested in an object already in `data` (`error.message`).
+    /// Free text nested in an object of `data` (`error.message`), which is made when absent.
     fn nested_text(mut self, object: &str, key: &str, text: Option<&str>) -> Self {
         let value = Builder {
             ty: String::new(),
@@ -122,8 +123,10 @@ impl<'a> Builder<'a> {
         .text(key, text)
         .data
         .remove(key);
-        if let (Some(value), Some(Value::Object(obj))) = (value, self.data.get_mut(object)) {
-            obj.insert(key.to_string(), value);
+        if let Some(value) = value {
+            if let Value::Object(obj) = self.data.entry(object).or_insert_with(|| json!({})) {
+                obj.insert(key.to_string(), value);
+            }
         }
         self
     }
@@ -232,15 +235,19 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                     m
                 }
                 _ => {
+                    // Cline sends the thrown error's `name` (its class: `Error` for a provider's
+                    // refusal on 3.0.65, `ContextWindowOverflowError`, ...), `message` and
+                    // `stack`. The name is the vendor's type and, as pinned, the reason; with no
+                    // name the reason is AEP's own token `error` (AEP-0002 §5) and no type is
+                    // invented. The message is free text (`redacted`+). The stack has no home
+                    // in `error_info` and is not emitted.
                     let error = p.error.clone().unwrap_or_default();
-                    let name = error
-                        .name
-                        .filter(|n| !n.is_empty())
-                        .unwrap_or_else(|| "Error".to_string());
-                    let b = Builder::new("run.failed", ctx)
-                        .meta("reason", json!(name))
-                        .meta("error", json!({"type": name}))
-                        .nested_text("error", "message", error.message.as_deref());
+                    let name = error.name.as_deref().filter(|n| !n.is_empty());
+                    let mut b = Builder::new("run.failed", ctx).meta("reason", json!(name.unwrap_or("error")));
+                    if let Some(name) = name {
+                        b = b.meta("error", json!({"type": name}));
+                    }
+                    let b = b.nested_text("error", "message", error.message.as_deref());
                     let mut m = with(b.done(Link::CloseRun), None, p.iteration);
                     m.severity = Some(Severity::Error);
                     m
@@ -282,11 +289,13 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                 .duration_ms
                 .filter(|d| d.is_finite() && *d >= 0.0)
                 .map(|d| d.round() as u64);
-            let mut b = match &rec.error {
-                Some(message) => Builder::new("tool.failed", ctx)
+            // One rule with the `cline --json` lane: a failure the output reports is a failure.
+            let failure = outcome(Some(&rec.output), rec.error.as_deref()).failure;
+            let mut b = match &failure {
+                Some(f) => Builder::new("tool.failed", ctx)
                     .meta("tool", tool_ref(&name, rec.id.as_deref()))
-                    .meta("error", json!({"type": "tool_error"}))
-                    .nested_text("error", "message", Some(message)),
+                    .meta("error", json!({"type": f.kind.as_str()}))
+                    .nested_text("error", "message", f.message.as_deref()),
                 None => {
                     let mut b = Builder::new("tool.completed", ctx).meta("tool", tool_ref(&name, rec.id.as_deref()));
                     if !rec.output.is_null() {
@@ -299,9 +308,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                 b = b.meta("duration_ms", json!(d));
             }
             let mut m = with(b.done(link), Some(&name), p.iteration);
-            if rec.error.is_some() {
-                m.severity = Some(Severity::Warning);
-            }
+            m.severity = failure.map(|f| f.kind.severity());
             vec![m]
         }
         "prompt_submit" => {
