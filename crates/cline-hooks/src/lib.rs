@@ -9,6 +9,7 @@ pub mod mapping;
 pub mod outcome;
 pub mod payload;
 pub mod session;
+mod timestamp;
 
 pub use mapping::{map_hook, Link, Mapped};
 pub use payload::{HookPayload, PayloadError};

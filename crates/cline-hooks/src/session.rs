@@ -14,6 +14,10 @@
 //!   legal, and inventing a run would be a lie.
 //! - `session.ended` closes every open run first with `run.cancelled {by: "shutdown"}` and
 //!   is emitted at most once (AEP-0002 §2).
+//! - Run terminals carry `duration_ms`: from the start's hook `timestamp` to the terminal's
+//!   (the hook that closes the run: its end, abort or error, `session_shutdown`). After a restart the start time is the logged `run.started`'s `time`. A terminal
+//!   the hub lane reports ([`SessionTracker::close_cancelled`]) has no hook timestamp and no
+//!   duration.
 //! - A run a control command asked to cancel ([`SessionTracker::note_cancel`]) ends as
 //!   `run.cancelled {by: "control"}` caused by the command (AEP-0004 §6), whichever lane
 //!   reports the abort first: a hook terminal that cancels it (`agent_abort`, or the
@@ -23,6 +27,7 @@
 
 use crate::mapping::{map_hook, run_cancelled_by_shutdown, session_started, Link, MapContext, Mapped};
 use crate::payload::HookPayload;
+use crate::timestamp::{duration_ms, epoch_ms};
 use aep_core::bounded::BoundedMap;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -52,6 +57,8 @@ struct OpenRun {
     started_event: String,
     /// Opening order, so the session's active run is the oldest open one (the root agent's).
     order: u64,
+    /// When it started (epoch ms), for the terminal's `duration_ms`.
+    started_at: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -154,8 +161,12 @@ impl SessionTracker {
     }
 
     /// A run's terminal and its `cause`: the run's start, or, for a cancel a control command
-    /// asked for, that command with `by: "control"`.
-    fn terminal(&mut self, run: &OpenRun, mut event: Mapped) -> (Mapped, String) {
+    /// asked for, that command with `by: "control"`. `at` is when the run ended (epoch ms):
+    /// with the start time it gives `duration_ms`.
+    fn terminal(&mut self, run: &OpenRun, mut event: Mapped, at: Option<i64>) -> (Mapped, String) {
+        if let (Some(duration), Some(data)) = (duration_ms(run.started_at, at), event.data.as_mut()) {
+            data.insert("duration_ms".to_string(), json!(duration));
+        }
         match self.cancels.remove(&run.id) {
             Some(command) if event.ty == "run.cancelled" => {
                 if let Some(data) = event.data.as_mut() {
@@ -175,6 +186,7 @@ impl SessionTracker {
         new_id: &mut dyn FnMut() -> String,
     ) -> Vec<Planned> {
         let agent = payload.agent().to_string();
+        let at = payload.timestamp.as_deref().and_then(epoch_ms);
         let mut out = Vec::new();
         if !self.started {
             self.started = true;
@@ -201,6 +213,7 @@ impl SessionTracker {
                             id: run.clone(),
                             started_event: id.clone(),
                             order,
+                            started_at: at,
                         },
                     );
                     self.closed.remove(&agent);
@@ -215,7 +228,7 @@ impl SessionTracker {
                 Link::CloseRun => match self.runs.remove(&agent) {
                     Some(open) => {
                         self.closed.insert(agent.clone());
-                        let (event, cause) = self.terminal(&open, event);
+                        let (event, cause) = self.terminal(&open, event, at);
                         out.push(Planned {
                             id: new_id(),
                             run: Some(open.id),
@@ -266,7 +279,7 @@ impl SessionTracker {
                     open.sort_by_key(|(_, run)| run.order);
                     for (agent, run) in open {
                         self.closed.insert(agent);
-                        let (event, cause) = self.terminal(&run, run_cancelled_by_shutdown(ctx));
+                        let (event, cause) = self.terminal(&run, run_cancelled_by_shutdown(ctx), at);
                         out.push(Planned {
                             id: new_id(),
                             run: Some(run.id),
@@ -325,6 +338,7 @@ impl SessionTracker {
                             id: run.to_string(),
                             started_event: id,
                             order,
+                            started_at: s("time").and_then(epoch_ms),
                         },
                     );
                     self.closed.remove(agent);

@@ -30,7 +30,13 @@ impl Harness {
         }
     }
 
+    /// Maps a payload and stamps its events, `time` being when the hook fired (its
+    /// `timestamp`, which must then be a valid envelope `time`).
     fn feed(&mut self, payload: Value) -> Vec<Value> {
+        let time = payload["timestamp"]
+            .as_str()
+            .unwrap_or("2026-11-30T00:00:00Z")
+            .to_string();
         let p = HookPayload::from_value(payload).unwrap();
         let session = p.session_key().unwrap().to_string();
         let ctx = MapContext {
@@ -47,10 +53,7 @@ impl Harness {
         for pl in planned {
             let pos = self.seq.next(&session);
             let src = aep_core::source::session_source("h", "cline", &session);
-            let e = pl
-                .to_envelope(&src, &session, "2026-11-30T00:00:00Z", pos)
-                .unwrap()
-                .to_value();
+            let e = pl.to_envelope(&src, &session, &time, pos).unwrap().to_value();
             self.log.push(e.clone());
             out.push(e);
         }
@@ -105,6 +108,11 @@ fn a_real_run_is_one_session_with_a_real_run_and_paired_tools() {
     assert_eq!(types(&end), ["run.finished"]);
     assert_eq!(end[0]["cause"], start[1]["id"]);
     assert_eq!(end[0]["step"], "2");
+    assert_eq!(
+        end[0]["data"],
+        json!({"duration_ms": 1158}),
+        "02:53:23.341 to 02:53:24.499, the hooks' timestamps"
+    );
     let seqs: Vec<u64> = h.log.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, [0, 1, 2, 3, 4]);
     h.assert_valid_stream();
@@ -117,7 +125,7 @@ fn shutdown_with_an_open_run_cancels_it_first_and_ends_once() {
     h.feed(real("hooks-cancel", "tool_call"));
     let end = h.feed(real("hooks-cancel", "session_shutdown"));
     assert_eq!(types(&end), ["run.cancelled", "session.ended"]);
-    assert_eq!(end[0]["data"]["by"], "shutdown");
+    assert_eq!(end[0]["data"], json!({"by": "shutdown", "duration_ms": 524}));
     assert_eq!(end[1]["data"]["reason"], "normal");
     assert!(
         h.feed(real("hooks-cancel", "session_shutdown")).is_empty(),
@@ -192,6 +200,10 @@ fn recovery_from_the_log_continues_runs_and_tool_pairs() {
     assert_eq!(result[0]["seq"], 3);
     let end = again.feed(real("hooks-local", "agent_end"));
     assert_eq!(end[0]["run"], call[0]["run"]);
+    assert_eq!(
+        end[0]["data"]["duration_ms"], 1158,
+        "the start time comes back from the logged run.started's time"
+    );
     again.assert_valid_stream();
 }
 
@@ -326,4 +338,67 @@ fn pending_tool_calls_are_bounded_oldest_first_and_resolved_ones_free_their_plac
     assert_eq!(tracker.tool_requested("c0"), None, "the oldest is forgotten past 1024");
     assert_eq!(tracker.tool_requested("c1"), Some("E1"));
     assert_eq!(tracker.tool_requested("c1024"), Some("E1024"));
+}
+
+#[test]
+fn every_hook_terminal_carries_its_duration() {
+    let base = |name: &str, at: &str| {
+        json!({"hookName": name, "taskId": "t7", "agent_id": "a", "iteration": 1, "timestamp": at,
+               "reason": "user pressed escape", "error": {"name": "ApiError", "message": "rate limited"}})
+    };
+    for (end, ty) in [
+        ("agent_end", "run.finished"),
+        ("agent_abort", "run.cancelled"),
+        ("agent_error", "run.failed"),
+        ("session_shutdown", "run.cancelled"),
+    ] {
+        let mut h = Harness::new();
+        h.feed(base("agent_start", "2026-11-30T10:00:00.000+01:00"));
+        let closed = h.feed(base(end, "2026-11-30T09:00:01.500Z"));
+        assert_eq!(closed[0]["type"], ty, "{end}");
+        assert_eq!(closed[0]["data"]["duration_ms"], 1_500, "{end}");
+        h.assert_valid_stream();
+    }
+    // The real agent_error: 06:39:22.427 to 06:39:22.527.
+    let mut h = Harness::new();
+    h.feed(real("hooks-error", "agent_start"));
+    let failed = h.feed(real("hooks-error", "agent_error"));
+    assert_eq!(
+        failed[0]["data"],
+        json!({"reason": "Error", "error": {"type": "Error"}, "duration_ms": 100})
+    );
+    assert_eq!(failed[0]["severity"], "error");
+    h.assert_valid_stream();
+}
+
+#[test]
+fn without_both_times_there_is_no_duration() {
+    let mut h = Harness::new();
+    let hook = |name: &str| json!({"hookName": name, "taskId": "t8", "agent_id": "a"});
+    h.feed(hook("agent_start"));
+    let mut end = hook("agent_end");
+    end["timestamp"] = json!("2026-11-30T10:00:00Z");
+    assert_eq!(h.feed(end)[0]["data"], json!({}), "no start time");
+    let mut start = hook("agent_start");
+    start["timestamp"] = json!("2026-11-30T10:00:00Z");
+    h.feed(start);
+    let mut end = hook("agent_end");
+    end["timestamp"] = json!("2026-11-30T09:59:59Z");
+    assert_eq!(h.feed(end)[0]["data"], json!({}), "a clock that went back gives none");
+    h.assert_valid_stream();
+    // A start time that is no time (planned only: it is no envelope `time` either).
+    let ctx = MapContext {
+        capture: &h.policy,
+        redactor: &h.redactor,
+    };
+    let mut start = hook("agent_start");
+    start["timestamp"] = json!("not a time");
+    let mut end = hook("agent_end");
+    end["timestamp"] = json!("2026-11-30T10:00:00Z");
+    for payload in [start, end] {
+        let planned = h
+            .tracker
+            .plan(&HookPayload::from_value(payload).unwrap(), &ctx, &mut || "X".into());
+        assert!(!planned[0].event.data.as_ref().unwrap().contains_key("duration_ms"));
+    }
 }
