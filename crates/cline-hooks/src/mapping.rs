@@ -191,7 +191,6 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
         .as_deref()
         .filter(|s| !s.is_empty())
         .and(p.agent_id.as_deref());
-    let delegation = |ty: &str, link: Link| with(Builder::new(ty, ctx).done(link), child, None);
     match p.hook_name.as_str() {
         "agent_start" | "agent_resume" => {
             let trigger = if p.hook_name == "agent_start" { "user" } else { "resume" };
@@ -203,7 +202,9 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                 Some(c) if p.hook_name == "agent_start" => vec![
                     delegation(
                         "delegation.subagent.started",
+                        c,
                         Link::DelegationStarted { child: c.to_string() },
+                        ctx,
                     ),
                     run,
                 ],
@@ -254,13 +255,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                 }
             };
             match child {
-                Some(c) => vec![
-                    terminal,
-                    delegation(
-                        "delegation.subagent.stopped",
-                        Link::DelegationStopped { child: c.to_string() },
-                    ),
-                ],
+                Some(c) => vec![terminal, delegation_stopped(c, ctx)],
                 None => vec![terminal],
             }
         }
@@ -343,6 +338,24 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
     }
 }
 
+/// A `delegation.subagent.*` event: subject = the child agent, no step (Annex A.9).
+fn delegation(ty: &str, child: &str, link: Link, ctx: &MapContext) -> Mapped {
+    with(Builder::new(ty, ctx).done(link), Some(child), None)
+}
+
+/// `delegation.subagent.stopped` for `child`: after its run's terminal, or when a new start of
+/// the same child supersedes a delegation that never stopped.
+pub fn delegation_stopped(child: &str, ctx: &MapContext) -> Mapped {
+    delegation(
+        "delegation.subagent.stopped",
+        child,
+        Link::DelegationStopped {
+            child: child.to_string(),
+        },
+        ctx,
+    )
+}
+
 fn tool_ref(name: &str, call_id: Option<&str>) -> Value {
     let mut tool = json!({ "name": name });
     if let Some(id) = call_id.filter(|s| !s.is_empty()) {
@@ -412,6 +425,16 @@ pub fn run_cancelled_by_shutdown(ctx: &MapContext) -> Mapped {
     let mut m = Builder::new("run.cancelled", ctx)
         .meta("by", json!("shutdown"))
         .done(Link::CloseRun);
+    m.severity = Some(Severity::Notice);
+    m
+}
+
+/// `run.cancelled` with no `by`, for a run still open when its agent starts another: Cline
+/// never said how it ended, only that it did (an agent runs one run at a time), and none of
+/// `by`'s values (user, control, policy, shutdown) is known to be true, so none is claimed
+/// (`by` is optional, AEP-0002 §5). Cancelled, not failed: nothing says it failed.
+pub fn run_superseded(ctx: &MapContext) -> Mapped {
+    let mut m = Builder::new("run.cancelled", ctx).done(Link::CloseRun);
     m.severity = Some(Severity::Notice);
     m
 }

@@ -340,6 +340,100 @@ fn pending_tool_calls_are_bounded_oldest_first_and_resolved_ones_free_their_plac
     assert_eq!(tracker.tool_requested("c1024"), Some("E1024"));
 }
 
+/// `payload` as if it fired `ms` milliseconds after it did.
+fn later(mut payload: Value, ms: u64) -> Value {
+    let at = humantime::parse_rfc3339(payload["timestamp"].as_str().unwrap()).unwrap();
+    let at = at + std::time::Duration::from_millis(ms);
+    payload["timestamp"] = json!(humantime::format_rfc3339_millis(at).to_string());
+    payload
+}
+
+#[test]
+fn a_second_start_for_one_agent_closes_its_open_run_first() {
+    let mut h = Harness::new();
+    let first = h.feed(real("hooks-local", "agent_start"));
+    let again = h.feed(later(real("hooks-local", "agent_start"), 5_000));
+    assert_eq!(types(&again), ["run.cancelled", "run.started"]);
+    let closed = &again[0];
+    assert_eq!(closed["run"], first[1]["run"]);
+    assert_eq!(
+        closed["cause"], first[1]["id"],
+        "the terminal points at its start (AEP-0002 §2.1)"
+    );
+    assert_eq!(closed["severity"], "notice");
+    assert_eq!(
+        closed["data"],
+        json!({"duration_ms": 5_000}),
+        "no `by`: Cline never said who ended it"
+    );
+    assert_ne!(again[1]["run"], first[1]["run"]);
+    assert_eq!(
+        h.tracker.open_run("agent_1796007203286_8rjlvz"),
+        again[1]["run"].as_str()
+    );
+    // The second run's end closes the second run, once.
+    let end = h.feed(later(real("hooks-local", "agent_end"), 5_000));
+    assert_eq!(types(&end), ["run.finished"]);
+    assert_eq!(end[0]["run"], again[1]["run"]);
+    assert_eq!(end[0]["data"]["duration_ms"], 1158);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_resume_over_an_open_run_closes_it_too() {
+    let mut h = Harness::new();
+    let hook = |name: &str, at: &str| json!({"hookName": name, "taskId": "t5", "agent_id": "a", "timestamp": at});
+    let first = h.feed(hook("agent_start", "2026-11-30T10:00:00.000Z"));
+    let resumed = h.feed(hook("agent_resume", "2026-11-30T10:01:00.250Z"));
+    assert_eq!(types(&resumed), ["run.cancelled", "run.started"]);
+    assert_eq!(resumed[0]["run"], first[1]["run"]);
+    assert_eq!(resumed[0]["data"]["duration_ms"], 60_250);
+    assert_eq!(resumed[1]["data"]["trigger"], "resume");
+    // Another agent's start leaves this agent's run open.
+    let other = h.feed(json!({"hookName": "agent_start", "taskId": "t5", "agent_id": "b"}));
+    assert_eq!(types(&other), ["run.started"]);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_child_started_again_closes_its_run_then_its_delegation() {
+    let mut h = Harness::new();
+    let hook = |name: &str, at: &str| json!({"hookName": name, "taskId": "t6", "agent_id": "kid", "parent_agent_id": "root", "timestamp": at});
+    h.feed(json!({"hookName": "agent_start", "taskId": "t6", "agent_id": "root"}));
+    let first = h.feed(hook("agent_start", "2026-11-30T10:00:00Z"));
+    let again = h.feed(hook("agent_start", "2026-11-30T10:00:02Z"));
+    assert_eq!(
+        types(&again),
+        [
+            "run.cancelled",
+            "delegation.subagent.stopped",
+            "delegation.subagent.started",
+            "run.started"
+        ],
+        "a run's terminal precedes its delegation's stop (Annex A.9)"
+    );
+    assert_eq!(again[0]["run"], first[1]["run"]);
+    assert_eq!(again[0]["data"]["duration_ms"], 2_000);
+    assert_eq!(again[1]["subject"], "kid");
+    assert_eq!(again[1]["cause"], first[0]["id"]);
+    assert_eq!(again[3]["cause"], again[2]["id"]);
+    let stop = h.feed(hook("agent_end", "2026-11-30T10:00:03Z"));
+    assert_eq!(types(&stop), ["run.finished", "delegation.subagent.stopped"]);
+    assert_eq!(stop[1]["cause"], again[2]["id"]);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_superseded_run_a_control_cancel_was_asked_for_ends_as_control() {
+    let mut h = Harness::new();
+    let start = h.feed(real("hooks-local", "agent_start"));
+    assert!(h.tracker.note_cancel(start[1]["run"].as_str().unwrap(), "CMD5"));
+    let again = h.feed(later(real("hooks-local", "agent_start"), 10));
+    assert_eq!(again[0]["data"], json!({"by": "control", "duration_ms": 10}));
+    assert_eq!(again[0]["cause"], "CMD5");
+    h.assert_valid_stream();
+}
+
 #[test]
 fn every_hook_terminal_carries_its_duration() {
     let base = |name: &str, at: &str| {
@@ -401,4 +495,30 @@ fn without_both_times_there_is_no_duration() {
             .plan(&HookPayload::from_value(payload).unwrap(), &ctx, &mut || "X".into());
         assert!(!planned[0].event.data.as_ref().unwrap().contains_key("duration_ms"));
     }
+}
+
+#[test]
+fn a_restarted_tracker_closes_a_superseded_run_with_its_logged_start_time() {
+    let mut h = Harness::new();
+    h.feed(real("hooks-local", "agent_start"));
+    let mut again = SessionTracker::new();
+    for e in &h.log {
+        again.recover(e);
+    }
+    let policy = CapturePolicy::new(Capture::Metadata);
+    let redactor = Redactor::new(RedactOptions::default()).unwrap();
+    let ctx = MapContext {
+        capture: &policy,
+        redactor: &redactor,
+    };
+    let next = HookPayload::from_value(later(real("hooks-local", "agent_start"), 60_000)).unwrap();
+    let mut n = 0;
+    let planned = again.plan(&next, &ctx, &mut || {
+        n += 1;
+        format!("R{n}")
+    });
+    assert_eq!(planned[0].event.ty, "run.cancelled");
+    assert_eq!(planned[0].run.as_deref(), h.log[1]["run"].as_str());
+    assert_eq!(planned[0].event.data.as_ref().unwrap()["duration_ms"], 60_000);
+    assert_eq!(planned[1].event.ty, "run.started");
 }
