@@ -2,11 +2,14 @@
 //!
 //! - [`payload`]: the hook payloads as `@cline/shared` 0.0.86 defines them.
 //! - [`mapping`]: the pure hook → AEP mapping (AEP-0002 Annex A, `mappings/cline.json`).
+//! - [`outcome`]: how a tool call ended, the rule the `cline --json` lane shares.
 //! - [`session`]: the per-session identity tracker (runs, delegation, tool pairing).
 
 pub mod mapping;
+pub mod outcome;
 pub mod payload;
 pub mod session;
+mod timestamp;
 
 pub use mapping::{map_hook, Link, Mapped};
 pub use payload::{HookPayload, PayloadError};

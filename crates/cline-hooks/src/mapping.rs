@@ -10,6 +10,7 @@
 //! ORIGINAL content, AEP-0003 §9.3); at `redacted` free text passes the redaction pipeline
 //! (AEP-0003 §9.4); at `full` it is verbatim; at `none` there is no `data` at all.
 
+use crate::outcome::outcome;
 use crate::payload::HookPayload;
 use aep_core::digest::digest;
 use aep_core::redact::Redactor;
@@ -111,7 +112,7 @@ impl<'a> Builder<'a> {
         self
     }
 
-    /// Free text nested in an object already in `data` (`error.message`).
+    /// Free text nested in an object of `data` (`error.message`), which is made when absent.
     fn nested_text(mut self, object: &str, key: &str, text: Option<&str>) -> Self {
         let value = Builder {
             ty: String::new(),
@@ -122,8 +123,10 @@ impl<'a> Builder<'a> {
         .text(key, text)
         .data
         .remove(key);
-        if let (Some(value), Some(Value::Object(obj))) = (value, self.data.get_mut(object)) {
-            obj.insert(key.to_string(), value);
+        if let Some(value) = value {
+            if let Value::Object(obj) = self.data.entry(object).or_insert_with(|| json!({})) {
+                obj.insert(key.to_string(), value);
+            }
         }
         self
     }
@@ -188,7 +191,6 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
         .as_deref()
         .filter(|s| !s.is_empty())
         .and(p.agent_id.as_deref());
-    let delegation = |ty: &str, link: Link| with(Builder::new(ty, ctx).done(link), child, None);
     match p.hook_name.as_str() {
         "agent_start" | "agent_resume" => {
             let trigger = if p.hook_name == "agent_start" { "user" } else { "resume" };
@@ -200,7 +202,9 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                 Some(c) if p.hook_name == "agent_start" => vec![
                     delegation(
                         "delegation.subagent.started",
+                        c,
                         Link::DelegationStarted { child: c.to_string() },
+                        ctx,
                     ),
                     run,
                 ],
@@ -232,28 +236,26 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                     m
                 }
                 _ => {
+                    // Cline sends the thrown error's `name` (its class: `Error` for a provider's
+                    // refusal on 3.0.65, `ContextWindowOverflowError`, ...), `message` and
+                    // `stack`. The name is the vendor's type and, as pinned, the reason; with no
+                    // name the reason is AEP's own token `error` (AEP-0002 §5) and no type is
+                    // invented. The message is free text (`redacted`+). The stack has no home
+                    // in `error_info` and is not emitted.
                     let error = p.error.clone().unwrap_or_default();
-                    let name = error
-                        .name
-                        .filter(|n| !n.is_empty())
-                        .unwrap_or_else(|| "Error".to_string());
-                    let b = Builder::new("run.failed", ctx)
-                        .meta("reason", json!(name))
-                        .meta("error", json!({"type": name}))
-                        .nested_text("error", "message", error.message.as_deref());
+                    let name = error.name.as_deref().filter(|n| !n.is_empty());
+                    let mut b = Builder::new("run.failed", ctx).meta("reason", json!(name.unwrap_or("error")));
+                    if let Some(name) = name {
+                        b = b.meta("error", json!({"type": name}));
+                    }
+                    let b = b.nested_text("error", "message", error.message.as_deref());
                     let mut m = with(b.done(Link::CloseRun), None, p.iteration);
                     m.severity = Some(Severity::Error);
                     m
                 }
             };
             match child {
-                Some(c) => vec![
-                    terminal,
-                    delegation(
-                        "delegation.subagent.stopped",
-                        Link::DelegationStopped { child: c.to_string() },
-                    ),
-                ],
+                Some(c) => vec![terminal, delegation_stopped(c, ctx)],
                 None => vec![terminal],
             }
         }
@@ -282,11 +284,13 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                 .duration_ms
                 .filter(|d| d.is_finite() && *d >= 0.0)
                 .map(|d| d.round() as u64);
-            let mut b = match &rec.error {
-                Some(message) => Builder::new("tool.failed", ctx)
+            // One rule with the `cline --json` lane: a failure the output reports is a failure.
+            let failure = outcome(Some(&rec.output), rec.error.as_deref()).failure;
+            let mut b = match &failure {
+                Some(f) => Builder::new("tool.failed", ctx)
                     .meta("tool", tool_ref(&name, rec.id.as_deref()))
-                    .meta("error", json!({"type": "tool_error"}))
-                    .nested_text("error", "message", Some(message)),
+                    .meta("error", json!({"type": f.kind.as_str()}))
+                    .nested_text("error", "message", f.message.as_deref()),
                 None => {
                     let mut b = Builder::new("tool.completed", ctx).meta("tool", tool_ref(&name, rec.id.as_deref()));
                     if !rec.output.is_null() {
@@ -299,9 +303,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                 b = b.meta("duration_ms", json!(d));
             }
             let mut m = with(b.done(link), Some(&name), p.iteration);
-            if rec.error.is_some() {
-                m.severity = Some(Severity::Warning);
-            }
+            m.severity = failure.map(|f| f.kind.severity());
             vec![m]
         }
         "prompt_submit" => {
@@ -334,6 +336,24 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
         }
         other => vec![Builder::new(&fallback_type(other), ctx).done(Link::None)],
     }
+}
+
+/// A `delegation.subagent.*` event: subject = the child agent, no step (Annex A.9).
+fn delegation(ty: &str, child: &str, link: Link, ctx: &MapContext) -> Mapped {
+    with(Builder::new(ty, ctx).done(link), Some(child), None)
+}
+
+/// `delegation.subagent.stopped` for `child`: after its run's terminal, or when a new start of
+/// the same child supersedes a delegation that never stopped.
+pub fn delegation_stopped(child: &str, ctx: &MapContext) -> Mapped {
+    delegation(
+        "delegation.subagent.stopped",
+        child,
+        Link::DelegationStopped {
+            child: child.to_string(),
+        },
+        ctx,
+    )
 }
 
 fn tool_ref(name: &str, call_id: Option<&str>) -> Value {
@@ -405,6 +425,16 @@ pub fn run_cancelled_by_shutdown(ctx: &MapContext) -> Mapped {
     let mut m = Builder::new("run.cancelled", ctx)
         .meta("by", json!("shutdown"))
         .done(Link::CloseRun);
+    m.severity = Some(Severity::Notice);
+    m
+}
+
+/// `run.cancelled` with no `by`, for a run still open when its agent starts another: Cline
+/// never said how it ended, only that it did (an agent runs one run at a time), and none of
+/// `by`'s values (user, control, policy, shutdown) is known to be true, so none is claimed
+/// (`by` is optional, AEP-0002 §5). Cancelled, not failed: nothing says it failed.
+pub fn run_superseded(ctx: &MapContext) -> Mapped {
+    let mut m = Builder::new("run.cancelled", ctx).done(Link::CloseRun);
     m.severity = Some(Severity::Notice);
     m
 }

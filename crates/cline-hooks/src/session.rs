@@ -14,6 +14,18 @@
 //!   legal, and inventing a run would be a lie.
 //! - `session.ended` closes every open run first with `run.cancelled {by: "shutdown"}` and
 //!   is emitted at most once (AEP-0002 §2).
+//! - At most one open run per agent: a Cline agent runs one run at a time (`@cline/agents`
+//!   0.0.86 `AgentRuntime.execute` throws "Agent runtime is already running"), so a start
+//!   (`agent_start`, `agent_resume`) for an agent whose run is still open proves that run is
+//!   over though its end hook never came (lost, or never fired). It is closed first, with
+//!   `run.cancelled` and no `by` ([`crate::mapping::run_superseded`]), instead of staying open
+//!   forever: an open run reads as a hung one (AEP-0002 §2.1). A child's delegation that a new
+//!   start of the same child supersedes is stopped after that terminal, as Annex A.9 orders.
+//! - Run terminals carry `duration_ms`: from the start's hook `timestamp` to the terminal's
+//!   (the hook that closes the run: its end, abort or error, `session_shutdown`, the next
+//!   start). After a restart the start time is the logged `run.started`'s `time`. A terminal
+//!   the hub lane reports ([`SessionTracker::close_cancelled`]) has no hook timestamp and no
+//!   duration.
 //! - A run a control command asked to cancel ([`SessionTracker::note_cancel`]) ends as
 //!   `run.cancelled {by: "control"}` caused by the command (AEP-0004 §6), whichever lane
 //!   reports the abort first: a hook terminal that cancels it (`agent_abort`, or the
@@ -21,8 +33,11 @@
 //!   `run.aborted` ([`SessionTracker::close_cancelled`]). The other report finds the run
 //!   closed and is dropped, as any second terminal is.
 
-use crate::mapping::{map_hook, run_cancelled_by_shutdown, session_started, Link, MapContext, Mapped};
+use crate::mapping::{
+    delegation_stopped, map_hook, run_cancelled_by_shutdown, run_superseded, session_started, Link, MapContext, Mapped,
+};
 use crate::payload::HookPayload;
+use crate::timestamp::{duration_ms, epoch_ms};
 use aep_core::bounded::BoundedMap;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -52,6 +67,8 @@ struct OpenRun {
     started_event: String,
     /// Opening order, so the session's active run is the oldest open one (the root agent's).
     order: u64,
+    /// When it started (epoch ms), for the terminal's `duration_ms`.
+    started_at: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -154,8 +171,12 @@ impl SessionTracker {
     }
 
     /// A run's terminal and its `cause`: the run's start, or, for a cancel a control command
-    /// asked for, that command with `by: "control"`.
-    fn terminal(&mut self, run: &OpenRun, mut event: Mapped) -> (Mapped, String) {
+    /// asked for, that command with `by: "control"`. `at` is when the run ended (epoch ms):
+    /// with the start time it gives `duration_ms`.
+    fn terminal(&mut self, run: &OpenRun, mut event: Mapped, at: Option<i64>) -> (Mapped, String) {
+        if let (Some(duration), Some(data)) = (duration_ms(run.started_at, at), event.data.as_mut()) {
+            data.insert("duration_ms".to_string(), json!(duration));
+        }
         match self.cancels.remove(&run.id) {
             Some(command) if event.ty == "run.cancelled" => {
                 if let Some(data) = event.data.as_mut() {
@@ -175,13 +196,18 @@ impl SessionTracker {
         new_id: &mut dyn FnMut() -> String,
     ) -> Vec<Planned> {
         let agent = payload.agent().to_string();
+        let at = payload.timestamp.as_deref().and_then(epoch_ms);
         let mut out = Vec::new();
         if !self.started {
             self.started = true;
             out.push(self.stand_alone(session_started(payload, ctx), new_id));
         }
+        let mapped = map_hook(payload, ctx);
+        if mapped.iter().any(|m| m.link == Link::OpenRun) {
+            self.supersede(&agent, &mapped, at, ctx, new_id, &mut out);
+        }
         let mut dropped_terminal = false;
-        for event in map_hook(payload, ctx) {
+        for event in mapped {
             match event.link.clone() {
                 Link::None => out.push(self.stand_alone(event, new_id)),
                 Link::OpenRun => {
@@ -201,6 +227,7 @@ impl SessionTracker {
                             id: run.clone(),
                             started_event: id.clone(),
                             order,
+                            started_at: at,
                         },
                     );
                     self.closed.remove(&agent);
@@ -215,7 +242,7 @@ impl SessionTracker {
                 Link::CloseRun => match self.runs.remove(&agent) {
                     Some(open) => {
                         self.closed.insert(agent.clone());
-                        let (event, cause) = self.terminal(&open, event);
+                        let (event, cause) = self.terminal(&open, event, at);
                         out.push(Planned {
                             id: new_id(),
                             run: Some(open.id),
@@ -266,7 +293,7 @@ impl SessionTracker {
                     open.sort_by_key(|(_, run)| run.order);
                     for (agent, run) in open {
                         self.closed.insert(agent);
-                        let (event, cause) = self.terminal(&run, run_cancelled_by_shutdown(ctx));
+                        let (event, cause) = self.terminal(&run, run_cancelled_by_shutdown(ctx), at);
                         out.push(Planned {
                             id: new_id(),
                             run: Some(run.id),
@@ -281,6 +308,43 @@ impl SessionTracker {
             }
         }
         out
+    }
+
+    /// Before a start opens a run for `agent`: closes the agent's run still open (at most one
+    /// open run per agent, see the module docs), then stops the delegation of a child this
+    /// start opens anew, if the last one never stopped.
+    fn supersede(
+        &mut self,
+        agent: &str,
+        mapped: &[Mapped],
+        at: Option<i64>,
+        ctx: &MapContext,
+        new_id: &mut dyn FnMut() -> String,
+        out: &mut Vec<Planned>,
+    ) {
+        if let Some(open) = self.runs.remove(agent) {
+            let (event, cause) = self.terminal(&open, run_superseded(ctx), at);
+            out.push(Planned {
+                id: new_id(),
+                run: Some(open.id),
+                cause: Some(cause),
+                agent: None,
+                event,
+            });
+        }
+        for m in mapped {
+            if let Link::DelegationStarted { child } = &m.link {
+                if let Some(started) = self.delegations.remove(child) {
+                    out.push(Planned {
+                        id: new_id(),
+                        run: None,
+                        cause: Some(started),
+                        agent: None,
+                        event: delegation_stopped(child, ctx),
+                    });
+                }
+            }
+        }
     }
 
     fn stand_alone(&self, event: Mapped, new_id: &mut dyn FnMut() -> String) -> Planned {
@@ -325,6 +389,7 @@ impl SessionTracker {
                             id: run.to_string(),
                             started_event: id,
                             order,
+                            started_at: s("time").and_then(epoch_ms),
                         },
                     );
                     self.closed.remove(agent);

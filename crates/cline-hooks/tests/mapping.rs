@@ -111,12 +111,16 @@ fn every_mapped_event_is_a_valid_aep_payload_at_every_level() {
         .map(|c| c["input"].clone())
         .collect();
     inputs.push(fx["fallback"]["input"].clone());
-    for dir in ["hooks-local", "hooks-cancel"] {
-        for entry in std::fs::read_dir(format!("{}/tests/data/{dir}", env!("CARGO_MANIFEST_DIR"))).unwrap() {
+    for dir in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data")).unwrap() {
+        let dir = dir.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        for entry in std::fs::read_dir(dir).unwrap() {
             inputs.push(serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap());
         }
     }
-    assert!(inputs.len() >= 20);
+    assert!(inputs.len() >= 35);
     for level in Capture::ALL {
         for input in &inputs {
             for (i, m) in map_at(input, level).into_iter().enumerate() {
@@ -140,4 +144,96 @@ fn every_mapped_event_is_a_valid_aep_payload_at_every_level() {
             }
         }
     }
+}
+
+fn real(dir: &str, hook: &str) -> Value {
+    let path = format!("{}/tests/data/{dir}/{hook}-global.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// What a real `tool_result` maps to at `level`: type, `error`, severity.
+fn tool_result_at(dir: &str, level: Capture) -> (String, Value, Option<aep_core::Severity>) {
+    let m = map_at(&real(dir, "tool_result"), level).remove(0);
+    let error = m.data.as_ref().unwrap().get("error").cloned().unwrap_or(Value::Null);
+    (m.ty, error, m.severity)
+}
+
+#[test]
+fn a_failure_the_output_reports_is_tool_failed_with_its_kind() {
+    use aep_core::Severity::{Notice, Warning};
+    // Real Cline 3.0.65 tool_result payloads: the typed error is unset (or "[object Object]"
+    // for a refused approval); the output says what happened.
+    for (dir, kind, severity, message) in [
+        ("hooks-exit-code", "exit_code", Warning, "Command exited with code 3"),
+        ("hooks-aborted", "aborted", Notice, "Command failed: Command was aborted"),
+        (
+            "hooks-edit-failed",
+            "tool_error",
+            Warning,
+            "Editor operation failed: No replacement performed: text not found in ~/proj/notes.txt.",
+        ),
+        (
+            "hooks-denied",
+            "denied",
+            Notice,
+            "Tool \"run_commands\" requires approval in a TTY session -- NOT a tool or system failure. Clarify with user before proceeding.",
+        ),
+    ] {
+        let (ty, error, sev) = tool_result_at(dir, Capture::Metadata);
+        assert_eq!(ty, "tool.failed", "{dir}");
+        assert_eq!(error, json!({"type": kind}), "{dir}: no message at metadata");
+        assert_eq!(sev, Some(severity), "{dir}");
+        let (_, error, _) = tool_result_at(dir, Capture::Redacted);
+        assert_eq!(error, json!({"type": kind, "message": message}), "{dir}: redacted");
+    }
+    let m = map_at(&real("hooks-exit-code", "tool_result"), Capture::Metadata).remove(0);
+    let data = m.data.unwrap();
+    assert_eq!(
+        data["tool"],
+        json!({"name": "run_commands", "call_id": "call_561e48ad23"})
+    );
+    assert_eq!(data["duration_ms"], 8);
+    assert!(
+        !data.contains_key("result_digest"),
+        "tool.failed has no result (AEP-0002 §5)"
+    );
+    // A command that succeeded is still completed.
+    let (ty, error, sev) = tool_result_at("hooks-local", Capture::Metadata);
+    assert_eq!((ty.as_str(), error, sev), ("tool.completed", Value::Null, None));
+}
+
+#[test]
+fn a_real_agent_error_fails_the_run_with_the_vendor_type_and_message() {
+    let error = real("hooks-error", "agent_error");
+    let meta = map_at(&error, Capture::Metadata).remove(0);
+    assert_eq!(meta.ty, "run.failed");
+    assert_eq!(meta.step.as_deref(), Some("1"));
+    // Cline 3.0.65 names a provider's refusal `Error`: that is the vendor's type.
+    assert_eq!(
+        Value::Object(meta.data.unwrap()),
+        json!({"reason": "Error", "error": {"type": "Error"}})
+    );
+    let red = map_at(&error, Capture::Redacted).remove(0);
+    let data = Value::Object(red.data.unwrap());
+    assert_eq!(
+        data["error"],
+        json!({"type": "Error", "message": "fake upstream refused the request"})
+    );
+    assert!(!data.to_string().contains("bunfs"), "the stack is not emitted");
+}
+
+#[test]
+fn an_agent_error_without_a_name_invents_no_type() {
+    let mut error = real("hooks-error", "agent_error");
+    error["error"] = json!({"message": "something broke"});
+    let meta = map_at(&error, Capture::Metadata).remove(0);
+    assert_eq!(Value::Object(meta.data.unwrap()), json!({"reason": "error"}));
+    let full = map_at(&error, Capture::Full).remove(0);
+    assert_eq!(
+        Value::Object(full.data.unwrap()),
+        json!({"reason": "error", "error": {"message": "something broke"}})
+    );
+    error["error"] = json!({});
+    let meta = map_at(&error, Capture::Full).remove(0);
+    assert_eq!(Value::Object(meta.data.unwrap()), json!({"reason": "error"}));
 }

@@ -30,7 +30,13 @@ impl Harness {
         }
     }
 
+    /// Maps a payload and stamps its events, `time` being when the hook fired (its
+    /// `timestamp`, which must then be a valid envelope `time`).
     fn feed(&mut self, payload: Value) -> Vec<Value> {
+        let time = payload["timestamp"]
+            .as_str()
+            .unwrap_or("2026-11-30T00:00:00Z")
+            .to_string();
         let p = HookPayload::from_value(payload).unwrap();
         let session = p.session_key().unwrap().to_string();
         let ctx = MapContext {
@@ -47,10 +53,7 @@ impl Harness {
         for pl in planned {
             let pos = self.seq.next(&session);
             let src = aep_core::source::session_source("h", "cline", &session);
-            let e = pl
-                .to_envelope(&src, &session, "2026-11-30T00:00:00Z", pos)
-                .unwrap()
-                .to_value();
+            let e = pl.to_envelope(&src, &session, &time, pos).unwrap().to_value();
             self.log.push(e.clone());
             out.push(e);
         }
@@ -105,6 +108,11 @@ fn a_real_run_is_one_session_with_a_real_run_and_paired_tools() {
     assert_eq!(types(&end), ["run.finished"]);
     assert_eq!(end[0]["cause"], start[1]["id"]);
     assert_eq!(end[0]["step"], "2");
+    assert_eq!(
+        end[0]["data"],
+        json!({"duration_ms": 1158}),
+        "02:53:23.341 to 02:53:24.499, the hooks' timestamps"
+    );
     let seqs: Vec<u64> = h.log.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, [0, 1, 2, 3, 4]);
     h.assert_valid_stream();
@@ -117,7 +125,7 @@ fn shutdown_with_an_open_run_cancels_it_first_and_ends_once() {
     h.feed(real("hooks-cancel", "tool_call"));
     let end = h.feed(real("hooks-cancel", "session_shutdown"));
     assert_eq!(types(&end), ["run.cancelled", "session.ended"]);
-    assert_eq!(end[0]["data"]["by"], "shutdown");
+    assert_eq!(end[0]["data"], json!({"by": "shutdown", "duration_ms": 524}));
     assert_eq!(end[1]["data"]["reason"], "normal");
     assert!(
         h.feed(real("hooks-cancel", "session_shutdown")).is_empty(),
@@ -192,6 +200,10 @@ fn recovery_from_the_log_continues_runs_and_tool_pairs() {
     assert_eq!(result[0]["seq"], 3);
     let end = again.feed(real("hooks-local", "agent_end"));
     assert_eq!(end[0]["run"], call[0]["run"]);
+    assert_eq!(
+        end[0]["data"]["duration_ms"], 1158,
+        "the start time comes back from the logged run.started's time"
+    );
     again.assert_valid_stream();
 }
 
@@ -326,4 +338,187 @@ fn pending_tool_calls_are_bounded_oldest_first_and_resolved_ones_free_their_plac
     assert_eq!(tracker.tool_requested("c0"), None, "the oldest is forgotten past 1024");
     assert_eq!(tracker.tool_requested("c1"), Some("E1"));
     assert_eq!(tracker.tool_requested("c1024"), Some("E1024"));
+}
+
+/// `payload` as if it fired `ms` milliseconds after it did.
+fn later(mut payload: Value, ms: u64) -> Value {
+    let at = humantime::parse_rfc3339(payload["timestamp"].as_str().unwrap()).unwrap();
+    let at = at + std::time::Duration::from_millis(ms);
+    payload["timestamp"] = json!(humantime::format_rfc3339_millis(at).to_string());
+    payload
+}
+
+#[test]
+fn a_second_start_for_one_agent_closes_its_open_run_first() {
+    let mut h = Harness::new();
+    let first = h.feed(real("hooks-local", "agent_start"));
+    let again = h.feed(later(real("hooks-local", "agent_start"), 5_000));
+    assert_eq!(types(&again), ["run.cancelled", "run.started"]);
+    let closed = &again[0];
+    assert_eq!(closed["run"], first[1]["run"]);
+    assert_eq!(
+        closed["cause"], first[1]["id"],
+        "the terminal points at its start (AEP-0002 §2.1)"
+    );
+    assert_eq!(closed["severity"], "notice");
+    assert_eq!(
+        closed["data"],
+        json!({"duration_ms": 5_000}),
+        "no `by`: Cline never said who ended it"
+    );
+    assert_ne!(again[1]["run"], first[1]["run"]);
+    assert_eq!(
+        h.tracker.open_run("agent_1796007203286_8rjlvz"),
+        again[1]["run"].as_str()
+    );
+    // The second run's end closes the second run, once.
+    let end = h.feed(later(real("hooks-local", "agent_end"), 5_000));
+    assert_eq!(types(&end), ["run.finished"]);
+    assert_eq!(end[0]["run"], again[1]["run"]);
+    assert_eq!(end[0]["data"]["duration_ms"], 1158);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_resume_over_an_open_run_closes_it_too() {
+    let mut h = Harness::new();
+    let hook = |name: &str, at: &str| json!({"hookName": name, "taskId": "t5", "agent_id": "a", "timestamp": at});
+    let first = h.feed(hook("agent_start", "2026-11-30T10:00:00.000Z"));
+    let resumed = h.feed(hook("agent_resume", "2026-11-30T10:01:00.250Z"));
+    assert_eq!(types(&resumed), ["run.cancelled", "run.started"]);
+    assert_eq!(resumed[0]["run"], first[1]["run"]);
+    assert_eq!(resumed[0]["data"]["duration_ms"], 60_250);
+    assert_eq!(resumed[1]["data"]["trigger"], "resume");
+    // Another agent's start leaves this agent's run open.
+    let other = h.feed(json!({"hookName": "agent_start", "taskId": "t5", "agent_id": "b"}));
+    assert_eq!(types(&other), ["run.started"]);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_child_started_again_closes_its_run_then_its_delegation() {
+    let mut h = Harness::new();
+    let hook = |name: &str, at: &str| json!({"hookName": name, "taskId": "t6", "agent_id": "kid", "parent_agent_id": "root", "timestamp": at});
+    h.feed(json!({"hookName": "agent_start", "taskId": "t6", "agent_id": "root"}));
+    let first = h.feed(hook("agent_start", "2026-11-30T10:00:00Z"));
+    let again = h.feed(hook("agent_start", "2026-11-30T10:00:02Z"));
+    assert_eq!(
+        types(&again),
+        [
+            "run.cancelled",
+            "delegation.subagent.stopped",
+            "delegation.subagent.started",
+            "run.started"
+        ],
+        "a run's terminal precedes its delegation's stop (Annex A.9)"
+    );
+    assert_eq!(again[0]["run"], first[1]["run"]);
+    assert_eq!(again[0]["data"]["duration_ms"], 2_000);
+    assert_eq!(again[1]["subject"], "kid");
+    assert_eq!(again[1]["cause"], first[0]["id"]);
+    assert_eq!(again[3]["cause"], again[2]["id"]);
+    let stop = h.feed(hook("agent_end", "2026-11-30T10:00:03Z"));
+    assert_eq!(types(&stop), ["run.finished", "delegation.subagent.stopped"]);
+    assert_eq!(stop[1]["cause"], again[2]["id"]);
+    h.assert_valid_stream();
+}
+
+#[test]
+fn a_superseded_run_a_control_cancel_was_asked_for_ends_as_control() {
+    let mut h = Harness::new();
+    let start = h.feed(real("hooks-local", "agent_start"));
+    assert!(h.tracker.note_cancel(start[1]["run"].as_str().unwrap(), "CMD5"));
+    let again = h.feed(later(real("hooks-local", "agent_start"), 10));
+    assert_eq!(again[0]["data"], json!({"by": "control", "duration_ms": 10}));
+    assert_eq!(again[0]["cause"], "CMD5");
+    h.assert_valid_stream();
+}
+
+#[test]
+fn every_hook_terminal_carries_its_duration() {
+    let base = |name: &str, at: &str| {
+        json!({"hookName": name, "taskId": "t7", "agent_id": "a", "iteration": 1, "timestamp": at,
+               "reason": "user pressed escape", "error": {"name": "ApiError", "message": "rate limited"}})
+    };
+    for (end, ty) in [
+        ("agent_end", "run.finished"),
+        ("agent_abort", "run.cancelled"),
+        ("agent_error", "run.failed"),
+        ("session_shutdown", "run.cancelled"),
+    ] {
+        let mut h = Harness::new();
+        h.feed(base("agent_start", "2026-11-30T10:00:00.000+01:00"));
+        let closed = h.feed(base(end, "2026-11-30T09:00:01.500Z"));
+        assert_eq!(closed[0]["type"], ty, "{end}");
+        assert_eq!(closed[0]["data"]["duration_ms"], 1_500, "{end}");
+        h.assert_valid_stream();
+    }
+    // The real agent_error: 06:39:22.427 to 06:39:22.527.
+    let mut h = Harness::new();
+    h.feed(real("hooks-error", "agent_start"));
+    let failed = h.feed(real("hooks-error", "agent_error"));
+    assert_eq!(
+        failed[0]["data"],
+        json!({"reason": "Error", "error": {"type": "Error"}, "duration_ms": 100})
+    );
+    assert_eq!(failed[0]["severity"], "error");
+    h.assert_valid_stream();
+}
+
+#[test]
+fn without_both_times_there_is_no_duration() {
+    let mut h = Harness::new();
+    let hook = |name: &str| json!({"hookName": name, "taskId": "t8", "agent_id": "a"});
+    h.feed(hook("agent_start"));
+    let mut end = hook("agent_end");
+    end["timestamp"] = json!("2026-11-30T10:00:00Z");
+    assert_eq!(h.feed(end)[0]["data"], json!({}), "no start time");
+    let mut start = hook("agent_start");
+    start["timestamp"] = json!("2026-11-30T10:00:00Z");
+    h.feed(start);
+    let mut end = hook("agent_end");
+    end["timestamp"] = json!("2026-11-30T09:59:59Z");
+    assert_eq!(h.feed(end)[0]["data"], json!({}), "a clock that went back gives none");
+    h.assert_valid_stream();
+    // A start time that is no time (planned only: it is no envelope `time` either).
+    let ctx = MapContext {
+        capture: &h.policy,
+        redactor: &h.redactor,
+    };
+    let mut start = hook("agent_start");
+    start["timestamp"] = json!("not a time");
+    let mut end = hook("agent_end");
+    end["timestamp"] = json!("2026-11-30T10:00:00Z");
+    for payload in [start, end] {
+        let planned = h
+            .tracker
+            .plan(&HookPayload::from_value(payload).unwrap(), &ctx, &mut || "X".into());
+        assert!(!planned[0].event.data.as_ref().unwrap().contains_key("duration_ms"));
+    }
+}
+
+#[test]
+fn a_restarted_tracker_closes_a_superseded_run_with_its_logged_start_time() {
+    let mut h = Harness::new();
+    h.feed(real("hooks-local", "agent_start"));
+    let mut again = SessionTracker::new();
+    for e in &h.log {
+        again.recover(e);
+    }
+    let policy = CapturePolicy::new(Capture::Metadata);
+    let redactor = Redactor::new(RedactOptions::default()).unwrap();
+    let ctx = MapContext {
+        capture: &policy,
+        redactor: &redactor,
+    };
+    let next = HookPayload::from_value(later(real("hooks-local", "agent_start"), 60_000)).unwrap();
+    let mut n = 0;
+    let planned = again.plan(&next, &ctx, &mut || {
+        n += 1;
+        format!("R{n}")
+    });
+    assert_eq!(planned[0].event.ty, "run.cancelled");
+    assert_eq!(planned[0].run.as_deref(), h.log[1]["run"].as_str());
+    assert_eq!(planned[0].event.data.as_ref().unwrap()["duration_ms"], 60_000);
+    assert_eq!(planned[1].event.ty, "run.started");
 }

@@ -6,7 +6,7 @@
 //! | `iteration_start`                         | `step` of the events that follow              |
 //! | tool `content_start`                      | `tool.requested` (subject = tool name)        |
 //! | tool `content_end`, success               | `tool.completed` (cause = `tool.requested`)   |
-//! | tool `content_end`, failure               | `tool.failed {error: {type: "tool_error"}}`   |
+//! | tool `content_end`, failure               | `tool.failed {error: {type: <kind>}}`         |
 //! | nested `error`, legacy error              | `error.raised {error: {type}, fatal}`         |
 //! | `run_result` `completed`                  | `run.finished` with `gen_ai.usage.*`, `cost`  |
 //! | `run_result` `aborted`                    | `run.cancelled` (usage and cost too)          |
@@ -174,14 +174,17 @@ impl<'p> Projector<'p> {
         if let Some(ms) = call.duration_ms {
             data["duration_ms"] = json!(ms);
         }
-        let ty = if call.success {
-            if let Some(output) = call.output.as_ref().filter(|o| !o.is_null()) {
-                data["result_digest"] = Value::String(digest(output));
+        let ty = match &call.failure {
+            None => {
+                if let Some(output) = call.output.as_ref().filter(|o| !o.is_null()) {
+                    data["result_digest"] = Value::String(digest(output));
+                }
+                "tool.completed"
             }
-            "tool.completed"
-        } else {
-            data["error"] = json!({"type": "tool_error"});
-            "tool.failed"
+            Some(failure) => {
+                data["error"] = json!({"type": failure.kind.as_str()});
+                "tool.failed"
+            }
         };
         self.emit(origin, ty, Some(&call.tool), cause, data, out).map(drop)
     }
@@ -411,12 +414,110 @@ mod tests {
                 "run.finished"
             ]
         );
-        assert_eq!(e[2]["data"]["error"]["type"], "tool_error");
+        assert_eq!(
+            e[2]["data"]["error"]["type"], "denied",
+            "an approval a non-TTY cannot give, told apart from a failing tool"
+        );
         assert_eq!(
             e[3]["data"],
             serde_json::json!({"error": {"type": "Error"}, "fatal": false})
         );
         assert_eq!(e[3]["step"], "1");
+    }
+
+    /// A tool call of the stream, as its `content_start` and `content_end`.
+    fn tool_call(id: &str, tool: &str, input: &Value, end: Value) -> String {
+        let start = serde_json::json!({"type": "agent_event", "event": {"type": "content_start", "contentType": "tool", "toolName": tool, "toolCallId": id, "input": input}});
+        let mut end_event =
+            serde_json::json!({"type": "content_end", "contentType": "tool", "toolName": tool, "toolCallId": id});
+        end_event
+            .as_object_mut()
+            .unwrap()
+            .extend(end.as_object().unwrap().clone());
+        let end = serde_json::json!({"type": "agent_event", "event": end_event});
+        format!("{start}\n{end}\n")
+    }
+
+    #[test]
+    fn a_failure_the_output_reports_has_its_kind() {
+        // content_end outputs of real Cline 3.0.65 runs (the abort's is the hub's tool.finished).
+        for (output, kind) in [
+            (
+                r#"[{"query":"echo out; exit 3","result":"[Command exited with code 3]\nout\n","error":"Command exited with code 3","success":false}]"#,
+                "exit_code",
+            ),
+            (
+                r#"[{"query":"sleep 20; echo never","result":"","error":"Command failed: Command was aborted","success":false}]"#,
+                "aborted",
+            ),
+            (
+                r#"{"query":"edit:/home/dev/proj/notes.txt","result":"","error":"Editor operation failed: No replacement performed: text not found in /home/dev/proj/notes.txt.","success":false}"#,
+                "tool_error",
+            ),
+            (
+                r#"{"error":"denied by probe -- NOT a tool or system failure. Clarify with user before proceeding."}"#,
+                "denied",
+            ),
+        ] {
+            let output: Value = serde_json::from_str(output).unwrap();
+            let e = aep(&tool_call(
+                "c1",
+                "run_commands",
+                &serde_json::json!({}),
+                serde_json::json!({"output": output}),
+            ));
+            assert_eq!(types(&e), ["run.started", "tool.requested", "tool.failed"], "{kind}");
+            assert_eq!(
+                e[2]["data"]["error"],
+                serde_json::json!({"type": kind}),
+                "no message at metadata"
+            );
+        }
+    }
+
+    /// One rule for both lanes: the same real call is the same event from the hooks and the
+    /// stream.
+    #[test]
+    fn the_hooks_and_the_stream_agree_on_a_real_call() {
+        use aep_core::redact::{RedactOptions, Redactor};
+        use aep_core::{Capture, CapturePolicy};
+        use cline_hooks::mapping::{map_hook, MapContext};
+        use cline_hooks::HookPayload;
+        let policy = CapturePolicy::new(Capture::Metadata);
+        let redactor = Redactor::new(RedactOptions::default()).unwrap();
+        let ctx = MapContext {
+            capture: &policy,
+            redactor: &redactor,
+        };
+        for dir in [
+            "hooks-local",
+            "hooks-exit-code",
+            "hooks-aborted",
+            "hooks-edit-failed",
+            "hooks-denied",
+        ] {
+            let path = format!(
+                "{}/../cline-hooks/tests/data/{dir}/tool_result-global.json",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let payload: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            let hooks = map_hook(&HookPayload::from_value(payload.clone()).unwrap(), &ctx).remove(0);
+            let rec = &payload["tool_result"];
+            let mut end = serde_json::json!({"output": rec["output"], "durationMs": rec["durationMs"]});
+            if let Some(error) = rec.get("error") {
+                end["error"] = error.clone();
+            }
+            let stream = aep(&tool_call(
+                rec["id"].as_str().unwrap(),
+                rec["name"].as_str().unwrap(),
+                &rec["input"],
+                end,
+            ));
+            let hooks_data = Value::Object(hooks.data.unwrap());
+            assert_eq!(stream[2]["type"], hooks.ty, "{dir}");
+            assert_eq!(stream[2]["data"]["error"], hooks_data["error"], "{dir}");
+            assert_eq!(stream[2]["data"]["tool"], hooks_data["tool"], "{dir}");
+        }
     }
 
     #[test]

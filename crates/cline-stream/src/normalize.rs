@@ -21,6 +21,7 @@ use crate::summary::{Abort, Lines, ModelSummary, Summary};
 use crate::tools::{self, ToolKind};
 use crate::usage::{ClineUsage, TokenClasses};
 use crate::{price, PriceTable, StreamError};
+use cline_hooks::outcome::{error_text, outcome, Failure};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -65,7 +66,8 @@ pub(crate) struct ResolvedCall {
     pub output: Option<Value>,
     /// Whether [`Fact::ToolRequested`] was sent for it (false when `content_start` was missed).
     pub requested: bool,
-    pub success: bool,
+    /// `None`: it succeeded.
+    pub failure: Option<Failure>,
     pub duration_ms: Option<u64>,
 }
 
@@ -418,14 +420,15 @@ impl<S: Sink> Ctx<'_, '_, S> {
                 call_id,
             );
         };
-        let outcome = tools::outcome(n.output.as_ref(), n.error.as_ref());
+        let end_error = n.error.as_ref().and_then(error_text);
+        let outcome = outcome(n.output.as_ref(), end_error.as_deref());
         let call = ResolvedCall {
             call_id,
             tool,
             input,
             output: n.output.take(),
             requested,
-            success: outcome.success,
+            failure: outcome.failure.clone(),
             duration_ms: n.duration_ms,
         };
         self.fact(Fact::ToolResolved(&call))?;
@@ -440,10 +443,11 @@ impl<S: Sink> Ctx<'_, '_, S> {
         let targets = tools::targets(kind, &call.tool, call.input.as_ref());
         let per_item = outcome.items.as_ref().filter(|items| items.len() == targets.len());
         for (i, target) in targets.into_iter().enumerate() {
-            let (success, error) = match per_item {
-                Some(items) => items[i].clone(),
-                None => (outcome.success, outcome.error.clone()),
+            let failure = match per_item {
+                Some(items) => &items[i],
+                None => &outcome.failure,
             };
+            let (success, error) = (failure.is_none(), failure.as_ref().and_then(|f| f.message.clone()));
             self.event(Body::Tool(ToolEvent {
                 kind,
                 tool: call.tool.clone(),
@@ -507,7 +511,7 @@ impl<S: Sink> Ctx<'_, '_, S> {
 
     fn nested_error(&mut self, n: &mut Nested<'_>) -> Result<(), StreamError> {
         let error = n.error.take().unwrap_or(Value::Null);
-        let Some(message) = tools::error_text(&error) else {
+        let Some(message) = error_text(&error) else {
             return self.unknown("agent_event.error", "the error event carries no error", None, None);
         };
         let name = error.get("name").and_then(Value::as_str).map(str::to_string);
@@ -598,7 +602,7 @@ mod tests {
                 Fact::ToolResolved(c) => self.facts.push(format!(
                     "resolved {} ok={} requested={}",
                     c.call_id.as_deref().unwrap_or("-"),
-                    c.success,
+                    c.failure.is_none(),
                     c.requested
                 )),
                 Fact::RunEnded(r) => self.facts.push(format!("ended {:?}", r.finish_reason)),

@@ -1,5 +1,6 @@
-//! Cline tools: `toolName` → normalized kind, the targets one call fans out to (one per
-//! command, per file, per patched file), and whether it succeeded.
+//! Cline tools: `toolName` → normalized kind and the targets one call fans out to (one per
+//! command, per file, per patched file). Whether a call succeeded is `cline_hooks::outcome`'s
+//! rule, shared with the hooks lane.
 
 use serde_json::Value;
 
@@ -148,66 +149,6 @@ fn first_str<'v>(input: &'v Value, keys: &[&str]) -> Option<&'v str> {
     keys.iter().find_map(|k| input.get(*k).and_then(Value::as_str))
 }
 
-/// How a tool call ended, read from its `content_end`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Outcome {
-    pub success: bool,
-    pub error: Option<String>,
-    /// Per item of a batch output (an array, or `output.results`), when there is one.
-    pub items: Option<Vec<(bool, Option<String>)>>,
-}
-
-/// Success comes from the output: an `output.error` or a `content_end` `error` is a failure;
-/// else an explicit `success` flag decides; else a batch succeeds when every item does. An
-/// output with none of these is a success: Cline reports failures, not successes.
-pub(crate) fn outcome(output: Option<&Value>, end_error: Option<&Value>) -> Outcome {
-    let items = output
-        .and_then(batch_items)
-        .map(|items| items.iter().map(item_outcome).collect::<Vec<_>>());
-    let output_error = output.and_then(|o| o.get("error")).and_then(error_text);
-    let (success, error) = if let Some(e) = output_error.or_else(|| end_error.and_then(error_text)) {
-        (false, Some(e))
-    } else if let Some(flag) = output.and_then(|o| o.get("success")).and_then(Value::as_bool) {
-        (flag, None)
-    } else if let Some(items) = &items {
-        let failed = items.iter().find(|(ok, _)| !ok);
-        (failed.is_none(), failed.and_then(|(_, e)| e.clone()))
-    } else {
-        (true, None)
-    };
-    Outcome { success, error, items }
-}
-
-fn batch_items(output: &Value) -> Option<&Vec<Value>> {
-    output
-        .as_array()
-        .or_else(|| output.get("results").and_then(Value::as_array))
-}
-
-fn item_outcome(item: &Value) -> (bool, Option<String>) {
-    let error = item.get("error").and_then(error_text);
-    let ok = match item.get("success").and_then(Value::as_bool) {
-        Some(flag) => flag && error.is_none(),
-        None => error.is_none(),
-    };
-    (ok, error)
-}
-
-/// An error as text: a string, an object's `message`, or its JSON; `null` and `""` are no error.
-pub(crate) fn error_text(error: &Value) -> Option<String> {
-    match error {
-        Value::Null => None,
-        Value::String(s) if s.is_empty() => None,
-        Value::String(s) => Some(s.clone()),
-        Value::Object(o) => Some(match o.get("message").and_then(Value::as_str) {
-            Some(m) => m.to_string(),
-            None => error.to_string(),
-        }),
-        Value::Bool(false) => None,
-        other => Some(other.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,29 +276,5 @@ mod tests {
             t(ToolKind::Skill, "skills", json!({"skill": "pdf"})),
             [Some("pdf".into())]
         );
-    }
-
-    #[test]
-    fn success_rules() {
-        let o = |output: Value| outcome(Some(&output), None);
-        assert!(o(json!({"success": true})).success);
-        assert!(!o(json!({"success": false})).success);
-        // A batch succeeds only when every item does; the first failure names the error.
-        let batch = o(json!([{"success": true}, {"success": false, "error": "boom"}]));
-        assert!(!batch.success);
-        assert_eq!(batch.error.as_deref(), Some("boom"));
-        assert_eq!(batch.items.as_ref().unwrap()[0], (true, None));
-        assert!(o(json!([{"query": "echo hi", "result": "hi\n", "success": true}])).success);
-        assert!(!o(json!({"results": [{"success": true}, {"error": {"message": "EACCES"}}]})).success);
-        assert!(o(json!({"results": [{"success": true}, {"result": "ok"}]})).success);
-        // output.error is a failure, whatever else the output says.
-        let failed = o(json!({"error": "requires approval", "success": true}));
-        assert!(!failed.success);
-        assert_eq!(failed.error.as_deref(), Some("requires approval"));
-        assert!(o(json!("file contents")).success);
-        assert!(o(json!({"error": null, "result": 1})).success);
-        let end = outcome(Some(&json!("x")), Some(&json!("it broke")));
-        assert_eq!((end.success, end.error.as_deref()), (false, Some("it broke")));
-        assert!(outcome(None, None).success);
     }
 }
