@@ -20,7 +20,8 @@ use std::time::Duration;
 pub const DELIVERY_HEADER: &str = "x-aep-cline-delivery";
 /// Header with the firing time, nanoseconds since the Unix epoch.
 pub const FIRED_HEADER: &str = "x-aep-cline-fired";
-/// Header with the pid of the process that ran the hook.
+/// Header with the pid of the process that ran the hook, and its start time where the system
+/// says (`<pid>:<start>`), so a pid reused later is not taken for it.
 pub const PARENT_HEADER: &str = "x-aep-cline-parent";
 /// Response header proving the daemon holds the discovery token.
 pub const PROOF_HEADER: &str = "x-aep-cline-proof";
@@ -38,6 +39,8 @@ pub struct Firing {
     /// ns since the Unix epoch.
     pub fired: Option<u64>,
     pub parent: Option<u32>,
+    /// The parent's start time ([`crate::lane::parent::start_time`]).
+    pub parent_started: Option<u64>,
 }
 
 impl Firing {
@@ -53,6 +56,22 @@ impl Firing {
     pub fn abandoned(&self, now_ns: u64) -> bool {
         self.fired
             .is_some_and(|f| now_ns.saturating_sub(f) > SHIM_WAIT.as_nanos() as u64)
+    }
+}
+
+/// `<pid>` or `<pid>:<start>`, as the parent header carries it.
+pub fn parent_header(pid: u32, started: Option<u64>) -> String {
+    match started {
+        Some(s) => format!("{pid}:{s}"),
+        None => pid.to_string(),
+    }
+}
+
+/// The parent header read back: `(pid, start)`.
+pub fn parse_parent(value: &str) -> Option<(u32, Option<u64>)> {
+    match value.split_once(':') {
+        Some((pid, started)) => Some((pid.parse().ok()?, started.parse().ok())),
+        None => Some((value.parse().ok()?, None)),
     }
 }
 
@@ -95,5 +114,8 @@ mod tests {
         assert_ne!(proof("a", "d"), proof("b", "d"));
         assert_ne!(proof("a", "d"), proof("a", "e"));
         assert_eq!(rfc3339(1_796_007_203_341_000_000), "2026-11-30T02:53:23.341Z");
+        assert_eq!(parse_parent(&parent_header(42, Some(7))), Some((42, Some(7))));
+        assert_eq!(parse_parent("42"), Some((42, None)));
+        assert_eq!(parse_parent("x:1"), None);
     }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::daemon::{http, real_payload, Sandbox};
+use support::daemon::{http, real_payload, try_http, Sandbox};
 
 /// A real Cline 3.0.65 hook payload, moved to `session`.
 fn payload(dir: &str, hook: &str, session: &str) -> Vec<u8> {
@@ -31,6 +31,7 @@ fn spooled(delivery: &str, body: &[u8]) -> Spooled {
         body: String::from_utf8(body.to_vec()).unwrap(),
         fired: Some(aep_cline::firing::now_ns()),
         parent: None,
+        parent_started: None,
     }
 }
 
@@ -45,16 +46,11 @@ fn run_hooks(session: &str) -> Vec<Vec<u8>> {
     ]
 }
 
+/// The status of one `POST /hook`; 0 when no daemon listens any more.
 fn post_hook(addr: &str, token: &str, body: &[u8], delivery: &str) -> u16 {
     let bearer = format!("Bearer {token}");
-    http(
-        addr,
-        "POST",
-        "/hook",
-        &[("Authorization", &bearer), (DELIVERY_HEADER, delivery)],
-        body,
-    )
-    .0
+    let headers = [("Authorization", bearer.as_str()), (DELIVERY_HEADER, delivery)];
+    try_http(addr, "POST", "/hook", &headers, body).map_or(0, |(status, _)| status)
 }
 
 fn healthz(addr: &str) -> Value {

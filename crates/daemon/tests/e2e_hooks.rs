@@ -69,7 +69,8 @@ impl Rig {
     }
 }
 
-/// The lifecycle of one completed run with one tool call, cause-linked.
+/// The lifecycle of one completed run with one tool call, cause-linked, in a session that
+/// ended when `cline --json` exited.
 fn assert_completed_run(session: &str, events: &[Value]) {
     assert_eq!(
         types(events),
@@ -78,10 +79,12 @@ fn assert_completed_run(session: &str, events: &[Value]) {
             "run.started",
             "tool.requested",
             "tool.completed",
-            "run.finished"
+            "run.finished",
+            "session.ended"
         ],
         "{events:#?}"
     );
+    assert_eq!(events[5]["data"]["reason"], "normal");
     // Keyed by sessionContext.rootSessionId (`<ms>_<suffix>`), not the `conv_` taskId.
     assert!(!session.starts_with("conv_") && session.contains('_'), "{session}");
     assert!(events.iter().all(|e| e["session"] == session));
@@ -102,7 +105,7 @@ fn a_real_cline_run_is_logged_as_one_valid_aep_session() {
     let daemon = rig.aep.start();
     let result = rig.run();
     assert_eq!(result["finishReason"], "completed");
-    let (session, events) = rig.session_log(5);
+    let (session, events) = rig.session_log(6);
     assert_completed_run(&session, &events);
     let (status, _) = daemon.stop();
     assert!(status.success());
@@ -153,7 +156,7 @@ fn with_the_daemon_down_cline_finishes_and_the_spooled_hooks_arrive_later() {
     }
     assert!(rig.aep.spooled() >= 4, "every hook was spooled");
     let daemon = rig.aep.start();
-    let (session, events) = rig.session_log(5);
+    let (session, events) = rig.session_log(6);
     assert_completed_run(&session, &events);
     assert_eq!(rig.aep.spooled(), 0);
     drop(daemon);
@@ -167,7 +170,7 @@ fn with_the_daemon_hung_cline_finishes_and_nothing_is_lost_or_doubled() {
     let result = rig.run();
     assert_eq!(result["finishReason"], "completed");
     daemon.signal("-CONT");
-    let (session, events) = rig.session_log(5);
+    let (session, events) = rig.session_log(6);
     // Give the spool drain a moment to (not) add duplicates.
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(rig.aep.spooled(), 0);
@@ -194,7 +197,7 @@ fn a_normal_cli_run_ends_its_session_when_cline_exits() {
     let rig = Rig::new(Script::default());
     let daemon: Daemon = rig.aep.start();
     rig.run();
-    let (session, _) = rig.session_log(5);
+    let (session, _) = rig.session_log(6);
     let events = wait_for_type(&rig, &session, "session.ended");
     assert_eq!(
         types(&events),
@@ -315,7 +318,7 @@ fn hooks_installed_in_two_folders_record_each_firing_once() {
     );
     let daemon: Daemon = rig.aep.start();
     rig.run();
-    let (session, _) = rig.session_log(5);
+    let (session, _) = rig.session_log(6);
     let events = wait_for_type(&rig, &session, "session.ended");
     assert_eq!(
         types(&events),
@@ -329,5 +332,22 @@ fn hooks_installed_in_two_folders_record_each_firing_once() {
         ],
         "two hook files per firing, one record"
     );
+    drop(daemon);
+}
+
+#[test]
+fn a_failing_command_is_logged_as_a_failed_tool_with_its_kind() {
+    let rig = Rig::new(Script::command("echo oops >&2; exit 3"));
+    let daemon: Daemon = rig.aep.start();
+    rig.run();
+    let (session, _) = rig.session_log(6);
+    let events = rig.aep.log(&session);
+    let failed: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool.failed").collect();
+    assert_eq!(failed.len(), 1, "{:?}", types(&events));
+    assert_eq!(failed[0]["data"]["error"]["type"], "exit_code");
+    assert!(!types(&events).contains(&"tool.completed"));
+    let requested = events.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    assert_eq!(failed[0]["cause"], requested["id"]);
+    assert_valid_stream(&events);
     drop(daemon);
 }

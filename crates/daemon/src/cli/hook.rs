@@ -48,11 +48,13 @@ pub fn run() -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
     };
+    let parent = std::os::unix::process::parent_id();
     let spooled = Spooled {
         delivery: firing::delivery_id(&body),
         body: String::from_utf8_lossy(&body).into_owned(),
         fired: Some(fired),
-        parent: Some(std::os::unix::process::parent_id()),
+        parent: Some(parent),
+        parent_started: crate::lane::parent::start_time(parent),
     };
     match deliver(&state_dir, &spooled, &body, started + SHIM_WAIT) {
         Delivered::Recorded => {}
@@ -123,7 +125,7 @@ fn post(addr: SocketAddr, token: &str, firing: &Spooled, body: &[u8], deadline: 
          Connection: close\r\n\r\n",
         firing.delivery,
         firing.fired.unwrap_or_default(),
-        firing.parent.unwrap_or_default(),
+        firing::parent_header(firing.parent.unwrap_or_default(), firing.parent_started),
         body.len()
     );
     let mut request = Vec::with_capacity(head.len() + body.len());

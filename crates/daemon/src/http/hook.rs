@@ -43,10 +43,12 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             "missing or wrong bearer token: the shim reads it from the daemon's discovery file",
         );
     }
+    let parent = header(&headers, PARENT_HEADER).and_then(firing::parse_parent);
     let firing = Firing {
         delivery: header(&headers, DELIVERY_HEADER).map(str::to_string),
         fired: header(&headers, FIRED_HEADER).and_then(|v| v.parse().ok()),
-        parent: header(&headers, PARENT_HEADER).and_then(|v| v.parse().ok()),
+        parent: parent.map(|(pid, _)| pid),
+        parent_started: parent.and_then(|(_, started)| started),
     };
     let (sessions, spool) = (state.sessions.clone(), state.spool.clone());
     let outcome = tokio::task::spawn_blocking(move || {
@@ -57,6 +59,7 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
                 body: String::from_utf8_lossy(&body).into_owned(),
                 fired: firing.fired,
                 parent: firing.parent,
+                parent_started: firing.parent_started,
             };
             return spool
                 .put(&entry, &sessions)

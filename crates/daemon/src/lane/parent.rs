@@ -14,23 +14,23 @@ pub struct Parent {
 }
 
 impl Parent {
-    /// The process `pid` as it is now; `None` for no process worth watching (init, or gone).
+    /// The process `pid` that started at `started` (as the shim saw it when the hook fired);
+    /// `None` for init, which is nobody's Cline. A process already gone (a spooled hook ingested
+    /// after Cline exited) is kept, and is simply not [`Parent::alive`].
+    pub fn new(pid: u32, started: Option<u64>) -> Option<Parent> {
+        (pid > 1).then_some(Parent { pid, started })
+    }
+
+    /// The process `pid` as it is now.
     pub fn of(pid: u32) -> Option<Parent> {
-        if pid <= 1 {
-            return None;
-        }
-        let parent = Parent {
-            pid,
-            started: start_time(pid),
-        };
-        parent.alive().then_some(parent)
+        Parent::new(pid, start_time(pid))
     }
 
     /// Whether this very process still runs (a zombie counts as gone).
     pub fn alive(&self) -> bool {
         if cfg!(target_os = "linux") {
             return match stat(self.pid) {
-                Some((state, started)) => state != 'Z' && state != 'X' && Some(started) == self.started,
+                Some((state, started)) => state != 'Z' && state != 'X' && self.started == Some(started),
                 None => false,
             };
         }
@@ -40,7 +40,9 @@ impl Parent {
     }
 }
 
-fn start_time(pid: u32) -> Option<u64> {
+/// When process `pid` started (Linux: clock ticks after boot); `None` when it is gone or the
+/// system does not say.
+pub fn start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|(_, started)| started)
 }
 
@@ -68,7 +70,10 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!parent.alive());
-        assert!(Parent::of(child.id()).is_none());
+        assert!(
+            !Parent::of(child.id()).unwrap().alive(),
+            "gone before it was first seen"
+        );
         assert!(Parent::of(1).is_none(), "init is nobody's Cline");
         let me = Parent::of(std::process::id()).unwrap();
         let reused = Parent {

@@ -35,9 +35,11 @@ pub struct Spooled {
     /// Firing time, ns since the epoch (absent in files from before it was recorded).
     #[serde(default)]
     pub fired: Option<u64>,
-    /// The process that ran the hook.
+    /// The process that ran the hook, and when it started.
     #[serde(default)]
     pub parent: Option<u32>,
+    #[serde(default)]
+    pub parent_started: Option<u64>,
 }
 
 impl Spooled {
@@ -46,6 +48,7 @@ impl Spooled {
             delivery: Some(self.delivery.clone()),
             fired: self.fired,
             parent: self.parent,
+            parent_started: self.parent_started,
         }
     }
 }
@@ -222,6 +225,7 @@ fn read(path: &Path) -> Result<Spooled, String> {
             body: String::from_utf8_lossy(&bytes).into_owned(),
             fired,
             parent: None,
+            parent_started: None,
         });
     }
     serde_json::from_slice(&bytes).map_err(|e| {

@@ -178,8 +178,13 @@ impl Drop for Daemon {
 
 /// A raw HTTP/1.1 request to the daemon: (status, body).
 pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    try_http(addr, method, path, headers, body).expect("connect to the daemon")
+}
+
+/// [`http`], or `None` when nothing listens (a daemon that has stopped).
+pub fn try_http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
     use std::io::Read;
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the daemon");
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -203,7 +208,7 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
-    (status, body)
+    Some((status, body))
 }
 
 /// The real Cline 3.0.65 hook payloads of one run (`cline-hooks/tests/data`).
