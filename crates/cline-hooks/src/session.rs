@@ -75,6 +75,10 @@ struct OpenRun {
 pub struct SessionTracker {
     started: bool,
     ended: bool,
+    /// The session lives in Cline's hub, which outlives `session_shutdown` (a `run.abort` or an
+    /// Esc fires it): the hook then closes the open runs, and the session ends only when the
+    /// hub says so.
+    hosted: bool,
     runs: HashMap<String, OpenRun>,
     /// Agents whose last run was closed, so a duplicate terminal is recognized.
     closed: HashSet<String>,
@@ -91,6 +95,7 @@ impl Default for SessionTracker {
         SessionTracker {
             started: false,
             ended: false,
+            hosted: false,
             runs: HashMap::new(),
             closed: HashSet::new(),
             tools: BoundedMap::new(MAX_PENDING_TOOLS),
@@ -108,6 +113,17 @@ impl SessionTracker {
 
     pub fn has_ended(&self) -> bool {
         self.ended
+    }
+
+    /// Whether the session lives in Cline's hub (see [`SessionTracker::set_hosted`]).
+    pub fn is_hosted(&self) -> bool {
+        self.hosted
+    }
+
+    /// Marks the session as one Cline's hub hosts (its `session_shutdown` closes runs, not the
+    /// session), or, with `false`, lets the next `session_shutdown` end it.
+    pub fn set_hosted(&mut self, hosted: bool) {
+        self.hosted = hosted;
     }
 
     /// The run currently open for `agent`, if any.
@@ -301,6 +317,9 @@ impl SessionTracker {
                             agent: None,
                             event,
                         });
+                    }
+                    if self.hosted {
+                        continue; // the hub's session goes on; the next run opens in it
                     }
                     self.ended = true;
                     out.push(self.stand_alone(event, new_id));

@@ -522,3 +522,24 @@ fn a_restarted_tracker_closes_a_superseded_run_with_its_logged_start_time() {
     assert_eq!(planned[0].event.data.as_ref().unwrap()["duration_ms"], 60_000);
     assert_eq!(planned[1].event.ty, "run.started");
 }
+
+#[test]
+fn a_hub_hosted_session_outlives_its_shutdown_hook_until_the_hub_lets_it_go() {
+    let mut h = Harness::new();
+    h.tracker.set_hosted(true);
+    h.feed(real("hooks-cancel", "agent_start"));
+    let shutdown = h.feed(real("hooks-cancel", "session_shutdown"));
+    assert_eq!(
+        types(&shutdown),
+        ["run.cancelled"],
+        "the run closes, the hub's session goes on"
+    );
+    assert!(!h.tracker.has_ended());
+    let next = h.feed(later(real("hooks-cancel", "agent_start"), 1000));
+    assert_eq!(types(&next), ["run.started"], "the next run opens in the same session");
+    h.tracker.set_hosted(false);
+    let ended = h.feed(later(real("hooks-cancel", "session_shutdown"), 2000));
+    assert_eq!(types(&ended), ["run.cancelled", "session.ended"]);
+    assert!(h.tracker.has_ended());
+    h.assert_valid_stream();
+}

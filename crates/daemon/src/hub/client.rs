@@ -303,7 +303,18 @@ impl Connection<'_> {
                     ("approval.resolved", None) => {
                         tracing::warn!("hub tap: approval.resolved without a sessionId is ignored")
                     }
-                    ("run.aborted", Some(session)) => self.lane.run(move |s, _| tap::run_aborted(s, &session)).await,
+                    ("run.aborted", Some(session)) => {
+                        let news = event.clone();
+                        self.lane
+                            .run(move |s, _| {
+                                tap::session_news(s, &session, &news);
+                                tap::run_aborted(s, &session)
+                            })
+                            .await
+                    }
+                    (_, Some(session)) if event.event.starts_with("session.") || event.event.starts_with("run.") => {
+                        self.lane.run(move |s, _| tap::session_news(s, &session, &event)).await
+                    }
                     _ => {}
                 }
             }

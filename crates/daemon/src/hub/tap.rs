@@ -157,3 +157,36 @@ pub fn disconnected(sessions: &Sessions) {
         });
     }
 }
+
+/// A hub frame naming a session tells the lane the hub hosts it (so its `session_shutdown`
+/// closes runs, not the session); a `session.updated` whose snapshot says the session ended
+/// (`endedAt`, `exitCode`, a final status), or a session-removal event, ends it.
+pub fn session_news(sessions: &Sessions, session: &str, event: &HubEvent) {
+    sessions.hosted_by_hub(session);
+    if !session_is_over(event) {
+        return;
+    }
+    match sessions.hub_ended(session) {
+        Ok(true) => tracing::info!(%session, "hub tap: the hub ended this session"),
+        Ok(false) => {}
+        Err(e) => tracing::error!(%session, error = %e, "hub tap: the session's end was not recorded"),
+    }
+}
+
+/// Whether a hub event says its session is over. Cline 3.0.65 keeps a session `idle` after a
+/// run ends or is aborted, with `endedAt: null`; only an `endedAt`, an `exitCode` or a final
+/// status means the session itself is over.
+fn session_is_over(event: &HubEvent) -> bool {
+    if matches!(
+        event.event.as_str(),
+        "session.ended" | "session.deleted" | "session.removed" | "session.closed"
+    ) {
+        return true;
+    }
+    let p = &event.payload;
+    let snapshot = p.get("snapshot").or_else(|| p.get("session"));
+    let Some(s) = snapshot else { return false };
+    let set = |k: &str| s.get(k).is_some_and(|v| !v.is_null());
+    let status = s.get("status").and_then(serde_json::Value::as_str).unwrap_or_default();
+    set("endedAt") || set("exitCode") || matches!(status, "ended" | "closed" | "exited" | "terminated")
+}

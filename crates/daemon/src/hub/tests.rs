@@ -390,7 +390,8 @@ async fn cancel_closes_the_run_once_when_the_hub_reports_first() {
     assert_eq!(cancelled["data"]["by"], "control");
     assert_eq!(cancelled["cause"], cancel["id"]);
     assert_eq!(cancelled["run"], rig.log()[1]["run"]);
-    assert_eq!(types(&rig.hook("session_shutdown")), ["session.ended"]);
+    // The hub hosts the session: its session_shutdown closes runs (none is open), not the session.
+    assert!(rig.hook("session_shutdown").is_empty());
     rig.assert_valid_log();
 }
 
@@ -423,8 +424,7 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
             "attention.requested",
             "attention.resolved",
             "control.accepted",
-            "run.cancelled",
-            "session.ended"
+            "run.cancelled"
         ]
     );
     rig.assert_valid_log();
@@ -753,4 +753,34 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
     let ended: Vec<Value> = ended.iter().map(|e| e.value.clone()).collect();
     assert_eq!(types(&ended), ["attention.resolved", "run.cancelled", "session.ended"]);
     assert_eq!(ended[0]["data"]["resolution"], "dismissed");
+}
+
+#[tokio::test]
+async fn a_hub_session_ends_when_the_hub_says_it_is_over_not_at_its_shutdown_hook() {
+    let mut rig = Rig::connected(Options::default()).await;
+    // An abort's session_shutdown closes the run; the hub's session goes on (it said it hosts it).
+    rig.hub.send(&frame("run.aborted.running"));
+    rig.hub.send(&frame("approval.requested.pending"));
+    rig.next_of("attention.requested").await;
+    // The hub settles its own pending approval (approval.resolved {cancelled}); until then it stays.
+    assert_eq!(types(&rig.hook("session_shutdown")), ["run.cancelled"]);
+    let over = json!({"kind": "event", "envelope": {"version": "v1", "event": "session.updated",
+        "eventId": "hevt_over", "sessionId": SESSION, "timestamp": 1796007400000u64, "sequence": 900,
+        "payload": {"sessionId": SESSION, "snapshot": {"sessionId": SESSION, "status": "idle",
+            "endedAt": "2026-11-30T03:00:00.000Z", "exitCode": 0}}}});
+    rig.hub.send(&over.to_string());
+    // Over: what is still pending is dismissed first (AEP-0002 §7.2), then the session ends.
+    let dismissed = rig.next_of("attention.resolved").await;
+    assert_eq!(dismissed["data"]["resolution"], "dismissed");
+    let ended = rig.next_of("session.ended").await;
+    assert_eq!(ended["data"]["reason"], "normal");
+    assert_eq!(rig.log().last().unwrap()["type"], "session.ended");
+    rig.hub.send(&over.to_string());
+    rig.hub.send(&frame("approval.requested.pending"));
+    rig.next_of("attention.requested").await;
+    assert_eq!(
+        rig.log().iter().filter(|e| e["type"] == "session.ended").count(),
+        1,
+        "ended once"
+    );
 }

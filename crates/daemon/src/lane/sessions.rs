@@ -104,7 +104,12 @@ pub struct Sessions {
     bus: Bus,
     lifetime: Lifetime,
     live: DashMap<String, Slot>,
+    /// Sessions Cline's hub said it hosts (bounded: the hub names each again as it works).
+    hosted: Mutex<BoundedSet<String>>,
 }
+
+/// Hub-hosted sessions remembered.
+const MAX_HOSTED: usize = 4096;
 
 /// `None` until loaded from the log, and again after a failed write (the next use reloads).
 type Slot = Arc<Mutex<Option<SessionState>>>;
@@ -119,6 +124,7 @@ impl Sessions {
             bus,
             lifetime: Lifetime::default(),
             live: DashMap::new(),
+            hosted: Mutex::new(BoundedSet::new(MAX_HOSTED)),
         }
     }
 
@@ -179,6 +185,9 @@ impl Sessions {
             None => guard.insert(self.load(session)?),
         };
         state.touched = Instant::now();
+        if !state.tracker.is_hosted() && self.hosted.lock().contains(session) {
+            state.tracker.set_hosted(true);
+        }
         let done = work(state);
         if done.is_err() {
             // The tracker and sequencer moved on but the log did not: forget them, so the
@@ -308,43 +317,84 @@ impl Sessions {
             if state.ended.is_some() || state.parent.is_none_or(|p| p.alive()) {
                 return Ok(false);
             }
-            let shutdown = serde_json::json!({
-                "hookName": "session_shutdown",
-                "taskId": session,
-                "sessionContext": {"rootSessionId": session},
-            });
-            let payload = HookPayload::from_value(shutdown).expect("a well-formed synthetic payload");
-            let ctx = MapContext {
-                capture: &self.capture,
-                redactor: &self.redactor,
-            };
-            let mut planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
-            let cut_short = planned.iter().any(|p| p.event.link == cline_hooks::Link::CloseRun);
-            for p in &mut planned {
-                if p.event.ty == "session.ended" {
-                    if let Some(data) = p.event.data.as_mut() {
-                        data.insert("reason".into(), (if cut_short { "killed" } else { "normal" }).into());
-                    }
-                }
-            }
-            let attention = AttentionContext {
-                capture: &self.capture,
-                redactor: &self.redactor,
-                control: false,
-            };
-            cline_hub::dismiss_before_end(
-                &mut planned,
-                &mut state.approvals,
-                &attention,
-                now_ms(),
-                &mut aep_core::id::new_id,
-            );
             let pid = state.parent.map(|p| p.pid).unwrap_or_default();
-            tracing::info!(%session, pid, cut_short, "the Cline process that ran this session is gone; ending it");
-            self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())?;
-            state.ended = Some(Instant::now());
+            tracing::info!(%session, pid, "the Cline process that ran this session is gone; ending it");
+            self.end_now(session, state)?;
             Ok(true)
         })
+    }
+
+    /// Cline's hub hosts `session`: its `session_shutdown` hook (a `run.abort`, an Esc) closes
+    /// the open runs, and the session goes on until the hub says it is over. Only remembered
+    /// here; a session's state is never created for it.
+    pub fn hosted_by_hub(&self, session: &str) {
+        if self.hosted.lock().contains(session) {
+            return;
+        }
+        self.hosted.lock().insert(session.to_string());
+        let slot = self.live.get(session).map(|s| s.value().clone());
+        if let Some(slot) = slot {
+            if let Some(state) = slot.lock().as_mut() {
+                state.tracker.set_hosted(true);
+            }
+        }
+    }
+
+    /// The hub says a session it hosted is over: it ends here too (once).
+    pub fn hub_ended(&self, session: &str) -> Result<bool, IngestError> {
+        self.hosted.lock().remove(session);
+        if !self.owns(session) {
+            return Ok(false);
+        }
+        self.with(session, |state| {
+            if state.ended.is_some() || state.tracker.has_ended() {
+                return Ok(false);
+            }
+            state.tracker.set_hosted(false);
+            self.end_now(session, state)?;
+            Ok(true)
+        })
+    }
+
+    /// Ends a session no hook will end: each open run gets `run.cancelled {by: "shutdown"}`,
+    /// pending approvals are dismissed, then `session.ended` says `killed` (a run was cut short)
+    /// or `normal`.
+    fn end_now(&self, session: &str, state: &mut SessionState) -> Result<(), IngestError> {
+        state.tracker.set_hosted(false);
+        let shutdown = serde_json::json!({
+            "hookName": "session_shutdown",
+            "taskId": session,
+            "sessionContext": {"rootSessionId": session},
+        });
+        let payload = HookPayload::from_value(shutdown).expect("a well-formed synthetic payload");
+        let ctx = MapContext {
+            capture: &self.capture,
+            redactor: &self.redactor,
+        };
+        let mut planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
+        let cut_short = planned.iter().any(|p| p.event.link == cline_hooks::Link::CloseRun);
+        for p in &mut planned {
+            if p.event.ty == "session.ended" {
+                if let Some(data) = p.event.data.as_mut() {
+                    data.insert("reason".into(), (if cut_short { "killed" } else { "normal" }).into());
+                }
+            }
+        }
+        let attention = AttentionContext {
+            capture: &self.capture,
+            redactor: &self.redactor,
+            control: false,
+        };
+        cline_hub::dismiss_before_end(
+            &mut planned,
+            &mut state.approvals,
+            &attention,
+            now_ms(),
+            &mut aep_core::id::new_id,
+        );
+        self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())?;
+        state.ended = Some(Instant::now());
+        Ok(())
     }
 
     /// Lets go of the sessions that ended more than the grace period ago or were idle longer
