@@ -220,7 +220,7 @@ fn the_help_lists_every_setting_with_its_variable() {
 fn ended_and_idle_sessions_leave_memory_and_come_back_from_their_logs() {
     let sb = Sandbox::new()
         .with_env("AEP_SESSION_GRACE", "100ms")
-        .with_env("AEP_SESSION_IDLE", "1500ms");
+        .with_env("AEP_SESSION_IDLE", "3s");
     let daemon = sb.start();
     let (addr, token) = (daemon.addr(), daemon.token.clone());
     for (i, hook) in run_hooks("ended").iter().enumerate() {

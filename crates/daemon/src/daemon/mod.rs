@@ -42,6 +42,9 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // Hooks, drains and hub frames do their file I/O on blocking threads; each thread that
+        // allocates gets its own malloc arena, so a bounded pool keeps memory bounded too.
+        .max_blocking_threads(32)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?
@@ -155,7 +158,9 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         let sessions = sessions.clone();
         supervisor.every("session sweep", TICK, move || {
             sessions.reap();
-            sessions.sweep(Instant::now());
+            if sessions.sweep(Instant::now()) > 0 {
+                give_back_memory();
+            }
         });
     }
     if let Some(settings) = hub_settings {
@@ -200,6 +205,16 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     drop(lock);
     tracing::info!("aep-cline daemon stopped");
     served.context("the HTTP server failed")
+}
+
+/// Returns memory freed by sessions that left to the system: glibc keeps freed pages in its
+/// arenas otherwise, and RSS would stay at its high-water mark after a burst of sessions.
+fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; it has no other effect.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// A bus subscription taken now, for a sink's first run (later runs subscribe afresh).

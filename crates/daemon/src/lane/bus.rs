@@ -11,8 +11,10 @@ use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
-/// How many notes a slow subscriber may fall behind before it lags.
-pub const CAPACITY: usize = 16 * 1024;
+/// How many notes a sink may fall behind before it lags. The sinks' pumps only move notes into
+/// memory, so they keep up; and a small ring keeps little: a broadcast channel holds its last
+/// `CAPACITY` values until they are overwritten, whoever has read them.
+pub const CAPACITY: usize = 1024;
 
 /// One published Event: its JSON value and the exact line written to the log.
 #[derive(Debug)]
@@ -26,9 +28,10 @@ pub struct Published {
 pub enum Note {
     /// An Event, already in its session's log.
     Event(Arc<Published>),
-    /// The registry let this session go (ended past its grace period, or idle): sinks may
-    /// forget it. It comes back, from its log, if it speaks again.
-    Closed(Arc<str>),
+    /// The registry let these sessions go (ended past their grace period, or idle): sinks may
+    /// forget them. One note per sweep, however many it closed, so a burst of closes never
+    /// crowds Events out of the ring. A session comes back, from its log, if it speaks again.
+    Closed(Arc<[String]>),
 }
 
 #[derive(Clone)]
@@ -58,9 +61,9 @@ impl Bus {
         let _ = self.tx.send(Note::Event(event.clone()));
     }
 
-    /// Says that a session left the registry.
-    pub fn closed(&self, session: &str) {
-        let _ = self.tx.send(Note::Closed(session.into()));
+    /// Says that sessions left the registry.
+    pub fn closed(&self, sessions: Vec<String>) {
+        let _ = self.tx.send(Note::Closed(sessions.into()));
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Note> {

@@ -425,10 +425,11 @@ impl Sessions {
         if !closed.is_empty() && self.live.capacity() > 4 * self.live.len().max(64) {
             self.live.shrink_to_fit();
         }
-        for session in &closed {
-            self.bus.closed(session);
+        let count = closed.len();
+        if count > 0 {
+            self.bus.closed(closed);
         }
-        closed.len()
+        count
     }
 
     /// Stamps planned Events (source, time, sequence position), validates them, appends them

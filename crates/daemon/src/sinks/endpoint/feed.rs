@@ -16,8 +16,10 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
-/// How far a subscriber may fall behind before it is disconnected.
-pub const CAPACITY: usize = 16 * 1024;
+/// How far a subscriber may fall behind before it is disconnected. The ring keeps its last
+/// `CAPACITY` Events in memory whoever has read them, so it is sized for a healthy subscriber's
+/// bursts, not as a store: history comes from the replay buffer (and the logs).
+pub const CAPACITY: usize = 4 * 1024;
 
 pub struct Feed {
     inner: Mutex<Inner>,
@@ -81,9 +83,12 @@ impl Feed {
         held
     }
 
-    /// Lets go of a session the registry closed.
-    pub fn forget(&self, session: &str) {
-        self.inner.lock().buffer.forget(session);
+    /// Lets go of sessions the registry closed.
+    pub fn forget(&self, sessions: &[String]) {
+        let mut inner = self.inner.lock();
+        for session in sessions {
+            inner.buffer.forget(session);
+        }
     }
 
     /// A receiver of every Event admitted from now on.

@@ -66,7 +66,7 @@ impl Endpoint {
                 Ok(Note::Event(event)) => {
                     self.feed.admit(event);
                 }
-                Ok(Note::Closed(session)) => self.feed.forget(&session),
+                Ok(Note::Closed(sessions)) => self.feed.forget(&sessions),
                 Err(RecvError::Lagged(missed)) => tracing::error!(
                     missed,
                     "the endpoint fell behind the daemon's bus: these Events are in the session logs but were not fanned out"

@@ -177,12 +177,14 @@ impl Relay {
         loop {
             let event = match bus.recv().await {
                 Ok(Note::Event(event)) => event,
-                Ok(Note::Closed(session)) => {
+                Ok(Note::Closed(sessions)) => {
                     let mut state = self.state.lock();
-                    if let Some(c) = state.carried.get_mut(&*session) {
-                        c.closed = true;
-                        if c.done() {
-                            state.carried.remove(&*session);
+                    for session in sessions.iter() {
+                        if let Some(c) = state.carried.get_mut(session) {
+                            c.closed = true;
+                            if c.done() {
+                                state.carried.remove(session);
+                            }
                         }
                     }
                     continue;
