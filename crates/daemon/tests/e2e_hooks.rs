@@ -69,21 +69,20 @@ impl Rig {
     }
 }
 
+/// A `cline --json` run with one tool call, from its session's start to its end.
+const COMPLETED_RUN: [&str; 6] = [
+    "session.started",
+    "run.started",
+    "tool.requested",
+    "tool.completed",
+    "run.finished",
+    "session.ended",
+];
+
 /// The lifecycle of one completed run with one tool call, cause-linked, in a session that
 /// ended when `cline --json` exited.
 fn assert_completed_run(session: &str, events: &[Value]) {
-    assert_eq!(
-        types(events),
-        [
-            "session.started",
-            "run.started",
-            "tool.requested",
-            "tool.completed",
-            "run.finished",
-            "session.ended"
-        ],
-        "{events:#?}"
-    );
+    assert_eq!(types(events), COMPLETED_RUN, "{events:#?}");
     assert_eq!(events[5]["data"]["reason"], "normal");
     // Keyed by sessionContext.rootSessionId (`<ms>_<suffix>`), not the `conv_` taskId.
     assert!(!session.starts_with("conv_") && session.contains('_'), "{session}");
@@ -199,17 +198,7 @@ fn a_normal_cli_run_ends_its_session_when_cline_exits() {
     rig.run();
     let (session, _) = rig.session_log(6);
     let events = wait_for_type(&rig, &session, "session.ended");
-    assert_eq!(
-        types(&events),
-        [
-            "session.started",
-            "run.started",
-            "tool.requested",
-            "tool.completed",
-            "run.finished",
-            "session.ended"
-        ]
-    );
+    assert_eq!(types(&events), COMPLETED_RUN);
     assert_eq!(events[5]["data"]["reason"], "normal");
     assert_valid_stream(&events);
     drop(daemon);
@@ -320,18 +309,7 @@ fn hooks_installed_in_two_folders_record_each_firing_once() {
     rig.run();
     let (session, _) = rig.session_log(6);
     let events = wait_for_type(&rig, &session, "session.ended");
-    assert_eq!(
-        types(&events),
-        [
-            "session.started",
-            "run.started",
-            "tool.requested",
-            "tool.completed",
-            "run.finished",
-            "session.ended"
-        ],
-        "two hook files per firing, one record"
-    );
+    assert_eq!(types(&events), COMPLETED_RUN, "two hook files per firing, one record");
     drop(daemon);
 }
 

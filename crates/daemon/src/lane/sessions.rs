@@ -248,19 +248,7 @@ impl Sessions {
                 redactor: &self.redactor,
             };
             let mut planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
-            // Requests still pending when a hook ends the session are dismissed first (AEP-0002 §7.2).
-            let attention = AttentionContext {
-                capture: &self.capture,
-                redactor: &self.redactor,
-                control: false,
-            };
-            cline_hub::dismiss_before_end(
-                &mut planned,
-                &mut state.approvals,
-                &attention,
-                now_ms(),
-                &mut aep_core::id::new_id,
-            );
+            self.dismiss_before_end(&mut planned, state);
             let events = self.commit(&session, state, &planned, delivery, &time)?;
             if let Some(d) = delivery {
                 state.deliveries.insert(d.to_string());
@@ -380,21 +368,26 @@ impl Sessions {
                 }
             }
         }
+        self.dismiss_before_end(&mut planned, state);
+        self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())?;
+        state.ended = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Requests still pending when the plan ends the session are dismissed first (AEP-0002 §7.2).
+    fn dismiss_before_end(&self, planned: &mut Vec<Planned>, state: &mut SessionState) {
         let attention = AttentionContext {
             capture: &self.capture,
             redactor: &self.redactor,
             control: false,
         };
         cline_hub::dismiss_before_end(
-            &mut planned,
+            planned,
             &mut state.approvals,
             &attention,
             now_ms(),
             &mut aep_core::id::new_id,
         );
-        self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())?;
-        state.ended = Some(Instant::now());
-        Ok(())
     }
 
     /// Lets go of the sessions that ended more than the grace period ago or were idle longer

@@ -22,8 +22,8 @@ use cline_hooks::HookPayload;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 /// One spooled firing.
@@ -66,22 +66,10 @@ pub fn quarantine_dir(state_dir: &Path) -> PathBuf {
 /// in firing order; the same firing written twice (shim and daemon) is recognized by its
 /// delivery id when drained.
 pub fn write(state_dir: &Path, entry: &Spooled) -> std::io::Result<PathBuf> {
-    let dir = dir(state_dir);
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let fired = entry.fired.unwrap_or_else(firing::now_ns);
     let name = format!("{fired:020}-{:010}-{}.json", std::process::id(), entry.delivery);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(&serde_json::to_vec(entry).expect("serializable"))?;
-    drop(f);
-    let path = dir.join(name);
-    std::fs::rename(&tmp, &path)?;
-    Ok(path)
+    let bytes = serde_json::to_vec(entry).expect("serializable");
+    crate::state::write_owner_only(&dir(state_dir), &name, &bytes, false)
 }
 
 /// The spooled files, oldest firing first (temporary files and folders are skipped).

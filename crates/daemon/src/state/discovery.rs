@@ -3,8 +3,7 @@
 //! it can post hooks.
 
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+
 use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "daemon.json";
@@ -37,33 +36,15 @@ pub fn token(state_dir: &Path) -> std::io::Result<String> {
         }
     }
     let fresh = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-    let tmp = state_dir.join(format!(".{TOKEN_FILE}.{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(fresh.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    super::write_owner_only(state_dir, TOKEN_FILE, fresh.as_bytes(), true)?;
     Ok(fresh)
 }
 
 impl Discovery {
     /// Writes the file atomically (temp file then rename), mode 0600 from its creation.
     pub fn write(&self, state_dir: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(state_dir)?;
-        let tmp = state_dir.join(format!(".{FILE_NAME}.{}", std::process::id()));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(serde_json::to_string_pretty(self).expect("serializable").as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path(state_dir))
+        let text = serde_json::to_string_pretty(self).expect("serializable");
+        super::write_owner_only(state_dir, FILE_NAME, text.as_bytes(), true).map(drop)
     }
 
     pub fn read(state_dir: &Path) -> Option<Discovery> {

@@ -9,7 +9,32 @@ pub mod discovery;
 pub mod lock;
 
 use anyhow::bail;
-use std::path::PathBuf;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Writes `dir/name` whole or not at all, owner-only from its creation (0700 folder, 0600 file,
+/// whatever the umask): a temporary file, then a rename, so no reader sees half of it. `durable`
+/// also syncs it to disk first (the discovery file, the token); the shim's spool write skips
+/// that, being on Cline's clock.
+pub fn write_owner_only(dir: &Path, name: &str, bytes: &[u8], durable: bool) -> std::io::Result<PathBuf> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    if durable {
+        f.sync_all()?;
+    }
+    drop(f);
+    let path = dir.join(name);
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
 
 /// `$HOME`, or an error saying how to do without it.
 pub fn home() -> anyhow::Result<PathBuf> {
