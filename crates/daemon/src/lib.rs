@@ -16,6 +16,7 @@ pub mod firing;
 pub mod http;
 pub mod hub;
 pub mod lane;
+pub mod people;
 pub mod sinks;
 pub mod state;
 

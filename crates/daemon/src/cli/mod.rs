@@ -1,8 +1,13 @@
 //! The user commands, one file each; `daemon` runs the sidecar itself ([`crate::daemon`]).
 
+pub mod act;
+pub mod approvals;
+pub mod client;
 pub mod hook;
 pub mod install;
 pub mod out;
+pub mod sessions;
+pub mod show;
 pub mod stream;
 pub mod tail;
 pub mod validate;
@@ -36,6 +41,14 @@ enum Command {
     Stream(stream::StreamArgs),
     Tail(tail::TailArgs),
     Validate(validate::ValidateArgs),
+    Sessions(sessions::SessionsArgs),
+    Show(show::ShowArgs),
+    Approvals(approvals::ApprovalsArgs),
+    Approve(act::ApproveArgs),
+    Deny(act::DenyArgs),
+    Answer(act::AnswerArgs),
+    Cancel(act::CancelArgs),
+    Send(act::SendArgs),
 }
 
 /// The binary's entry point.
@@ -59,6 +72,15 @@ pub fn main() -> std::process::ExitCode {
         Command::Stream(args) => stream::run(args),
         Command::Tail(args) => tail::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Sessions(args) => sessions::run(args),
+        Command::Show(args) => show::run(args),
+        Command::Approvals(args) => approvals::run(args),
+        // A person's commands: 0 accepted, 1 rejected, 2 not decided.
+        Command::Approve(args) => return act::approve(args),
+        Command::Deny(args) => return act::deny(args),
+        Command::Answer(args) => return act::answer(args),
+        Command::Cancel(args) => return act::cancel(args),
+        Command::Send(args) => return act::send_input(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -2,7 +2,7 @@
 //! `POST /control`, and the embedded AEP endpoint's routes (`sinks::endpoint`).
 
 pub mod auth;
-mod control;
+pub mod control;
 pub mod error;
 mod hook;
 
