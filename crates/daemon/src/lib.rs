@@ -13,6 +13,7 @@ pub mod cli;
 pub mod control;
 pub mod daemon;
 pub mod firing;
+pub mod dashboard;
 pub mod http;
 pub mod hub;
 pub mod lane;

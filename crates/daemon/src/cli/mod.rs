@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod client;
 pub mod hook;
 pub mod install;
+pub mod open;
 pub mod out;
 pub mod sessions;
 pub mod show;
@@ -49,6 +50,7 @@ enum Command {
     Answer(act::AnswerArgs),
     Cancel(act::CancelArgs),
     Send(act::SendArgs),
+    Open(open::OpenArgs),
 }
 
 /// The binary's entry point.
@@ -75,6 +77,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Sessions(args) => sessions::run(args),
         Command::Show(args) => show::run(args),
         Command::Approvals(args) => approvals::run(args),
+        Command::Open(args) => open::run(args),
         // A person's commands: 0 accepted, 1 rejected, 2 not decided.
         Command::Approve(args) => return act::approve(args),
         Command::Deny(args) => return act::deny(args),

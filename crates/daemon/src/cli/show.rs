@@ -96,6 +96,9 @@ fn render(s: &Summary, entries: &[Entry], now: SystemTime) -> String {
     t
 }
 
+/// Details `--json` has but a line would only clutter.
+const HIDDEN: [&str; 5] = ["ended", "call_id", "respond_via", "answered_by_command", "command"];
+
 fn line(e: &Entry) -> String {
     let indent = if e.run.is_some() && e.kind != "run" { "  " } else { "" };
     let mut l = format!("{}  {indent}{:<9}{} {}", out::clock(&e.time), e.kind, e.name, e.status);
@@ -103,6 +106,9 @@ fn line(e: &Entry) -> String {
         l.push_str(&format!(" {}", out::millis(ms)));
     }
     for (k, v) in &e.detail {
+        if HIDDEN.contains(&k.as_str()) {
+            continue;
+        }
         let shown = match v {
             Value::String(s) => s.clone(),
             Value::Number(n) if k.ends_with("_ms") => n.as_u64().map(out::millis).unwrap_or_else(|| n.to_string()),

@@ -39,6 +39,17 @@ pub struct DaemonArgs {
     pub relay: RelayArgs,
     #[command(flatten)]
     pub hub: HubArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Dashboard")]
+pub struct DashboardArgs {
+    /// The dashboard at / (`aep-cline open` signs in to it): 1 or 0.
+    #[arg(long, env = "AEP_DASHBOARD", default_value = "1", value_name = "1|0",
+          value_parser = gate("AEP_DASHBOARD"), action = ArgAction::Set)]
+    pub dashboard: bool,
 }
 
 #[derive(Args, Debug, Clone)]

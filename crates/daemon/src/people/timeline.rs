@@ -119,7 +119,9 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 entry.detail("by", data.get("by"));
                 entry.detail("reason", data.get("reason"));
                 entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
-                entry.detail("cause", e.get("cause"));
+                if data.get("by").and_then(Value::as_str) == Some("control") {
+                    entry.detail("command", e.get("cause"));
+                }
                 for k in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "cost"] {
                     entry.detail(k, data.get(k));
                 }

@@ -1,0 +1,288 @@
+//! The dashboard in a real browser (headless Chromium through chromedriver), on the real binary
+//! whose hub tap talks to a stub hub (real hub frames): signing in with the one-time link, the
+//! session list, a pending approval first, Approve and Cancel with their acks and outcomes, and
+//! the doors a foreign page or a rebound host name find shut.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use support::browser::Browser;
+use support::daemon::{http, real_payload, Daemon, Sandbox};
+use support::stub_hub::{real_frame, StubHub};
+
+const SESSION: &str = "1796007217803_dxv4z";
+const TOKEN: &str = "0123456789abcdef0123456789abcdef-stub";
+
+/// `aep-cline open --no-browser`: the one-time link.
+fn login_link(sandbox: &Sandbox) -> String {
+    let out = sandbox.run(&["open", "--no-browser"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(url.contains("/login?code="), "{url}");
+    url
+}
+
+fn wait_log(sandbox: &Sandbox, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let events = sandbox.log(SESSION);
+        if done(&events) {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "no {what}: {events:#?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn has(events: &[Value], ty: &str) -> bool {
+    events.iter().any(|e| e["type"] == ty)
+}
+
+fn ask(hub: &StubHub) {
+    let mut approval = real_frame("approval.requested.approve");
+    approval["envelope"]["sessionId"] = json!(SESSION);
+    approval["envelope"]["payload"]["sessionId"] = json!(SESSION);
+    hub.send(&approval.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_answers_and_cancels_from_the_page() {
+    let hub = StubHub::start(TOKEN).await;
+    let sandbox = Sandbox::new()
+        .with_env("AEP_CLINE_HUB_CONTROL", "1")
+        .with_env("AEP_CLINE_HUB_URL", &hub.url)
+        .with_env("AEP_CLINE_HUB_TOKEN", TOKEN);
+    let daemon = sandbox.start();
+    hub.subscribed().await;
+    for hook in ["agent_start", "tool_call"] {
+        assert!(sandbox.hook(&real_payload("hooks-cancel", hook)).status.success());
+    }
+    ask(&hub);
+    wait_log(&sandbox, "the request", |e| has(e, "attention.requested"));
+
+    let browser = Browser::start().await;
+    browser.client.goto(&login_link(&sandbox)).await.unwrap();
+    browser
+        .until("the first paint", 10, "return document.body.dataset.ready")
+        .await;
+    assert_eq!(
+        browser.client.current_url().await.unwrap().path(),
+        "/",
+        "the code is not left in the address bar"
+    );
+    let row = browser
+        .until(
+            "the session's row",
+            10,
+            &format!("return document.querySelector('tr[data-session=\"{SESSION}\"]')?.innerText"),
+        )
+        .await;
+    assert!(row.as_str().unwrap().contains("waiting (1)"), "{row}");
+    browser
+        .until(
+            "the approval first",
+            10,
+            "return !document.getElementById('approvals').hidden",
+        )
+        .await;
+    let title = browser.client.title().await.unwrap();
+    assert!(title.starts_with("(1)"), "the count is in the title: {title}");
+    browser.screenshot("dashboard-approval-stub.png").await;
+
+    // Approve: the hub gets the answer; the page shows the ack, then the outcome.
+    browser.click("#approval-list button.approve").await;
+    let sent = hub.command("approval.respond").await;
+    assert_eq!(sent["envelope"]["payload"]["approved"], true);
+    hub.reply(&sent, None);
+    let mut resolved = real_frame("approval.resolved.approved");
+    resolved["envelope"]["sessionId"] = json!(SESSION);
+    hub.send(&resolved.to_string());
+    let said = browser
+        .until(
+            "the ack",
+            15,
+            "return [...document.querySelectorAll('#feedback p.ok')].map(p => p.innerText).join('\\n')",
+        )
+        .await;
+    let said = said.as_str().unwrap();
+    assert!(
+        said.contains("control.accepted") && said.contains("attention.answered (approve via control)"),
+        "{said}"
+    );
+    browser
+        .until(
+            "no approval left",
+            10,
+            "return document.getElementById('approvals').hidden && !document.title.startsWith('(')",
+        )
+        .await;
+
+    // The session's timeline; Cancel ends the run.
+    browser.click(&format!("tr[data-session=\"{SESSION}\"] a")).await;
+    browser
+        .until(
+            "the approval in the timeline",
+            10,
+            "return document.querySelector('#timeline li[data-kind=approval][data-status=approved]')",
+        )
+        .await;
+    browser
+        .until(
+            "the Cancel button",
+            10,
+            "return document.querySelector('#actions button.cancel')",
+        )
+        .await;
+    browser.click("#actions button.cancel").await;
+    let abort = hub.command("run.abort").await;
+    hub.reply(&abort, None);
+    let said = browser
+        .until("the cancel's ack", 15, "return [...document.querySelectorAll('#feedback p.ok')].map(p => p.innerText).find(t => t.startsWith('Cancel'))")
+        .await;
+    assert!(said.as_str().unwrap().contains("control.accepted"), "{said}");
+    // The hook lane reports the abort (Cline 3.0.65 fires session_shutdown): one run.cancelled by control.
+    assert!(sandbox
+        .hook(&real_payload("hooks-cancel", "session_shutdown"))
+        .status
+        .success());
+    let log = wait_log(&sandbox, "the cancelled run", |e| has(e, "run.cancelled"));
+    let cancelled: Vec<&Value> = log.iter().filter(|e| e["type"] == "run.cancelled").collect();
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0]["data"]["by"], "control");
+    browser
+        .until(
+            "the run cancelled in the timeline",
+            10,
+            "return document.querySelector('#timeline li[data-kind=run][data-status=cancelled]')",
+        )
+        .await;
+    browser
+        .until("no buttons once the session ended", 10, "return !document.querySelector('#actions button') && document.getElementById('actions').innerText.includes('ended')")
+        .await;
+
+    // A page from elsewhere, or a rebound host name, gets nothing, even with the cookie.
+    let cookie = browser.client.get_named_cookie("aep_cline_dashboard").await.unwrap();
+    let cookie = format!("aep_cline_dashboard={}", cookie.value());
+    let host = daemon.addr();
+    let act = json!({"action": "cancel", "session": SESSION}).to_string();
+    for (method, path, headers) in [
+        (
+            "GET",
+            "/api/sessions",
+            vec![("cookie", cookie.as_str()), ("origin", "http://evil.example")],
+        ),
+        (
+            "POST",
+            "/api/act",
+            vec![
+                ("cookie", cookie.as_str()),
+                ("origin", "http://evil.example"),
+                ("content-type", "application/json"),
+            ],
+        ),
+        (
+            "POST",
+            "/api/act",
+            vec![
+                ("cookie", cookie.as_str()),
+                ("origin", "null"),
+                ("content-type", "application/json"),
+            ],
+        ),
+    ] {
+        let (status, body) = http(&host, method, path, &headers, act.as_bytes());
+        assert_eq!(status, 403, "{method} {path} {headers:?}: {body}");
+        assert!(!body.contains(SESSION), "{body}");
+    }
+    let (status, body) = rebound(&host, "/api/sessions", &cookie);
+    assert_eq!(status, 403, "{body}");
+    assert!(!body.contains(SESSION));
+    // The same request from the page's own origin works: the refusals above are the origin's.
+    let origin = format!("http://{host}");
+    let (status, body) = http(
+        &host,
+        "GET",
+        "/api/sessions",
+        &[("cookie", &cookie), ("origin", &origin)],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    // Not signed in: the sign-in page, no data; a spent or made-up code does not sign in.
+    let (status, body) = http(&host, "GET", "/", &[], b"");
+    assert_eq!(status, 401);
+    assert!(body.contains("aep-cline open") && !body.contains(SESSION));
+    let (status, _) = http(&host, "GET", "/api/sessions", &[], b"");
+    assert_eq!(status, 401);
+    let link = login_link(&sandbox);
+    let path = &link[link.find("/login").unwrap()..];
+    let (first, _) = http(&host, "GET", path, &[], b"");
+    let (again, _) = http(&host, "GET", path, &[], b"");
+    let (made_up, _) = http(&host, "GET", "/login?code=0000", &[], b"");
+    assert_eq!((first, again, made_up), (303, 403, 403));
+    // The token never appears in the link.
+    assert!(!link.contains(&daemon.token));
+    browser.close().await;
+    drop(daemon);
+}
+
+/// A request whose Host names another site (DNS rebinding).
+fn rebound(addr: &str, path: &str, cookie: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: evil.example:80\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = String::new();
+    let _ = s.read_to_string(&mut r);
+    let status = r.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, r)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_control_the_page_observes_and_offers_no_buttons() {
+    let sandbox = Sandbox::new();
+    let _daemon: Daemon = sandbox.start();
+    for hook in ["agent_start", "tool_call"] {
+        assert!(sandbox.hook(&real_payload("hooks-cancel", hook)).status.success());
+    }
+    let browser = Browser::start().await;
+    browser.client.goto(&login_link(&sandbox)).await.unwrap();
+    browser
+        .until("the first paint", 10, "return document.body.dataset.ready")
+        .await;
+    let control = browser
+        .until(
+            "the control badge",
+            10,
+            "return document.getElementById('control').innerText",
+        )
+        .await;
+    assert_eq!(control, "control off (observe only)");
+    browser.click(&format!("tr[data-session=\"{SESSION}\"] a")).await;
+    browser
+        .until(
+            "the timeline",
+            10,
+            "return document.querySelector('#timeline li[data-kind=tool]')",
+        )
+        .await;
+    let actions = browser
+        .until(
+            "the actions box",
+            10,
+            "return document.getElementById('actions').innerText",
+        )
+        .await;
+    assert!(actions.as_str().unwrap().contains("Observe only"), "{actions}");
+    let buttons = browser
+        .js(
+            "return document.querySelectorAll('#actions button, #approvals button').length",
+            vec![],
+        )
+        .await;
+    assert_eq!(buttons, 0);
+    browser.close().await;
+}
