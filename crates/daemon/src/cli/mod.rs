@@ -3,6 +3,7 @@
 pub mod act;
 pub mod approvals;
 pub mod client;
+pub mod doctor;
 pub mod hook;
 pub mod install;
 pub mod open;
@@ -51,6 +52,7 @@ enum Command {
     Cancel(act::CancelArgs),
     Send(act::SendArgs),
     Open(open::OpenArgs),
+    Doctor(doctor::DoctorArgs),
 }
 
 /// The binary's entry point.
@@ -84,6 +86,10 @@ pub fn main() -> std::process::ExitCode {
         Command::Answer(args) => return act::answer(args),
         Command::Cancel(args) => return act::cancel(args),
         Command::Send(args) => return act::send_input(args),
+        Command::Doctor(args) => match doctor::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
