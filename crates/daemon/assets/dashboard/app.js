@@ -69,6 +69,31 @@ function row(s) {
     el('td', {}, s.model || '-'));
 }
 
+// Rows are kept by session id and redrawn only when their summary changed, so a live update
+// never takes away the row (or the focus) a person is on.
+const rowCache = new Map(); // session id -> { key, tr }
+function renderRows() {
+  const body = $('session-rows');
+  const wanted = [];
+  for (const id of state.order) {
+    const s = state.sessions.get(id);
+    if (!s) continue;
+    const key = JSON.stringify(s) + ago(s.last);
+    let cached = rowCache.get(id);
+    if (!cached) {
+      cached = { key, tr: row(s) };
+      rowCache.set(id, cached);
+    } else if (cached.key !== key) {
+      cached.tr.replaceChildren(...row(s).childNodes);
+      cached.key = key;
+    }
+    wanted.push(cached.tr);
+  }
+  const keep = new Set(wanted);
+  for (const [id, c] of rowCache) if (!keep.has(c.tr)) { c.tr.remove(); rowCache.delete(id); }
+  wanted.forEach((tr, i) => { if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null); });
+}
+
 function render() {
   const n = state.approvals.length;
   document.title = n ? `(${n}) waiting · aep-cline` : 'aep-cline';
@@ -77,39 +102,55 @@ function render() {
     ? 'Approvals can be answered and runs cancelled from here'
     : 'Start the daemon with AEP_CLINE_HUB_CONTROL=1 to answer approvals and cancel runs from here';
   renderApprovals();
-  const rows = state.order.map((id) => state.sessions.get(id)).filter(Boolean).map(row);
-  $('session-rows').replaceChildren(...rows);
+  renderRows();
   $('count').textContent = `${state.order.length} of ${state.matching}` + (state.matching < state.total ? ` (${state.total} with ended)` : '');
   $('empty').hidden = state.total > 0;
   $('more').hidden = state.order.length >= state.matching;
   if (state.open) renderFacts();
 }
 
+// Approvals are kept by request id: a live update never clears an answer being typed.
+const approvalCache = new Map(); // request id -> { key, li }
 function renderApprovals() {
+  const list = $('approval-list');
   const items = state.approvals.map((p) => {
     const live = state.sessions.get(p.session)?.state !== 'ended';
-    const canAnswer = state.control && p.answerable && live;
-    const item = el('li', { 'data-request': p.id },
-      el('div', {}, el('span', { class: 'what' }, `${p.tool || p.kind} `), 'asks in ',
-        el('a', { href: `#/s/${encodeURIComponent(p.session)}`, class: 'mono' }, p.session),
-        el('span', { class: 'muted' }, ` · waiting ${ago(p.time).replace(' ago', '')} · id `),
-        el('span', { class: 'mono' }, p.short)),
-      p.prompt ? el('div', { class: 'mono' }, p.prompt) : '');
-    if (canAnswer) {
-      const text = el('input', { type: 'text', 'aria-label': `Answer ${p.short} in words`, placeholder: 'or answer in words (other text denies, as the reason)', size: 44 });
-      item.append(el('div', { class: 'row' },
-        el('button', { type: 'button', class: 'approve', onclick: (ev) => act(ev.target, `Approve ${p.short}`, { action: 'approve', session: p.session, request: p.id }) }, 'Approve'),
-        el('button', { type: 'button', class: 'deny', onclick: (ev) => act(ev.target, `Deny ${p.short}`, { action: 'deny', session: p.session, request: p.id }) }, 'Deny'),
-        el('form', { class: 'row', onsubmit: (ev) => { ev.preventDefault(); if (text.value.trim()) act(ev.submitter, `Answer ${p.short}`, { action: 'answer', session: p.session, request: p.id, text: text.value }); } },
-          text, el('button', { type: 'submit' }, 'Send answer'))));
-    } else {
-      item.append(el('div', { class: 'muted' }, state.control ? 'Answer it in Cline.' : 'Answer it in Cline (control is off here).'));
+    const key = `${state.control}/${p.answerable}/${live}`;
+    const cached = approvalCache.get(p.id);
+    if (cached && cached.key === key) {
+      cached.li.querySelector('.waited').textContent = ` · waiting ${ago(p.time).replace(' ago', '')} · id `;
+      return cached.li;
     }
-    return item;
+    const li = approvalItem(p, live);
+    approvalCache.set(p.id, { key, li });
+    return li;
   });
-  $('approval-list').replaceChildren(...items);
+  const keep = new Set(items);
+  for (const [id, c] of approvalCache) if (!keep.has(c.li)) { c.li.remove(); approvalCache.delete(id); }
+  items.forEach((li, i) => { if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null); });
   $('approvals').hidden = items.length === 0;
   $('approvals-h').textContent = items.length === 1 ? '1 approval waiting for you' : `${items.length} approvals waiting for you`;
+}
+
+function approvalItem(p, live) {
+  const canAnswer = state.control && p.answerable && live;
+  const item = el('li', { 'data-request': p.id },
+    el('div', {}, el('span', { class: 'what' }, `${p.tool || p.kind} `), 'asks in ',
+      el('a', { href: `#/s/${encodeURIComponent(p.session)}`, class: 'mono' }, p.session),
+      el('span', { class: 'muted waited' }, ` · waiting ${ago(p.time).replace(' ago', '')} · id `),
+      el('span', { class: 'mono' }, p.short)),
+    p.prompt ? el('div', { class: 'mono' }, p.prompt) : '');
+  if (canAnswer) {
+    const text = el('input', { type: 'text', 'aria-label': `Answer ${p.short} in words`, placeholder: 'or answer in words (other text denies, as the reason)', size: 44 });
+    item.append(el('div', { class: 'row' },
+      el('button', { type: 'button', class: 'approve', onclick: (ev) => act(ev.target, `Approve ${p.short}`, { action: 'approve', session: p.session, request: p.id }) }, 'Approve'),
+      el('button', { type: 'button', class: 'deny', onclick: (ev) => act(ev.target, `Deny ${p.short}`, { action: 'deny', session: p.session, request: p.id }) }, 'Deny'),
+      el('form', { class: 'row', onsubmit: (ev) => { ev.preventDefault(); if (text.value.trim()) act(ev.submitter, `Answer ${p.short}`, { action: 'answer', session: p.session, request: p.id, text: text.value }); } },
+        text, el('button', { type: 'submit' }, 'Send answer'))));
+  } else {
+    item.append(el('div', { class: 'muted' }, state.control ? 'Answer it in Cline.' : 'Answer it in Cline (control is off here).'));
+  }
+  return item;
 }
 
 // ---- a session ----

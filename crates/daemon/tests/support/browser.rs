@@ -107,15 +107,23 @@ impl Browser {
         }
     }
 
-    /// Clicks the first element matching the CSS selector.
+    /// Clicks the first element matching the CSS selector (found again if the page redrew it
+    /// between the find and the click).
     pub async fn click(&self, css: &str) {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css}: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("cannot click {css}: {e}"));
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let found = self.client.find(Locator::Css(css)).await;
+            let clicked = match found {
+                Ok(element) => element.click().await,
+                Err(e) => Err(e),
+            };
+            match clicked {
+                Ok(()) => return,
+                Err(e) if tries >= 5 => panic!("cannot click {css}: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
 
     /// Saves a screenshot of the page: into `docs/` when AEP_CLINE_UPDATE_SCREENSHOTS=1 (to be
