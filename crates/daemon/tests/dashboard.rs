@@ -88,7 +88,6 @@ async fn a_person_answers_and_cancels_from_the_page() {
         .await;
     let title = browser.client.title().await.unwrap();
     assert!(title.starts_with("(1)"), "the count is in the title: {title}");
-    browser.screenshot("dashboard-approval-stub.png").await;
 
     // Approve: the hub gets the answer; the page shows the ack, then the outcome.
     browser.click("#approval-list button.approve").await;
