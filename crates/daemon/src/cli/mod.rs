@@ -8,6 +8,7 @@ pub mod hook;
 pub mod install;
 pub mod open;
 pub mod out;
+pub mod service;
 pub mod sessions;
 pub mod show;
 pub mod stream;
@@ -53,6 +54,7 @@ enum Command {
     Send(act::SendArgs),
     Open(open::OpenArgs),
     Doctor(doctor::DoctorArgs),
+    Service(service::ServiceArgs),
 }
 
 /// The binary's entry point.
@@ -86,6 +88,10 @@ pub fn main() -> std::process::ExitCode {
         Command::Answer(args) => return act::answer(args),
         Command::Cancel(args) => return act::cancel(args),
         Command::Send(args) => return act::send_input(args),
+        Command::Service(args) => match service::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         Command::Doctor(args) => match doctor::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

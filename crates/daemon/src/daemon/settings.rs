@@ -389,9 +389,14 @@ pub fn unknown_variables() -> Vec<String> {
         .collect()
 }
 
-/// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh` and
-/// the end-to-end tests.
-const OTHER_READERS: [&str; 3] = ["AEP_CLINE_VERSION", "AEP_CLINE_CACHE", "AEP_CLINE_TEST_CLI"];
+/// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh`, the
+/// end-to-end tests and `aep-cline service` (its tests name another service manager).
+const OTHER_READERS: [&str; 4] = [
+    "AEP_CLINE_VERSION",
+    "AEP_CLINE_CACHE",
+    "AEP_CLINE_TEST_CLI",
+    "AEP_CLINE_SERVICE_CTL",
+];
 
 #[cfg(test)]
 mod tests {
