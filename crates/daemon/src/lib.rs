@@ -19,6 +19,7 @@ pub mod hub;
 pub mod lane;
 pub mod people;
 pub mod sinks;
+pub mod spool_limit;
 pub mod state;
 
 pub use firing::DELIVERY_HEADER;

@@ -364,6 +364,24 @@ fn spool(r: &mut Report, daemon_running: bool) {
         .min()
         .and_then(|t| SystemTime::now().duration_since(t).ok());
     let rejected = std::fs::read_dir(dir.join("rejected")).map(|d| d.count()).unwrap_or(0);
+    let max = crate::spool_limit::max();
+    if bytes + 4096 > max {
+        r.fail(
+            "spool",
+            format!(
+                "the spool is full ({} of its {} bound): new hooks are not being kept",
+                size(bytes),
+                size(max)
+            ),
+            "start the daemon so it takes them; AEP_CLINE_SPOOL_MAX raises the bound",
+        );
+    } else if crate::spool_limit::near(bytes, max) {
+        r.warn(
+            "spool",
+            format!("the spool is near its bound ({} of {})", size(bytes), size(max)),
+            "start the daemon so it takes them; AEP_CLINE_SPOOL_MAX raises the bound",
+        );
+    }
     match (files.len(), oldest) {
         (0, _) => r.ok("spool", format!("{} is empty", dir.display())),
         (n, Some(age)) if daemon_running && age > STUCK => r.fail(

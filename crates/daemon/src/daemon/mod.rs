@@ -140,6 +140,13 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // 3. The spool, before any live hook can be served.
     let spool = Arc::new(Spool::new(&config.state_dir, config.max_body));
     {
+        let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::spool_limit::usage(&config.state_dir));
+        if crate::spool_limit::near(bytes, max) {
+            tracing::warn!(hooks, size = %crate::spool_limit::mib(bytes), bound = %crate::spool_limit::mib(max),
+                "the spool was near its bound (AEP_CLINE_SPOOL_MAX) while no daemon ran: hooks past it were not kept");
+        }
+    }
+    {
         let (sessions, spool) = (sessions.clone(), spool.clone());
         tokio::task::spawn_blocking(move || spool.drain(&sessions))
             .await
@@ -163,6 +170,23 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         let (sessions, spool) = (sessions.clone(), spool.clone());
         supervisor.every("spool drain", TICK, move || {
             spool.drain(&sessions);
+        });
+    }
+    {
+        // The spool's bound: warn once when it is near, and once more when it is clear again.
+        let state_dir = config.state_dir.clone();
+        let warned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        supervisor.every("spool watch", Duration::from_secs(10), move || {
+            let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::spool_limit::usage(&state_dir));
+            let near = crate::spool_limit::near(bytes, max);
+            if near != warned.swap(near, std::sync::atomic::Ordering::SeqCst) {
+                if near {
+                    tracing::warn!(hooks, size = %crate::spool_limit::mib(bytes), bound = %crate::spool_limit::mib(max),
+                        "the spool is near its bound (AEP_CLINE_SPOOL_MAX): past it, new hooks are not spooled");
+                } else {
+                    tracing::info!(hooks, "the spool is clear of its bound again");
+                }
+            }
         });
     }
     {

@@ -391,7 +391,8 @@ pub fn unknown_variables() -> Vec<String> {
 
 /// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh`, the
 /// end-to-end tests and `aep-cline service` (its tests name another service manager).
-const OTHER_READERS: [&str; 4] = [
+const OTHER_READERS: [&str; 5] = [
+    crate::spool_limit::VARIABLE,
     "AEP_CLINE_VERSION",
     "AEP_CLINE_CACHE",
     "AEP_CLINE_TEST_CLI",
