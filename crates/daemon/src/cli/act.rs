@@ -38,8 +38,10 @@ pub struct DenyArgs {
     common: Common,
 }
 
-/// Answer a pending approval in words (AEP-0008): "approve" or "deny" (any case) is that
-/// answer; any other text denies, and Cline gets the text as the reason.
+/// Answer a pending approval in words (AEP-0008).
+///
+/// "approve" or "deny" (any case) is that answer; any other text denies, and Cline gets the
+/// text as the reason.
 #[derive(clap::Args, Debug)]
 pub struct AnswerArgs {
     /// The approval: its short id from `aep-cline approvals`.
@@ -59,8 +61,10 @@ pub struct CancelArgs {
     common: Common,
 }
 
-/// Send a Cline session a prompt: queued after the current run (it starts one at once on an
-/// idle session), or with --steer, given to the running run.
+/// Send a Cline session a prompt (queued, or --steer).
+///
+/// Queued after the current run (on an idle session it starts one at once), or with --steer,
+/// given to the running run.
 #[derive(clap::Args, Debug)]
 pub struct SendArgs {
     /// The session: its id or a unique start or end of it.

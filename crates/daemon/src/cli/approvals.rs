@@ -5,8 +5,10 @@ use super::out;
 use crate::people::{logs, Pending};
 use std::time::SystemTime;
 
-/// List the pending approvals, oldest first, each with a short id to answer it with:
-/// `aep-cline approve ID`, `aep-cline deny ID [--reason TEXT]` or `aep-cline answer ID TEXT`.
+/// List the approvals waiting for an answer, with the short id to answer by.
+///
+/// Oldest first. Answer with `aep-cline approve ID`, `aep-cline deny ID [--reason TEXT]` or
+/// `aep-cline answer ID TEXT`.
 ///
 /// Read from the logs: an approval is pending from its `attention.requested` until its
 /// `attention.resolved` (the daemon dismisses what is pending when the hub connection or the

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Check the whole setup: hook files, the daemon, the logs, the spool, the hub tap, the relay.
+/// Check the setup: hook files, the daemon, logs, spool, hub tap, relay; what to do if not.
 ///
 /// Looks in all four folders Cline 3.0.65 runs hook files from (~/Documents/Cline/Hooks,
 /// $CLINE_DIR/hooks, <project>/.clinerules/hooks, <project>/.cline/hooks), flags aep-cline hooks

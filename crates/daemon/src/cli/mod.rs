@@ -21,8 +21,10 @@ use clap::{Parser, Subcommand};
 /// Makes the Cline coding agent observable and controllable through the Agent Event Protocol
 /// (AEP 0.1).
 ///
-/// Quick start: run `aep-cline daemon` (keep it running), then `aep-cline install-hooks` once.
-/// Every Cline session's activity then lands as AEP events in ~/.aep/logs/cline/<session>.jsonl.
+/// Quick start: `aep-cline install-hooks` once, `aep-cline service install` (or keep
+/// `aep-cline daemon` running), then `aep-cline open` for the dashboard. Every Cline session's
+/// activity lands as AEP events in ~/.aep/logs/cline/<session>.jsonl; `aep-cline sessions` lists
+/// them, `aep-cline approvals` shows what waits for an answer, `aep-cline doctor` checks the setup.
 #[derive(Parser)]
 #[command(name = "aep-cline", version)]
 struct Cli {

@@ -7,7 +7,7 @@ use super::out;
 use anyhow::bail;
 use std::time::Duration;
 
-/// Open the dashboard: prints a one-time sign-in link (and opens it when a browser is there).
+/// Open the dashboard: a one-time sign-in link, printed (and opened in a browser).
 ///
 /// The daemon must be running (`aep-cline daemon` or `aep-cline service install`). The link
 /// works once, within two minutes; it sets a cookie that keeps this browser signed in while

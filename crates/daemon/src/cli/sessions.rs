@@ -5,10 +5,10 @@ use super::out;
 use crate::people::{logs, State, Summary};
 use std::time::{Duration, SystemTime};
 
-/// List Cline's sessions from the logs: state, when each started and last moved, runs, tool
-/// calls, failures, tokens, cost, model and workspace.
+/// List Cline's sessions (from the logs), one row each.
 ///
-/// States: waiting (an approval is pending: `aep-cline approvals`), running (a run is open), idle,
+/// Each row: state, when it started and last moved, runs, tool calls, failures, tokens, cost,
+/// model and workspace. States: waiting (an approval is pending: `aep-cline approvals`), running (a run is open), idle,
 /// ended. Without --all, ended sessions that have not moved for a day are left out. Tokens, cost
 /// and the model are blank until the log has them. The workspace is its folder's name where the
 /// log holds the path (capture `redacted` or above), else `#` and a short digest of the path

@@ -9,9 +9,11 @@ use anyhow::bail;
 use serde_json::{json, Value};
 use std::time::SystemTime;
 
-/// Show one session's timeline: its runs with their outcome and duration, each tool call (name,
-/// duration, success or failure), approvals (who answered, how, how long they waited),
-/// commands and their acks, errors.
+/// Show one session's timeline.
+///
+/// Its runs with their outcome and duration, each tool call (name, duration, success or
+/// failure), approvals (who answered, how, how long they waited), commands and their acks,
+/// errors.
 ///
 /// Content (arguments, results, prompts, messages) appears only where the capture level let it
 /// into the log. SESSION is the id, or any unique start or end of it (as `aep-cline sessions`
