@@ -117,7 +117,39 @@ async fn a_person_answers_and_cancels_from_the_page() {
         )
         .await;
 
-    // The session's timeline; Cancel ends the run.
+    // A second approval answered in words: other text denies, the text as the reason.
+    let mut second = real_frame("approval.requested.deny");
+    second["envelope"]["sessionId"] = json!(SESSION);
+    second["envelope"]["payload"]["sessionId"] = json!(SESSION);
+    hub.send(&second.to_string());
+    browser
+        .until(
+            "the second approval",
+            10,
+            "return document.querySelector('#approval-list input[type=text]')",
+        )
+        .await;
+    browser
+        .client
+        .find(fantoccini::Locator::Css("#approval-list input[type=text]"))
+        .await
+        .unwrap()
+        .send_keys("not now, use staging")
+        .await
+        .unwrap();
+    browser.click("#approval-list form button[type=submit]").await;
+    let sent = hub.command("approval.respond").await;
+    assert_eq!(sent["envelope"]["payload"]["approved"], false);
+    assert_eq!(sent["envelope"]["payload"]["reason"], "not now, use staging");
+    hub.reply(&sent, None);
+    let mut denied = real_frame("approval.resolved.denied");
+    denied["envelope"]["sessionId"] = json!(SESSION);
+    hub.send(&denied.to_string());
+    browser
+        .until("the answer's ack", 15, "return [...document.querySelectorAll('#feedback p.ok')].map(p => p.innerText).find(t => t.startsWith('Answer'))")
+        .await;
+
+    // The session's timeline; input sent (steering), then Cancel ends the run.
     browser.click(&format!("tr[data-session=\"{SESSION}\"] a")).await;
     browser
         .until(
@@ -132,6 +164,22 @@ async fn a_person_answers_and_cancels_from_the_page() {
             10,
             "return document.querySelector('#actions button.cancel')",
         )
+        .await;
+    browser
+        .client
+        .find(fantoccini::Locator::Css("#send-text"))
+        .await
+        .unwrap()
+        .send_keys("also run the linter")
+        .await
+        .unwrap();
+    browser.click("#send-steer").await;
+    browser.click("#actions form button[type=submit]").await;
+    let input = hub.command("session.send_input").await;
+    assert_eq!(input["envelope"]["payload"]["delivery"], "steer");
+    hub.reply(&input, None);
+    browser
+        .until("the input's outcome", 15, "return [...document.querySelectorAll('#feedback p.ok')].map(p => p.innerText).find(t => t.startsWith('Steer') && t.includes('x.cline.input.sent (steer)'))")
         .await;
     browser.click("#actions button.cancel").await;
     let abort = hub.command("run.abort").await;
@@ -241,9 +289,14 @@ fn rebound(addr: &str, path: &str, cookie: &str) -> (u16, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_control_the_page_observes_and_offers_no_buttons() {
-    let sandbox = Sandbox::new();
-    let _daemon: Daemon = sandbox.start();
+async fn without_control_the_page_observes_and_offers_no_buttons_and_outlives_a_restart() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sandbox = Sandbox::new().with_env("AEP_LISTEN", &format!("127.0.0.1:{port}"));
+    let daemon: Daemon = sandbox.start();
     for hook in ["agent_start", "tool_call"] {
         assert!(sandbox.hook(&real_payload("hooks-cancel", hook)).status.success());
     }
@@ -283,5 +336,30 @@ async fn without_control_the_page_observes_and_offers_no_buttons() {
         )
         .await;
     assert_eq!(buttons, 0);
+
+    // The daemon restarts (on the same port, with a new token): the open page says to sign in
+    // again, and after that the session is there, read back from the log.
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    let _daemon = sandbox.start();
+    let said = browser
+        .until("the page noticing", 20, "return document.getElementById('conn').innerText.includes('signed out') && document.getElementById('conn').innerText")
+        .await;
+    assert!(said.as_str().unwrap().contains("aep-cline open"), "{said}");
+    browser.client.goto(&login_link(&sandbox)).await.unwrap();
+    browser
+        .until(
+            "the session, from the log",
+            20,
+            &format!("return document.querySelector('tr[data-session=\"{SESSION}\"]')"),
+        )
+        .await;
+    browser
+        .until(
+            "live again",
+            10,
+            "return document.getElementById('conn').innerText === 'live'",
+        )
+        .await;
     browser.close().await;
 }
