@@ -337,13 +337,44 @@ async fn without_control_the_page_observes_and_offers_no_buttons_and_outlives_a_
         .await;
     assert_eq!(buttons, 0);
 
-    // The daemon restarts (on the same port, with a new token): the open page says to sign in
-    // again, and after that the session is there, read back from the log.
+    // The daemon restarts on the same port (its token survives): the open page notices, then
+    // follows the new daemon by itself, and a hook taken since (the session's end) shows on it.
     let (status, _) = daemon.stop();
     assert!(status.success());
+    browser
+        .until(
+            "the page noticing",
+            20,
+            "return document.getElementById('conn').innerText !== 'live'",
+        )
+        .await;
+    let daemon = sandbox.start();
+    browser
+        .until(
+            "live again",
+            20,
+            "return document.getElementById('conn').innerText === 'live'",
+        )
+        .await;
+    assert!(sandbox
+        .hook(&real_payload("hooks-cancel", "session_shutdown"))
+        .status
+        .success());
+    browser
+        .until(
+            "the session's end, live",
+            20,
+            "return document.querySelector('#timeline li[data-kind=session][data-status=ended]')",
+        )
+        .await;
+
+    // A token that changes (the token file deleted) signs the page out; a new link signs it in,
+    // and the session is there, read back from its log.
+    drop(daemon);
+    std::fs::remove_file(sandbox.state_dir.join("token")).unwrap();
     let _daemon = sandbox.start();
     let said = browser
-        .until("the page noticing", 20, "return document.getElementById('conn').innerText.includes('signed out') && document.getElementById('conn').innerText")
+        .until("the page signed out", 20, "return document.getElementById('conn').innerText.includes('signed out') && document.getElementById('conn').innerText")
         .await;
     assert!(said.as_str().unwrap().contains("aep-cline open"), "{said}");
     browser.client.goto(&login_link(&sandbox)).await.unwrap();

@@ -32,8 +32,11 @@ fn a_full_spool_keeps_the_oldest_and_says_so() {
     let start = shim(&real_payload("hooks-cancel", "agent_start"));
     assert!(start.status.success());
     let mut refused = None;
-    for _ in 0..5 {
-        let out = shim(&payload);
+    for i in 0..5 {
+        // A firing is known by its payload: each of these is another firing.
+        let mut call: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+        call["timestamp"] = serde_json::json!(format!("2026-11-30T02:53:2{i}.000Z"));
+        let out = shim(call.to_string().as_bytes());
         assert!(
             out.status.success() && out.stdout.is_empty(),
             "the shim never fails Cline"
@@ -69,6 +72,7 @@ fn a_full_spool_keeps_the_oldest_and_says_so() {
 
     let daemon = sandbox.start();
     let events = sandbox.wait_for_events("1796007217803_dxv4z", 2 + kept - 1);
+    assert_eq!(events.len(), 2 + kept - 1, "every kept hook is ingested: {events:#?}");
     assert_eq!(events[1]["type"], "run.started", "ingested, oldest first");
     let (_, stderr) = daemon.stop();
     assert!(stderr.contains("the spool was near its bound"), "{stderr}");

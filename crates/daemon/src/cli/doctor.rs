@@ -125,11 +125,44 @@ fn hook_of(path: &Path) -> Option<&'static str> {
     HOOK_FILES.iter().copied().find(|h| h.eq_ignore_ascii_case(stem))
 }
 
-/// The binary a hook file of ours runs: the quoted path before ` hook`.
+/// The binary a hook file of ours runs: the shell word after `exec ` that is followed by
+/// ` hook` (single quotes and `\'` escapes undone).
 fn runs(text: &str) -> Option<PathBuf> {
-    let at = text.find("' hook")?;
-    let start = text[..at].rfind('\'')?;
-    Some(PathBuf::from(text[start + 1..at].replace(r"'\''", "'")))
+    let mut rest = text;
+    while let Some(at) = rest.find("exec ") {
+        rest = &rest[at + 5..];
+        let (word, after) = shell_word(rest);
+        if after.starts_with(" hook") && !word.is_empty() {
+            return Some(PathBuf::from(word));
+        }
+    }
+    None
+}
+
+/// One shell word at the start of `text`, unquoted, and what follows it.
+fn shell_word(text: &str) -> (String, &str) {
+    let mut word = String::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\'' => {
+                for (_, q) in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    word.push(q);
+                }
+            }
+            '\\' => {
+                if let Some((_, n)) = chars.next() {
+                    word.push(n);
+                }
+            }
+            c if c.is_whitespace() || c == ';' => return (word, &text[i..]),
+            c => word.push(c),
+        }
+    }
+    (word, "")
 }
 
 fn hooks(r: &mut Report, project: &Path, exe: Option<&Path>) {
@@ -363,7 +396,14 @@ fn spool(r: &mut Report, daemon_running: bool) {
         .filter_map(|f| f.metadata().ok()?.modified().ok())
         .min()
         .and_then(|t| SystemTime::now().duration_since(t).ok());
-    let rejected = std::fs::read_dir(dir.join("rejected")).map(|d| d.count()).unwrap_or(0);
+    let quarantine = crate::lane::spool::quarantine_dir(&state_dir);
+    let quarantined = std::fs::read_dir(&quarantine)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_none_or(|x| x != "reason"))
+                .count()
+        })
+        .unwrap_or(0);
     let max = crate::spool_limit::max();
     if bytes + 4096 > max {
         r.fail(
@@ -410,14 +450,14 @@ fn spool(r: &mut Report, daemon_running: bool) {
             },
         ),
     }
-    if rejected > 0 {
+    if quarantined > 0 {
         r.warn(
             "spool",
             format!(
-                "{rejected} spooled hooks were set aside as unusable in {}",
-                dir.join("rejected").display()
+                "{quarantined} spooled hooks could never be ingested and wait in {}",
+                quarantine.display()
             ),
-            "look at them, then delete them",
+            "each has a .reason beside it: read them, then delete the files",
         );
     }
 }
@@ -492,6 +532,9 @@ mod tests {
         let script =
             "#!/bin/sh\n# aep-cline-hook: written\nAEP_CLINE_STATE_DIR='/s' exec '/opt/it'\\''s/aep-cline' hook\n";
         assert_eq!(runs(script), Some(PathBuf::from("/opt/it's/aep-cline")));
+        let current =
+            "#!/bin/sh\n# aep-cline-hook: x\nif [ -x '/a b/aep-cline' ]; then exec '/a b/aep-cline' hook; fi\nexit 0\n";
+        assert_eq!(runs(current), Some(PathBuf::from("/a b/aep-cline")));
         assert_eq!(runs("#!/bin/sh\necho hi\n"), None);
         assert_eq!(hook_of(Path::new("/x/pretooluse.sh")), Some("PreToolUse"));
         assert_eq!(hook_of(Path::new("/x/TaskStart")), Some("TaskStart"));
