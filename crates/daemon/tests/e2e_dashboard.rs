@@ -92,6 +92,17 @@ async fn the_page_and_the_terminal_steer_a_real_cline() {
         .await;
     assert!(browser.client.title().await.unwrap().starts_with("(1)"));
     browser.screenshot("dashboard-sessions.png").await;
+    // Dark and light: the theme button switches, and the choice shows.
+    let background = "return getComputedStyle(document.body).backgroundColor";
+    let light = browser.js(background, vec![]).await;
+    browser.click("#theme").await;
+    let dark = browser.js(background, vec![]).await;
+    assert_eq!(
+        (light.as_str(), dark.as_str()),
+        (Some("rgb(255, 255, 255)"), Some("rgb(13, 17, 23)"))
+    );
+    browser.screenshot("dashboard-sessions-dark.png").await;
+    browser.click("#theme").await;
 
     // A click on Approve: the real tool runs.
     browser.click("#approval-list button.approve").await;

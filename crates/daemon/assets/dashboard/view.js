@@ -90,7 +90,7 @@ export function entryItem(e) {
   const facts = [];
   for (const k of DETAIL_SHOWN) {
     if (e.detail && e.detail[k] !== undefined) {
-      facts.push(`${k.replace('gen_ai.usage.', '')}=${detailText(k, e.detail[k])}`);
+      facts.push(`${k.replace('gen_ai.usage.', '').replace(/_ms$/, '')}=${detailText(k, e.detail[k])}`);
     }
   }
   const li = el('li', { class: e.run && e.kind !== 'run' ? 'in-run' : '', 'data-kind': e.kind, 'data-status': e.status },

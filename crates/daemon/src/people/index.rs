@@ -126,3 +126,55 @@ impl Index {
         self.changes.subscribe()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::{Bus, Published};
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn event(seq: u64, ty: &str) -> serde_json::Value {
+        json!({"type": ty, "session": "s1", "seq": seq, "time": format!("2026-12-01T00:00:0{seq}Z"), "run": "R",
+               "id": format!("E{seq}")})
+    }
+
+    #[tokio::test]
+    async fn what_the_log_and_the_bus_both_carry_is_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::new(dir.path());
+        let logged: Vec<String> = [
+            event(0, "session.started"),
+            event(1, "run.started"),
+            event(2, "tool.requested"),
+        ]
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+        journal.append("s1", &logged).unwrap();
+        let bus = Bus::default();
+        let index = Index::new();
+        let mut changes = index.subscribe();
+        let task = tokio::spawn(index.clone().run(journal, bus.subscribe()));
+        assert_eq!(&*changes.recv().await.unwrap(), EVERYTHING, "the logs were read");
+        // The bus repeats what the log has (published after it was written), then moves on.
+        for e in [
+            event(2, "tool.requested"),
+            event(3, "tool.requested"),
+            event(3, "tool.requested"),
+        ] {
+            bus.publish(Published {
+                line: e.to_string(),
+                value: e,
+            });
+        }
+        assert_eq!(&*changes.recv().await.unwrap(), "s1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let s = index.get("s1").unwrap();
+        assert_eq!((s.events, s.tool_calls, s.runs), (4, 2, 1));
+        assert!(index.loaded());
+        assert_eq!(index.list().len(), 1);
+        assert!(changes.try_recv().is_err(), "a repeat announces nothing");
+        task.abort();
+    }
+}
