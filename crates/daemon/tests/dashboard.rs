@@ -255,6 +255,48 @@ async fn a_person_answers_and_cancels_from_the_page() {
         b"",
     );
     assert_eq!(status, 200, "{body}");
+    // Bad actions from the page's own origin: each refused with what was wrong, nothing sent.
+    let long = json!({"action": "send", "session": SESSION, "text": "x".repeat(4001), "steer": false}).to_string();
+    for (content_type, body, code, says) in [
+        ("text/plain", act.clone(), 415, "application/json"),
+        ("application/json", "{".to_string(), 400, "not an action"),
+        (
+            "application/json",
+            json!({"action": "dance", "session": SESSION}).to_string(),
+            400,
+            "not an action",
+        ),
+        (
+            "application/json",
+            json!({"action": "approve", "session": SESSION}).to_string(),
+            400,
+            "not an action",
+        ),
+        (
+            "application/json",
+            json!({"action": "send", "session": SESSION, "text": "  ", "steer": false}).to_string(),
+            400,
+            "empty",
+        ),
+        ("application/json", long, 400, "4001 characters"),
+        (
+            "application/json",
+            json!({"action": "cancel", "session": "elsewhere"}).to_string(),
+            404,
+            "no-route",
+        ),
+    ] {
+        let (status, answer) = http(
+            &host,
+            "POST",
+            "/api/act",
+            &[("cookie", &cookie), ("origin", &origin), ("content-type", content_type)],
+            body.as_bytes(),
+        );
+        assert_eq!(status, code, "{body:.80}: {answer}");
+        assert!(answer.contains(says), "{answer}");
+        assert!(!answer.contains("xxxxxxxx"), "no payload echoed");
+    }
     // Not signed in: the sign-in page, no data; a spent or made-up code does not sign in.
     let (status, body) = http(&host, "GET", "/", &[], b"");
     assert_eq!(status, 401);

@@ -320,6 +320,27 @@ async fn bad_input_and_a_missing_daemon_are_said_in_words() {
     let daemon = sandbox.start(); // drains the spool into the log
     wait_for(&sandbox, "the spooled hooks", |e| e.len() >= 3);
 
+    // POST /control?wait= takes a number of milliseconds up to 30 s, nothing else.
+    let auth = format!("Bearer {}", daemon.token);
+    let cancel = json!({"aep": "0.1", "id": "C-wait", "type": "control.cancel", "time": "2026-12-01T00:00:00Z",
+        "source": "aep://t/agent/t", "agent": "t", "session": SESSION, "data": {"scope": "run"}})
+    .to_string();
+    for bad in ["wait=abc", "wait=0", "wait=30001"] {
+        let (status, body) = support::daemon::http(
+            &daemon.addr(),
+            "POST",
+            &format!("/control?{bad}"),
+            &[("authorization", &auth)],
+            cancel.as_bytes(),
+        );
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(body.contains("milliseconds from 1 to 30000"), "{body}");
+    }
+    assert!(
+        !sandbox.log(SESSION).iter().any(|e| e["cause"] == "C-wait"),
+        "nothing was submitted"
+    );
+
     // Control is off: a command is rejected `unsupported`, exit 1, with what to do.
     let out = cli(&sandbox, &["cancel", SESSION]).await;
     let (_, stderr) = text(&out);
