@@ -149,6 +149,22 @@ async fn a_thousand_sessions_paint_fast() {
     }
     let title = browser.client.title().await.unwrap();
     assert!(title.starts_with("(10)"), "{title}");
+    // A session that starts now comes to the top of the full page, live; the page stays 100 rows.
+    let mut start: Value =
+        serde_json::from_slice(&support::daemon::real_payload("hooks-cancel", "agent_start")).unwrap();
+    start["timestamp"] = json!(humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string());
+    assert!(sandbox.hook(start.to_string().as_bytes()).status.success());
+    browser
+        .until(
+            "the new session on top",
+            20,
+            "return document.querySelector('#session-rows tr')?.dataset.session === '1796007217803_dxv4z'",
+        )
+        .await;
+    let rows = browser
+        .js("return document.querySelectorAll('#session-rows tr').length", vec![])
+        .await;
+    assert_eq!(rows, 100);
     browser.close().await;
     paints.sort();
     eprintln!(

@@ -182,6 +182,7 @@ function renderActions(s) {
   const live = s.state !== 'ended';
   const box = $('actions');
   if (!state.control || !live) {
+    box.dataset.session = '';
     box.replaceChildren(el('p', { class: 'muted' }, !live ? 'This session has ended.'
       : 'Observe only: start the daemon with AEP_CLINE_HUB_CONTROL=1 to cancel runs and send input from here.'));
     return;
@@ -280,15 +281,16 @@ function follow() {
   source.addEventListener('session', (ev) => {
     const { summary, approvals } = JSON.parse(ev.data);
     state.approvals = approvals;
-    if (state.sessions.has(summary.session)) {
-      state.sessions.set(summary.session, summary);
-      state.order.sort((a, b) => (state.sessions.get(b).last || '').localeCompare(state.sessions.get(a).last || ''));
-    } else if (state.order.length < state.limit) {
-      state.sessions.set(summary.session, summary);
+    // The most recently moved first: a session that moves comes to the top, and a page that is
+    // full lets its last row go.
+    if (!state.sessions.has(summary.session)) {
       state.order.unshift(summary.session);
       state.matching += 1;
       state.total += 1;
     }
+    state.sessions.set(summary.session, summary);
+    state.order.sort((a, b) => (state.sessions.get(b).last || '').localeCompare(state.sessions.get(a).last || ''));
+    for (const id of state.order.splice(state.limit)) state.sessions.delete(id);
     if (summary.session === state.open) { state.openSummary = summary; refreshOpen(); }
     renderSoon();
   });
