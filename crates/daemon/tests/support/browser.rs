@@ -7,6 +7,7 @@
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,10 +45,13 @@ impl Browser {
         let driver_bin = binary("AEP_CLINE_TEST_CHROMEDRIVER", "/usr/bin/chromedriver");
         let chromium = binary("AEP_CLINE_TEST_CHROMIUM", "/usr/bin/chromium");
         let port = free_port();
+        // Its own process group, which the browser it starts joins: ending the group ends every
+        // Chromium process too, whatever state the test left them in.
         let driver = Command::new(driver_bin)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("start chromedriver");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -142,16 +146,18 @@ impl Browser {
         path
     }
 
-    pub async fn close(mut self) {
+    pub async fn close(self) {
         let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        // Drop ends the rest.
     }
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        // chromedriver and every Chromium process it started (std has no killpg).
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
+            .status();
         let _ = self.driver.wait();
     }
 }
