@@ -143,6 +143,17 @@ impl CapturePolicy {
     }
 }
 
+/// `metadata,attention=redacted`: the form [`CapturePolicy::parse`] reads.
+impl fmt::Display for CapturePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.default)?;
+        for (category, level) in &self.categories {
+            write!(f, ",{category}={level}")?;
+        }
+        Ok(())
+    }
+}
+
 /// A category an override may name: a core one (AEP-0002 §3) or `x.<vendor>.<category>`, the
 /// head of a vendor type (AEP-0001 §6).
 fn is_category(name: &str) -> bool {
@@ -199,6 +210,12 @@ mod tests {
         assert_eq!(p.ceiling("tool.completed"), Capture::Full);
         assert_eq!(p.ceiling("x.cline.prompt.submitted"), Capture::Metadata);
         assert_eq!(p.levels(), vec![Capture::Metadata, Capture::Redacted, Capture::Full]);
+        assert_eq!(p.to_string(), "metadata,attention=redacted,tool=full");
+        assert_eq!(
+            CapturePolicy::parse(&p.to_string()).unwrap(),
+            p,
+            "what it prints, it reads"
+        );
         assert_eq!(CapturePolicy::parse("").unwrap(), CapturePolicy::default());
         assert!(CapturePolicy::parse("loud").is_err());
         assert!(CapturePolicy::parse("metadata,full").is_err());

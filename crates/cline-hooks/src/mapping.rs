@@ -392,6 +392,9 @@ pub fn fallback_type(hook_name: &str) -> String {
     }
 }
 
+/// `session.started`'s digest of the workspace root: metadata, like the other digests.
+pub const WORKSPACE_DIGEST: &str = "cline.workspace_digest";
+
 /// `session.started`, the first time a session is seen: the home the spec allows for what
 /// the design record names but the pins do not. `client {name: "cline", version}` (the version
 /// is empty on CLI 3.0.65 and then omitted), the opaque `userId` and the git commit hash as
@@ -414,6 +417,11 @@ pub fn session_started(p: &HookPayload, ctx: &MapContext) -> Mapped {
         .root_path
         .as_deref()
         .or(p.workspace_roots.first().map(String::as_str));
+    // A digest of the workspace root (AEP-0003 §9.3) tells sessions of one workspace apart
+    // from others at `metadata` without saying which folder it is.
+    if let Some(root) = cwd.filter(|c| !c.is_empty()) {
+        b = b.meta(WORKSPACE_DIGEST, json!(digest(&json!(root))));
+    }
     b.text("label", info.latest_git_branch_name.as_deref())
         .text("cwd", cwd)
         .done(Link::None)

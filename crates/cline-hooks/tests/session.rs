@@ -93,6 +93,11 @@ fn a_real_run_is_one_session_with_a_real_run_and_paired_tools() {
     );
     assert_eq!(start[0]["data"]["cline.user_id"], "unknown");
     assert!(start[0]["data"].get("cwd").is_none(), "cwd is redacted-gated");
+    assert_eq!(
+        start[0]["data"]["cline.workspace_digest"],
+        aep_core::digest::digest(&json!("/home/dev/proj")),
+        "the workspace is told apart at metadata by its digest only"
+    );
     let run = start[1]["run"].as_str().unwrap().to_string();
     assert_eq!(start[1]["clineagent"], "agent_1796007203286_8rjlvz");
     let call = h.feed(real("hooks-local", "tool_call"));

@@ -12,11 +12,14 @@ pub mod backoff;
 pub mod cli;
 pub mod control;
 pub mod daemon;
+pub mod dashboard;
 pub mod firing;
 pub mod http;
 pub mod hub;
 pub mod lane;
+pub mod people;
 pub mod sinks;
+pub mod spool_limit;
 pub mod state;
 
 pub use firing::DELIVERY_HEADER;

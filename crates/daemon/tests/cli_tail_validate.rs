@@ -94,6 +94,16 @@ fn tail_explains_what_is_wrong() {
     );
     let out = sb.run(&["tail", "--url", "http://127.0.0.1:1", "--capture", "loud"], &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--capture"));
+    // Nothing listening: said once, in words.
+    let out = sb.run(&["tail", "--url", "http://127.0.0.1:1"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("nothing answers at ws://127.0.0.1:1/socket: is the daemon running?"),
+        "{err}"
+    );
+    assert_eq!(err.matches("nothing answers").count(), 1, "{err}");
+    assert!(!err.contains("os error"), "{err}");
     let sb = Sandbox::new().with_env("AEP_TOKEN", "t");
     let _daemon = sb.start();
     let out = sb.run(&["tail"], &[("AEP_TOKEN", "")]);

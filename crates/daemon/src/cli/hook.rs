@@ -65,7 +65,9 @@ pub fn run() -> std::process::ExitCode {
         Delivered::Refused(status) => {
             eprintln!("aep-cline hook: the daemon refused this payload (HTTP {status}); see the daemon's log for why")
         }
-        Delivered::Retry(why) => match spool::write(&state_dir, &spooled) {
+        Delivered::Retry(why) => match crate::spool_limit::admit(&state_dir, body.len())
+            .and_then(|()| spool::write(&state_dir, &spooled))
+        {
             Ok(_) => eprintln!("aep-cline hook: {why}; spooled for the daemon to ingest when it runs"),
             Err(e) => eprintln!("aep-cline hook: {why}, and spooling failed too ({e}): the hook is lost"),
         },

@@ -1,8 +1,16 @@
 //! The user commands, one file each; `daemon` runs the sidecar itself ([`crate::daemon`]).
 
+pub mod act;
+pub mod approvals;
+pub mod client;
+pub mod doctor;
 pub mod hook;
 pub mod install;
+pub mod open;
 pub mod out;
+pub mod service;
+pub mod sessions;
+pub mod show;
 pub mod stream;
 pub mod tail;
 pub mod validate;
@@ -13,8 +21,10 @@ use clap::{Parser, Subcommand};
 /// Makes the Cline coding agent observable and controllable through the Agent Event Protocol
 /// (AEP 0.1).
 ///
-/// Quick start: run `aep-cline daemon` (keep it running), then `aep-cline install-hooks` once.
-/// Every Cline session's activity then lands as AEP events in ~/.aep/logs/cline/<session>.jsonl.
+/// Quick start: `aep-cline install-hooks` once, `aep-cline service install` (or keep
+/// `aep-cline daemon` running), then `aep-cline open` for the dashboard. Every Cline session's
+/// activity lands as AEP events in ~/.aep/logs/cline/<session>.jsonl; `aep-cline sessions` lists
+/// them, `aep-cline approvals` shows what waits for an answer, `aep-cline doctor` checks the setup.
 #[derive(Parser)]
 #[command(name = "aep-cline", version)]
 struct Cli {
@@ -36,6 +46,17 @@ enum Command {
     Stream(stream::StreamArgs),
     Tail(tail::TailArgs),
     Validate(validate::ValidateArgs),
+    Sessions(sessions::SessionsArgs),
+    Show(show::ShowArgs),
+    Approvals(approvals::ApprovalsArgs),
+    Approve(act::ApproveArgs),
+    Deny(act::DenyArgs),
+    Answer(act::AnswerArgs),
+    Cancel(act::CancelArgs),
+    Send(act::SendArgs),
+    Open(open::OpenArgs),
+    Doctor(doctor::DoctorArgs),
+    Service(service::ServiceArgs),
 }
 
 /// The binary's entry point.
@@ -59,6 +80,24 @@ pub fn main() -> std::process::ExitCode {
         Command::Stream(args) => stream::run(args),
         Command::Tail(args) => tail::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Sessions(args) => sessions::run(args),
+        Command::Show(args) => show::run(args),
+        Command::Approvals(args) => approvals::run(args),
+        Command::Open(args) => open::run(args),
+        // A person's commands: 0 accepted, 1 rejected, 2 not decided.
+        Command::Approve(args) => return act::approve(args),
+        Command::Deny(args) => return act::deny(args),
+        Command::Answer(args) => return act::answer(args),
+        Command::Cancel(args) => return act::cancel(args),
+        Command::Send(args) => return act::send_input(args),
+        Command::Service(args) => match service::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
+        Command::Doctor(args) => match doctor::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

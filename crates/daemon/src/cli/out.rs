@@ -1,9 +1,10 @@
 //! Standard output for the commands. A reader that closes the pipe early (`| head`) ends the
 //! command quietly with 0, as `aep-cline stream` does, instead of the panic `println!` gives
 //! on a broken pipe. Commands write their files first and print after, so stopping here never
-//! leaves work half done.
+//! leaves work half done. Also: tables, times and durations as a person reads them.
 
 use std::io::Write;
+use std::time::{Duration, SystemTime};
 
 /// Prints one line on standard output.
 pub fn line(text: impl std::fmt::Display) {
@@ -14,5 +15,145 @@ pub fn line(text: impl std::fmt::Display) {
         }
         eprintln!("aep-cline: cannot write to standard output: {e}");
         std::process::exit(1);
+    }
+}
+
+/// Writes `text` to stdout. A closed stdout (EPIPE) ends the output quietly.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
+        _ => Ok(()),
+    }
+}
+
+/// Pretty JSON and a newline.
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    print(&text)
+}
+
+/// Columns padded to their widest cell; the last column is not padded.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(widths[c] - cell.chars().count() + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// An Event time as a `SystemTime` (`None` if it is not RFC 3339 UTC).
+pub fn parse_time(time: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(time.trim_end_matches('Z')).ok()
+}
+
+/// `5s ago`, `3m ago`, `2h ago`, `4d ago`; `-` for no time.
+pub fn age(time: &str, now: SystemTime) -> String {
+    match parse_time(time) {
+        None => "-".into(),
+        Some(t) => match now.duration_since(t) {
+            Err(_) => "now".into(),
+            Ok(d) => format!("{} ago", short_duration(d)),
+        },
+    }
+}
+
+/// `12s`, `3m`, `2h`, `4d`.
+pub fn short_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m", s / 60),
+        3600..=86_399 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// `MM-DD HH:MM` (UTC) of an Event time.
+pub fn when(time: &str) -> String {
+    time.get(5..16)
+        .map(|t| t.replace('T', " "))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// `HH:MM:SS` (UTC) of an Event time.
+pub fn clock(time: &str) -> String {
+    time.get(11..19).unwrap_or("-").to_string()
+}
+
+/// `812ms`, `1.5s`, `2m04s`.
+pub fn millis(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+    }
+}
+
+/// `1.2k`, `3.4M`.
+pub fn count(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),
+        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
+    }
+}
+
+/// Text on one line, at most `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_sizes_read_as_a_person_reads_them() {
+        let now = parse_time("2026-12-01T06:34:12.123Z").unwrap();
+        assert_eq!(age("2026-12-01T06:34:02Z", now), "10s ago");
+        assert_eq!(age("2026-12-01T04:34:12.000Z", now), "2h ago");
+        assert_eq!(age("garbage", now), "-");
+        assert_eq!(age("2026-12-01T07:00:00Z", now), "now");
+        assert_eq!(when("2026-12-01T06:34:12.123Z"), "12-01 06:34");
+        assert_eq!(clock("2026-12-01T06:34:12.123Z"), "06:34:12");
+        assert_eq!(
+            (millis(812), millis(1500), millis(124_000)),
+            ("812ms".into(), "1.5s".into(), "2m04s".into())
+        );
+        assert_eq!((count(999), count(12_300)), ("999".into(), "12.3k".into()));
+        assert_eq!(one_line("a\nb", 10), "a b");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(
+            table(&[vec!["A".into(), "BB".into()], vec!["CCC".into(), "D".into()]]),
+            "A    BB\nCCC  D\n"
+        );
     }
 }

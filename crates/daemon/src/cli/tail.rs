@@ -97,6 +97,14 @@ fn socket_url(base: &str) -> anyhow::Result<String> {
 async fn follow(args: &TailArgs, socket: &str, filter: Value, colour: bool) -> anyhow::Result<()> {
     let mut seen: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut first = true;
+    // Each distinct reason to reconnect is said once, not every second.
+    let mut said: Option<String> = None;
+    let mut say = |reason: String| {
+        if said.as_deref() != Some(reason.as_str()) {
+            eprintln!("aep-cline tail: {reason}; reconnecting (every second, quietly)");
+            said = Some(reason);
+        }
+    };
     loop {
         let from = if first && args.replay {
             Some(json!("all"))
@@ -118,10 +126,10 @@ async fn follow(args: &TailArgs, socket: &str, filter: Value, colour: bool) -> a
         }
         let outcome = session(args, socket, &subscribe, &mut seen, colour, first).await;
         match outcome {
-            Ok(Fatal::No(reason)) => eprintln!("aep-cline tail: {reason}; reconnecting"),
+            Ok(Fatal::No(reason)) => say(reason),
             Ok(Fatal::Yes(e)) => return Err(e),
-            Err(e) if first => return Err(e.context(format!("cannot follow {socket}"))),
-            Err(e) => eprintln!("aep-cline tail: {e:#}; reconnecting"),
+            Err(e) if first => return Err(e),
+            Err(e) => say(format!("{e:#}")),
         }
         first = false;
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -148,12 +156,19 @@ async fn session(
             .headers_mut()
             .insert("authorization", format!("Bearer {token}").parse()?);
     }
-    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.map_err(|e| match e {
-        tokio_tungstenite::tungstenite::Error::Http(r) if r.status() == 401 => {
-            anyhow!("the endpoint wants a token: set AEP_TOKEN or pass --token")
+    let (mut ws, _) = match tokio_tungstenite::connect_async(request).await {
+        Ok(connected) => connected,
+        // A missing or wrong token does not mend itself: said once, not retried.
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) if r.status() == 401 => {
+            return Ok(Fatal::Yes(anyhow!(
+                "the endpoint wants a token: set AEP_TOKEN (or pass --token) to the daemon's AEP_TOKEN"
+            )))
         }
-        e => e.into(),
-    })?;
+        Err(tokio_tungstenite::tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            bail!("nothing answers at {socket}: is the daemon running? (`aep-cline doctor` says)")
+        }
+        Err(e) => return Err(e.into()),
+    };
     let hello = json!({"type": "hello", "versions": [AEP_VERSION], "role": "consumer",
                        "identity": {"agent": "aep-cline-tail"}, "capabilities": {}});
     ws.send(Message::text(hello.to_string())).await?;
@@ -220,6 +235,10 @@ pub fn render(event: &Value, colour: bool) -> String {
     if let Some(subject) = event.get("subject").and_then(Value::as_str) {
         line.push_str(&format!(" [{subject}]"));
     }
+    if s("type") == "attention.requested" {
+        // The id a person answers with: `aep-cline approve <id>`.
+        line.push_str(&format!(" id={}", crate::people::summary::short_id(s("id"))));
+    }
     if let Some(Value::Object(data)) = event.get("data") {
         for (k, v) in data {
             let shown = match v {
@@ -227,6 +246,11 @@ pub fn render(event: &Value, colour: bool) -> String {
                 Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
                 Value::Object(o) if k == "tool" => o.get("name").map(|n| n.to_string()),
                 Value::Object(o) if k == "error" => o.get("type").map(|n| n.to_string()),
+                Value::Object(o) if k == "answer" => o.get("option").or(o.get("text")).map(|n| n.to_string()),
+                Value::Object(o) if k == "cost" => match (o.get("total"), o.get("currency").and_then(Value::as_str)) {
+                    (Some(total), Some(currency)) => Some(format!("{total} {currency}")),
+                    _ => None,
+                },
                 _ => None,
             };
             if let Some(shown) = shown {
@@ -281,6 +305,28 @@ mod tests {
             "04:22:09.635 tool.completed         s1:3 run=NJXA1RE3 [read_file] duration_ms=12 tool=\"read_file\""
         );
         assert!(render(&event, true).starts_with("\x1b[33m"));
+        let asked = json!({"type": "attention.requested", "time": "2026-11-30T04:22:09.635953Z", "session": "s1", "seq": 4,
+                           "id": "01M8NB0QV54G5X0M11NJXA1RE3", "subject": "run_commands",
+                           "data": {"kind": "permission", "prompt": "cline requests permission: run_commands"}});
+        assert!(
+            render(&asked, false).contains("[run_commands] id=xa1re3 kind=\"permission\""),
+            "{}",
+            render(&asked, false)
+        );
+        let answered = json!({"type": "attention.answered", "time": "t", "session": "s1", "seq": 5,
+                              "data": {"answer": {"option": "deny"}, "via": "control"}});
+        assert!(
+            render(&answered, false).ends_with(" answer=\"deny\" via=\"control\""),
+            "{}",
+            render(&answered, false)
+        );
+        let finished = json!({"type": "run.finished", "time": "t", "session": "s1", "seq": 6,
+                              "data": {"duration_ms": 1500, "cost": {"total": 0.25, "currency": "USD"}}});
+        assert!(
+            render(&finished, false).ends_with(" cost=0.25 USD duration_ms=1500"),
+            "{}",
+            render(&finished, false)
+        );
         assert_eq!(
             socket_url("http://127.0.0.1:8789/").unwrap(),
             "ws://127.0.0.1:8789/socket"

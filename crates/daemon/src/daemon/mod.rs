@@ -126,8 +126,26 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         supervisor.keep("relay connection", move || connected.clone().run());
     }
 
+    // The dashboard's view of every session: from the logs, then the bus (subscribed now, so
+    // nothing the spool drain publishes is missed).
+    let index = crate::people::index::Index::new();
+    {
+        let (index, first, sessions) = (index.clone(), subscription(&sessions), sessions.clone());
+        supervisor.keep("dashboard view", move || {
+            let bus = first.lock().take().unwrap_or_else(|| sessions.bus().subscribe());
+            index.clone().run(sessions.journal().clone(), bus)
+        });
+    }
+
     // 3. The spool, before any live hook can be served.
     let spool = Arc::new(Spool::new(&config.state_dir, config.max_body));
+    {
+        let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::spool_limit::usage(&config.state_dir));
+        if crate::spool_limit::near(bytes, max) {
+            tracing::warn!(hooks, size = %crate::spool_limit::mib(bytes), bound = %crate::spool_limit::mib(max),
+                "the spool was near its bound (AEP_CLINE_SPOOL_MAX) while no daemon ran: hooks past it were not kept");
+        }
+    }
     {
         let (sessions, spool) = (sessions.clone(), spool.clone());
         tokio::task::spawn_blocking(move || spool.drain(&sessions))
@@ -155,6 +173,23 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         });
     }
     {
+        // The spool's bound: warn once when it is near, and once more when it is clear again.
+        let state_dir = config.state_dir.clone();
+        let warned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        supervisor.every("spool watch", Duration::from_secs(10), move || {
+            let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::spool_limit::usage(&state_dir));
+            let near = crate::spool_limit::near(bytes, max);
+            if near != warned.swap(near, std::sync::atomic::Ordering::SeqCst) {
+                if near {
+                    tracing::warn!(hooks, size = %crate::spool_limit::mib(bytes), bound = %crate::spool_limit::mib(max),
+                        "the spool is near its bound (AEP_CLINE_SPOOL_MAX): past it, new hooks are not spooled");
+                } else {
+                    tracing::info!(hooks, "the spool is clear of its bound again");
+                }
+            }
+        });
+    }
+    {
         let sessions = sessions.clone();
         supervisor.every("session sweep", TICK, move || {
             sessions.reap();
@@ -163,12 +198,19 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             }
         });
     }
-    if let Some(settings) = hub_settings {
+    let hub_status = hub_settings.as_ref().map(|s| Arc::new(hub::Status::new(s.control)));
+    if let (Some(settings), Some(status)) = (hub_settings, hub_status.clone()) {
         let (sessions, intake) = (sessions.clone(), intake.clone());
         let requests = Arc::new(tokio::sync::Mutex::new(requests));
         // The hub tap (AEP_CLINE_HUB / AEP_CLINE_HUB_CONTROL): its failures never reach the hooks.
         supervisor.keep("hub tap", move || {
-            hub::run(settings.clone(), sessions.clone(), intake.clone(), requests.clone())
+            hub::run(
+                settings.clone(),
+                sessions.clone(),
+                intake.clone(),
+                requests.clone(),
+                status.clone(),
+            )
         });
     }
     tracing::info!(
@@ -181,22 +223,41 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let state = AppState {
         sessions: sessions.clone(),
         spool,
-        intake,
+        intake: intake.clone(),
         token: me.token.clone().into(),
         started: Instant::now(),
         endpoint: endpoint.clone(),
         relay,
+        hub: hub_status,
+        capture: config.capture.to_string().into(),
     };
+    let dashboard = args.dashboard.dashboard.then(|| {
+        let health = state.clone();
+        crate::dashboard::Dashboard::new(
+            index,
+            sessions.clone(),
+            intake,
+            state.token.clone(),
+            addr,
+            config.host.clone(),
+            Arc::new(move || crate::http::health(&health)),
+        )
+    });
+    let mut app = router(state, config.max_body);
+    if let Some(dashboard) = &dashboard {
+        app = app.merge(crate::dashboard::routes(dashboard.clone()));
+    }
     let stopping = async move {
         supervise::signal().await;
         // Open streams and sockets would hold the graceful shutdown forever.
         if let Some(endpoint) = endpoint {
             endpoint.close();
         }
+        if let Some(dashboard) = dashboard {
+            dashboard.close();
+        }
     };
-    let served = axum::serve(listener, router(state, config.max_body))
-        .with_graceful_shutdown(stopping)
-        .await;
+    let served = axum::serve(listener, app).with_graceful_shutdown(stopping).await;
     supervisor.shutdown().await;
     // Leaving the hub is a disconnect: what is pending is dismissed (AEP-0002 §7.2).
     let dismissed = sessions.clone();

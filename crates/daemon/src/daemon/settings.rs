@@ -39,6 +39,17 @@ pub struct DaemonArgs {
     pub relay: RelayArgs,
     #[command(flatten)]
     pub hub: HubArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Dashboard")]
+pub struct DashboardArgs {
+    /// The dashboard at / (`aep-cline open` signs in to it): 1 or 0.
+    #[arg(long, env = "AEP_DASHBOARD", default_value = "1", value_name = "1|0",
+          value_parser = gate("AEP_DASHBOARD"), action = ArgAction::Set)]
+    pub dashboard: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -378,9 +389,15 @@ pub fn unknown_variables() -> Vec<String> {
         .collect()
 }
 
-/// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh` and
-/// the end-to-end tests.
-const OTHER_READERS: [&str; 3] = ["AEP_CLINE_VERSION", "AEP_CLINE_CACHE", "AEP_CLINE_TEST_CLI"];
+/// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh`, the
+/// end-to-end tests and `aep-cline service` (its tests name another service manager).
+const OTHER_READERS: [&str; 5] = [
+    crate::spool_limit::VARIABLE,
+    "AEP_CLINE_VERSION",
+    "AEP_CLINE_CACHE",
+    "AEP_CLINE_TEST_CLI",
+    "AEP_CLINE_SERVICE_CTL",
+];
 
 #[cfg(test)]
 mod tests {

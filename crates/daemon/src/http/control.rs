@@ -6,19 +6,28 @@
 //! Event, appended to the session's log and published (AEP-0004 §3), as for every transport.
 //! `202 {"ok": true}` taken (or a redelivery); `400 invalid-command`; `404 no-route` (a session
 //! this daemon does not emit); `401`; `500 log-write-failed`.
+//!
+//! `?wait=MS` (what `aep-cline approve` and the other terminal commands use) waits up to MS
+//! (at most 30 000) for the ack Event and, once accepted, briefly for the outcome, and answers
+//! `200 {"command", "ack", "outcome"}` (`ack`/`outcome` null when they did not come in time).
 
 use super::auth::authorized;
 use super::error::error;
 use super::AppState;
 use crate::control::Refusal;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-pub async fn control(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+pub async fn control(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if !authorized(&headers, &state.token) {
         return error(
             StatusCode::UNAUTHORIZED,
@@ -36,15 +45,40 @@ pub async fn control(State(state): State<AppState>, headers: HeaderMap, body: By
             )
         }
     };
+    let wait = match crate::people::act::wait_query(query.as_deref()) {
+        Ok(wait) => wait,
+        Err(detail) => return error(StatusCode::BAD_REQUEST, "invalid-query", detail),
+    };
+    if let Some(wait) = wait {
+        let waited = crate::people::act::submit_and_wait(
+            &state.sessions,
+            &state.intake,
+            command,
+            wait,
+            crate::people::act::OUTCOME_WAIT,
+        )
+        .await;
+        return match waited {
+            Ok(waited) => (StatusCode::OK, Json(json!(waited))).into_response(),
+            Err(e) => refused(e),
+        };
+    }
     let intake = state.intake.clone();
     match tokio::task::spawn_blocking(move || intake.submit(&command)).await {
         Ok(Ok(())) => (StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response(),
-        Ok(Err(Refusal::Invalid(detail))) => error(StatusCode::BAD_REQUEST, "invalid-command", detail),
-        Ok(Err(e @ Refusal::NoRoute(_))) => error(StatusCode::NOT_FOUND, "no-route", e),
-        Ok(Err(e @ Refusal::Log(_))) => {
+        Ok(Err(e)) => refused(e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
+    }
+}
+
+/// A command the intake did not take, as its HTTP answer.
+pub fn refused(e: Refusal) -> Response {
+    match e {
+        Refusal::Invalid(detail) => error(StatusCode::BAD_REQUEST, "invalid-command", detail),
+        e @ Refusal::NoRoute(_) => error(StatusCode::NOT_FOUND, "no-route", e),
+        e @ Refusal::Log(_) => {
             tracing::error!(error = %e, "a command could not be recorded");
             error(StatusCode::INTERNAL_SERVER_ERROR, "log-write-failed", e)
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
     }
 }

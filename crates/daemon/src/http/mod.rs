@@ -2,7 +2,7 @@
 //! `POST /control`, and the embedded AEP endpoint's routes (`sinks::endpoint`).
 
 pub mod auth;
-mod control;
+pub mod control;
 pub mod error;
 mod hook;
 
@@ -32,6 +32,10 @@ pub struct AppState {
     pub endpoint: Option<Arc<Endpoint>>,
     /// The relay binding, when `AEP_RELAY_URL` is set.
     pub relay: Option<Arc<Relay>>,
+    /// The hub tap's state, when it is on.
+    pub hub: Option<Arc<crate::hub::Status>>,
+    /// The capture ceiling (`AEP_CAPTURE`), as set.
+    pub capture: Arc<str>,
 }
 
 pub fn router(state: AppState, max_body: usize) -> Router {
@@ -50,12 +54,19 @@ pub fn router(state: AppState, max_body: usize) -> Router {
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {
-    Json(json!({
+    Json(health(&state)).into_response()
+}
+
+/// What `/healthz` says: the daemon, its relay and hub tap (null when off), capture and control.
+pub fn health(state: &AppState) -> serde_json::Value {
+    json!({
         "ok": true,
         "version": env!("CARGO_PKG_VERSION"),
         "sessions": state.sessions.live_count(),
         "uptime_s": state.started.elapsed().as_secs(),
         "relay": state.relay.as_ref().map(|r| r.status()),
-    }))
-    .into_response()
+        "hub": state.hub.as_ref().map(|h| h.json()),
+        "capture": &*state.capture,
+        "control": !state.intake.accepts().is_empty(),
+    })
 }

@@ -17,6 +17,7 @@
 use crate::backoff::Backoff;
 use crate::control::{Intake, Request, Requests};
 use crate::hub::settings::Settings;
+use crate::hub::status::Status;
 use crate::hub::tap;
 use crate::lane::Sessions;
 use cline_hub::ack::{self, HubOutcome};
@@ -67,7 +68,13 @@ impl Failures {
     }
 }
 
-pub async fn run(settings: Settings, sessions: Arc<Sessions>, intake: Arc<Intake>, requests: &mut Requests) {
+pub async fn run(
+    settings: Settings,
+    sessions: Arc<Sessions>,
+    intake: Arc<Intake>,
+    requests: &mut Requests,
+    status: &Status,
+) {
     let mut resume = Resume::default();
     let mut failures = Failures::default();
     let mut backoff = Backoff::new(settings.reconnect, settings.reconnect * 10);
@@ -82,6 +89,7 @@ pub async fn run(settings: Settings, sessions: Arc<Sessions>, intake: Arc<Intake
             },
             requests,
             client_id: format!("aep-cline-{}-{attempt}", std::process::id()),
+            status,
             flights: HashMap::new(),
             next_request: 0,
             connected: false,
@@ -93,6 +101,7 @@ pub async fn run(settings: Settings, sessions: Arc<Sessions>, intake: Arc<Intake
         let lane = conn.lane;
         requests.set_connected(false);
         if let Err(why) = ended {
+            status.failed(&why);
             failures.report(&why);
         }
         lane.run(|s, _| tap::disconnected(s)).await;
@@ -129,6 +138,7 @@ impl LaneWork {
 
 struct Connection<'a> {
     settings: &'a Settings,
+    status: &'a Status,
     lane: LaneWork,
     requests: &'a mut Requests,
     client_id: String,
@@ -195,6 +205,11 @@ impl Connection<'_> {
             .await
             .map_err(io)?;
         failures.last = None;
+        self.status.connected(
+            &endpoint.url,
+            endpoint.protocol_version.as_deref(),
+            endpoint.hub_id.as_deref(),
+        );
         tracing::info!(url = %endpoint.url, resumed_after = ?resume.since, control = self.settings.control, "hub tap connected");
         let ended = self.serve(&mut ws, resume).await;
         self.requests.set_connected(false);

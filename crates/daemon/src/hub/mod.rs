@@ -13,11 +13,13 @@
 
 mod client;
 pub mod settings;
+pub mod status;
 pub mod tap;
 #[cfg(test)]
 mod tests;
 
 pub use settings::Settings;
+pub use status::Status;
 
 use crate::control::{Intake, Requests};
 use crate::lane::Sessions;
@@ -27,7 +29,13 @@ use tokio::sync::Mutex;
 /// One run of the tap, until it is cancelled (the supervisor starts a fresh one if it fails).
 /// `requests` is the other end of the intake's link (with the control gate off nothing is ever
 /// sent on it); each run holds it while it lives.
-pub async fn run(settings: Settings, sessions: Arc<Sessions>, intake: Arc<Intake>, requests: Arc<Mutex<Requests>>) {
+pub async fn run(
+    settings: Settings,
+    sessions: Arc<Sessions>,
+    intake: Arc<Intake>,
+    requests: Arc<Mutex<Requests>>,
+    status: Arc<Status>,
+) {
     let mut requests = requests.lock().await;
-    client::run(settings, sessions, intake, &mut requests).await
+    client::run(settings, sessions, intake, &mut requests, &status).await
 }

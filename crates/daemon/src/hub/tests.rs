@@ -108,7 +108,13 @@ impl Rig {
         let (link, requests) = crate::control::link();
         let intake = Arc::new(Intake::new(sessions.clone(), options.control.then_some(link)));
         let requests = Arc::new(tokio::sync::Mutex::new(requests));
-        let task = tokio::spawn(super::run(settings, sessions.clone(), intake.clone(), requests));
+        let task = tokio::spawn(super::run(
+            settings,
+            sessions.clone(),
+            intake.clone(),
+            requests,
+            Default::default(),
+        ));
         Rig {
             _dir: dir,
             sessions,

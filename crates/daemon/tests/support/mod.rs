@@ -7,6 +7,7 @@
 // would otherwise be reported as dead in that crate.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod cline;
 pub mod daemon;
 pub mod endpoint;

@@ -1,0 +1,315 @@
+//! `aep-cline approve | deny | answer | cancel | send`: a person's command to a Cline session,
+//! without writing JSON. Each finds the daemon through its discovery file, sends the AEP command
+//! (`POST /control?wait=`) with the discovery token, waits for the ack Event and prints it, then
+//! the outcome when it lands within a few seconds.
+//!
+//! Exit status: 0 accepted; 1 rejected (the reason is printed); 2 not sent or not decided (no
+//! daemon, no such approval or session, no ack in time).
+
+use super::client::{Daemon, LogArgs};
+use super::out;
+use crate::people::act::{self, Action};
+use crate::people::logs::{self, Found};
+use anyhow::{anyhow, bail};
+use serde_json::Value;
+use std::process::ExitCode;
+
+/// Approve a pending approval (its id from `aep-cline approvals`): the tool runs.
+#[derive(clap::Args, Debug)]
+pub struct ApproveArgs {
+    /// The approval: its short id from `aep-cline approvals` (or any unique start or end of its id).
+    id: String,
+    /// A note that goes with the answer (logged only at capture `redacted` or above).
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Deny a pending approval: the tool does not run; --reason tells Cline why.
+#[derive(clap::Args, Debug)]
+pub struct DenyArgs {
+    /// The approval: its short id from `aep-cline approvals`.
+    id: String,
+    /// Why, passed to Cline as the denial's reason.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Answer a pending approval in words (AEP-0008).
+///
+/// "approve" or "deny" (any case) is that answer; any other text denies, and Cline gets the
+/// text as the reason.
+#[derive(clap::Args, Debug)]
+pub struct AnswerArgs {
+    /// The approval: its short id from `aep-cline approvals`.
+    id: String,
+    /// The answer.
+    text: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Cancel the session's running run; it ends with `run.cancelled {by: control}`.
+#[derive(clap::Args, Debug)]
+pub struct CancelArgs {
+    /// The session: its id or a unique start or end of it (from `aep-cline sessions`).
+    session: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Send a Cline session a prompt (queued, or --steer).
+///
+/// Queued after the current run (on an idle session it starts one at once), or with --steer,
+/// given to the running run.
+#[derive(clap::Args, Debug)]
+pub struct SendArgs {
+    /// The session: its id or a unique start or end of it.
+    session: String,
+    /// The prompt (at most 4000 characters); `-` reads it from stdin.
+    text: String,
+    /// Steer the running run instead of queueing.
+    #[arg(long)]
+    steer: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+struct Common {
+    /// Print the command id, the ack and the outcome as one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    logs: LogArgs,
+}
+
+/// The longest prompt `send` takes (the daemon's limit).
+const MAX_TEXT: usize = cline_hub::control::MAX_INPUT_CHARS;
+
+pub fn approve(args: ApproveArgs) -> ExitCode {
+    finish((|| {
+        let p = approval(&args.common, &args.id)?;
+        let what = format!("approve {}", p.short);
+        send(
+            &args.common,
+            &p.session,
+            Action::Approve {
+                request: p.id,
+                reason: args.reason,
+            },
+            &what,
+        )
+    })())
+}
+
+pub fn deny(args: DenyArgs) -> ExitCode {
+    finish((|| {
+        let p = approval(&args.common, &args.id)?;
+        let what = format!("deny {}", p.short);
+        send(
+            &args.common,
+            &p.session,
+            Action::Deny {
+                request: p.id,
+                reason: args.reason,
+            },
+            &what,
+        )
+    })())
+}
+
+pub fn answer(args: AnswerArgs) -> ExitCode {
+    finish((|| {
+        if args.text.trim().is_empty() {
+            bail!("the answer is empty: say approve, deny, or why not");
+        }
+        let p = approval(&args.common, &args.id)?;
+        let what = format!("answer {}", p.short);
+        send(
+            &args.common,
+            &p.session,
+            Action::Answer {
+                request: p.id,
+                text: args.text,
+            },
+            &what,
+        )
+    })())
+}
+
+pub fn cancel(args: CancelArgs) -> ExitCode {
+    finish((|| {
+        let session = session(&args.common, &args.session)?;
+        let what = format!("cancel the run of {session}");
+        send(&args.common, &session, Action::Cancel, &what)
+    })())
+}
+
+pub fn send_input(args: SendArgs) -> ExitCode {
+    finish((|| {
+        let text = if args.text == "-" {
+            let mut t = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
+                .map_err(|e| anyhow!("cannot read the prompt from stdin: {e}"))?;
+            t
+        } else {
+            args.text
+        };
+        let chars = text.chars().count();
+        if text.trim().is_empty() {
+            bail!("the prompt is empty");
+        }
+        if chars > MAX_TEXT {
+            bail!("the prompt has {chars} characters; send at most {MAX_TEXT}");
+        }
+        let session = session(&args.common, &args.session)?;
+        let what = format!("send input to {session}");
+        send(
+            &args.common,
+            &session,
+            Action::Send {
+                text,
+                steer: args.steer,
+            },
+            &what,
+        )
+    })())
+}
+
+/// Exit 2 with the message for anything that kept the command from being decided.
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
+    result.unwrap_or_else(|e| {
+        eprintln!("aep-cline: {e:#}");
+        ExitCode::from(2)
+    })
+}
+
+fn approval(common: &Common, id: &str) -> anyhow::Result<crate::people::Pending> {
+    let journal = common.logs.journal()?;
+    match logs::find(super::approvals::pending(&journal), |p| p.id.as_str(), id) {
+        Found::One(p) if !p.answerable => bail!(
+            "approval {} ({}) can only be answered in Cline: the daemon that logged it had control off \
+             (AEP_CLINE_HUB_CONTROL=1 turns it on)",
+            p.short,
+            p.session
+        ),
+        Found::One(p) => Ok(p),
+        Found::None => bail!("no pending approval matches {id:?}: `aep-cline approvals` lists them"),
+        Found::Many(ids) => bail!(
+            "{id:?} matches more than one pending approval ({}): type more of it",
+            ids.join(", ")
+        ),
+    }
+}
+
+fn session(common: &Common, query: &str) -> anyhow::Result<String> {
+    let journal = common.logs.journal()?;
+    match logs::find(logs::summaries(&journal), |s| s.session.as_str(), query) {
+        Found::One(s) => Ok(s.session),
+        Found::None => bail!("no session matches {query:?}: `aep-cline sessions` lists them"),
+        Found::Many(ids) => bail!(
+            "{query:?} matches more than one session ({}): type more of it",
+            ids.join(", ")
+        ),
+    }
+}
+
+fn send(common: &Common, session: &str, action: Action, what: &str) -> anyhow::Result<ExitCode> {
+    let daemon = Daemon::find()?;
+    let command = act::command(&action, session, "aep-cline-cli", &crate::state::host());
+    let path = format!("/control?wait={}", act::ACK_WAIT.as_millis());
+    let answer = daemon.request(
+        "POST",
+        &path,
+        Some(command.to_string().as_bytes()),
+        act::ACK_WAIT + act::OUTCOME_WAIT + std::time::Duration::from_secs(5),
+    )?;
+    match answer.status {
+        200 => {}
+        401 => bail!(
+            "the daemon refused the token in {}: the file belongs to another daemon; restart the daemon, or check \
+             AEP_CLINE_STATE_DIR",
+            crate::state::discovery::path(&daemon.state_dir).display()
+        ),
+        404 => bail!("the daemon does not know session {session}: it never saw a hook from it"),
+        status => bail!("the daemon refused the command (HTTP {status}): {}", answer.detail()),
+    }
+    let waited = answer.json();
+    if common.json {
+        out::print_json(&waited)?;
+    }
+    let ack = &waited["ack"];
+    match ack["type"].as_str() {
+        Some("control.accepted") => {
+            if !common.json {
+                let mut text = format!("accepted: {what} (command {})\n", short(&waited["command"]));
+                if let Some(o) = waited.get("outcome").filter(|o| !o.is_null()) {
+                    text.push_str(&format!("outcome: {}\n", outcome(o)));
+                }
+                out::print(&text)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(_) => {
+            let reason = ack["data"]["reason"].as_str().unwrap_or("unknown");
+            if !common.json {
+                eprintln!("rejected ({reason}): {what}: {}", why(reason, &ack["data"]["detail"]));
+            }
+            Ok(ExitCode::from(1))
+        }
+        None => {
+            if !common.json {
+                eprintln!(
+                    "no ack within {}s for {what} (command {}): it may still be decided; `aep-cline show {session}` \
+                     will show it",
+                    act::ACK_WAIT.as_secs(),
+                    short(&waited["command"])
+                );
+            }
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn short(id: &Value) -> String {
+    crate::people::summary::short_id(id.as_str().unwrap_or_default())
+}
+
+/// What a nack reason means for the person, with the daemon's detail when the log holds it.
+fn why(reason: &str, detail: &Value) -> String {
+    let hint = match reason {
+        "unsupported" => {
+            "the daemon does not take commands: start it with AEP_CLINE_HUB_CONTROL=1 and \
+                          AEP_CLINE_HUB_DISCOVERY (see `aep-cline daemon --help`)"
+        }
+        "busy" => "the daemon is not connected to Cline's hub right now; `aep-cline doctor` says why",
+        "refused" => "Cline's side said no: the approval is no longer pending, or the session has no running run",
+        "invalid" => "the command was malformed",
+        "unauthorized" => "the daemon refused the sender",
+        _ => "",
+    };
+    match detail.as_str() {
+        Some(d) => format!("{hint} ({})", out::one_line(d, 200)),
+        None => hint.to_string(),
+    }
+}
+
+/// One line for an outcome Event.
+fn outcome(e: &Value) -> String {
+    let ty = e["type"].as_str().unwrap_or_default();
+    let data = &e["data"];
+    match ty {
+        "attention.answered" => format!(
+            "{ty} {} via {}",
+            data["answer"]["option"].as_str().unwrap_or("answered"),
+            data["via"].as_str().unwrap_or("control")
+        ),
+        "run.cancelled" => format!("{ty} by {}", data["by"].as_str().unwrap_or("control")),
+        "x.cline.input.sent" => format!("{ty} ({})", data["delivery"].as_str().unwrap_or("queue")),
+        _ => ty.to_string(),
+    }
+}

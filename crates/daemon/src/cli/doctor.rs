@@ -1,0 +1,543 @@
+//! `aep-cline doctor`: one screen that says whether everything works and, for what does not,
+//! what to do. Exit 1 when something is wrong (a FAIL line); warnings alone exit 0.
+
+use super::client::{Daemon, LogArgs};
+use super::install::HOOK_FILES;
+use super::out;
+use crate::state;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Check the setup: hook files, the daemon, logs, spool, hub tap, relay; what to do if not.
+///
+/// Looks in all four folders Cline 3.0.65 runs hook files from (~/Documents/Cline/Hooks,
+/// $CLINE_DIR/hooks, <project>/.clinerules/hooks, <project>/.cline/hooks), flags aep-cline hooks
+/// installed in more than one (each hook would fire twice) and hooks that run a missing binary
+/// or another version; then asks the running daemon (through its discovery file and token)
+/// how it is. Prints one line per check; exits 1 if any check fails.
+#[derive(clap::Args, Debug)]
+pub struct DoctorArgs {
+    /// The workspace whose .clinerules/hooks and .cline/hooks to check [default: the current
+    /// directory]
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
+    #[command(flatten)]
+    logs: LogArgs,
+}
+
+/// The mark of the hook files `install-hooks` writes.
+const OURS: &str = "aep-cline-hook:";
+/// Spooled hooks older than this while the daemon runs mean it is not draining.
+const STUCK: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct Report {
+    lines: String,
+    failures: usize,
+    warnings: usize,
+}
+
+impl Report {
+    fn ok(&mut self, area: &str, text: impl AsRef<str>) {
+        self.line("ok", area, text.as_ref(), None);
+    }
+    fn info(&mut self, area: &str, text: impl AsRef<str>) {
+        self.line("info", area, text.as_ref(), None);
+    }
+    fn warn(&mut self, area: &str, text: impl AsRef<str>, fix: impl AsRef<str>) {
+        self.warnings += 1;
+        self.line("warn", area, text.as_ref(), Some(fix.as_ref()));
+    }
+    fn fail(&mut self, area: &str, text: impl AsRef<str>, fix: impl AsRef<str>) {
+        self.failures += 1;
+        self.line("FAIL", area, text.as_ref(), Some(fix.as_ref()));
+    }
+    fn line(&mut self, mark: &str, area: &str, text: &str, fix: Option<&str>) {
+        self.lines.push_str(&format!("{mark:<5} {area:<8} {text}\n"));
+        if let Some(fix) = fix.filter(|f| !f.is_empty()) {
+            self.lines.push_str(&format!("{:<14} → {fix}\n", ""));
+        }
+    }
+}
+
+pub fn run(args: DoctorArgs) -> anyhow::Result<std::process::ExitCode> {
+    let mut r = Report::default();
+    let exe = std::env::current_exe().ok().and_then(|e| e.canonicalize().ok());
+    r.lines.push_str(&format!(
+        "aep-cline {} doctor ({})\n",
+        env!("CARGO_PKG_VERSION"),
+        exe.as_deref().map_or("?".into(), |e| e.display().to_string())
+    ));
+    let project = match &args.project {
+        Some(p) => p.clone(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    };
+    hooks(&mut r, &project, exe.as_deref());
+    let daemon = daemon(&mut r);
+    logs(&mut r, &args.logs);
+    spool(&mut r, daemon.is_some());
+    if let Some(health) = &daemon {
+        hub(&mut r, &health["hub"]);
+        relay(&mut r, &health["relay"]);
+        r.info("capture", health["capture"].as_str().unwrap_or("?"));
+        r.info(
+            "control",
+            if health["control"] == true {
+                "on: approvals can be answered and runs cancelled (aep-cline approve, the dashboard)"
+            } else {
+                "off: observe only (AEP_CLINE_HUB_CONTROL=1 turns it on)"
+            },
+        );
+    }
+    r.lines.push_str(&match (r.failures, r.warnings) {
+        (0, 0) => "everything works\n".to_string(),
+        (0, w) => format!("works, with {w} warning(s)\n"),
+        (f, _) => format!("{f} problem(s): see the → lines\n"),
+    });
+    out::print(&r.lines)?;
+    Ok(if r.failures > 0 {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
+}
+
+/// The four folders Cline 3.0.65 runs hook files from.
+pub fn hook_folders(project: &Path) -> Vec<PathBuf> {
+    let home = state::home().unwrap_or_default();
+    let cline_dir = std::env::var_os("CLINE_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".cline"));
+    vec![
+        home.join("Documents").join("Cline").join("Hooks"),
+        cline_dir.join("hooks"),
+        project.join(".clinerules").join("hooks"),
+        project.join(".cline").join("hooks"),
+    ]
+}
+
+/// A hook file in a folder: which hook (Cline: the file name without extension, any case).
+fn hook_of(path: &Path) -> Option<&'static str> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name.split('.').next()?;
+    HOOK_FILES.iter().copied().find(|h| h.eq_ignore_ascii_case(stem))
+}
+
+/// The binary a hook file of ours runs: the shell word after `exec ` that is followed by
+/// ` hook` (single quotes and `\'` escapes undone).
+fn runs(text: &str) -> Option<PathBuf> {
+    let mut rest = text;
+    while let Some(at) = rest.find("exec ") {
+        rest = &rest[at + 5..];
+        let (word, after) = shell_word(rest);
+        if after.starts_with(" hook") && !word.is_empty() {
+            return Some(PathBuf::from(word));
+        }
+    }
+    None
+}
+
+/// One shell word at the start of `text`, unquoted, and what follows it.
+fn shell_word(text: &str) -> (String, &str) {
+    let mut word = String::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\'' => {
+                for (_, q) in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    word.push(q);
+                }
+            }
+            '\\' => {
+                if let Some((_, n)) = chars.next() {
+                    word.push(n);
+                }
+            }
+            c if c.is_whitespace() || c == ';' => return (word, &text[i..]),
+            c => word.push(c),
+        }
+    }
+    (word, "")
+}
+
+fn hooks(r: &mut Report, project: &Path, exe: Option<&Path>) {
+    let mut installed = Vec::new();
+    for dir in hook_folders(project) {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut ours = Vec::new();
+        let mut foreign = Vec::new();
+        for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+            let Some(hook) = hook_of(&path) else { continue };
+            match std::fs::read_to_string(&path) {
+                Ok(text) if text.contains(OURS) => ours.push((hook, runs(&text))),
+                _ => foreign.push(path.file_name().unwrap_or_default().to_string_lossy().into_owned()),
+            }
+        }
+        if !foreign.is_empty() {
+            foreign.sort();
+            r.info(
+                "hooks",
+                format!(
+                    "{}: other hook files, not aep-cline's: {}",
+                    dir.display(),
+                    foreign.join(", ")
+                ),
+            );
+        }
+        if ours.is_empty() {
+            continue;
+        }
+        let missing: Vec<&str> = HOOK_FILES
+            .iter()
+            .copied()
+            .filter(|h| !ours.iter().any(|(o, _)| o == h))
+            .collect();
+        let mut binaries: Vec<Option<PathBuf>> = ours.iter().map(|(_, b)| b.clone()).collect();
+        binaries.sort();
+        binaries.dedup();
+        let mut problems = Vec::new();
+        if !missing.is_empty() {
+            problems.push(format!("missing {}", missing.join(", ")));
+        }
+        for binary in &binaries {
+            match binary {
+                None => problems.push("a hook file names no binary".to_string()),
+                Some(b) if !b.is_file() => problems.push(format!("runs {}, which is not there", b.display())),
+                Some(b) => {
+                    let same = exe.is_some_and(|e| b.canonicalize().ok().as_deref() == Some(e));
+                    if !same {
+                        match version_of(b) {
+                            Some(v) if v == env!("CARGO_PKG_VERSION") => {}
+                            Some(v) => problems.push(format!(
+                                "runs {} of version {v}, not {}",
+                                b.display(),
+                                env!("CARGO_PKG_VERSION")
+                            )),
+                            None => problems.push(format!("runs {}, which does not answer --version", b.display())),
+                        }
+                    }
+                }
+            }
+        }
+        let shown = binaries
+            .iter()
+            .flatten()
+            .map(|b| b.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if problems.is_empty() {
+            r.ok(
+                "hooks",
+                format!("{} hook files in {} run {shown}", ours.len(), dir.display()),
+            );
+        } else {
+            r.fail(
+                "hooks",
+                format!("{}: {}", dir.display(), problems.join("; ")),
+                "run `aep-cline install-hooks` (with --project DIR for a project folder) with this binary",
+            );
+        }
+        installed.push(dir);
+    }
+    match installed.len() {
+        0 => r.fail(
+            "hooks",
+            "no aep-cline hook files in any folder Cline reads",
+            "run `aep-cline install-hooks` (Cline then runs the shim for every hook)",
+        ),
+        1 => {}
+        _ => r.fail(
+            "hooks",
+            format!(
+                "aep-cline hooks are installed in {} folders ({}): Cline runs all of them, so every hook fires more than once",
+                installed.len(),
+                installed.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+            ),
+            "keep one: `aep-cline install-hooks --uninstall` (or with --project DIR) removes the others",
+        ),
+    }
+}
+
+/// `aep-cline X.Y.Z` from `binary --version`, within two seconds.
+fn version_of(binary: &Path) -> Option<String> {
+    let mut child = std::process::Command::new(binary)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut text).ok()?;
+    text.split_whitespace().nth(1).map(str::to_string)
+}
+
+/// The daemon: running, reachable, the discovery token accepted. Its `/healthz` when it is.
+fn daemon(r: &mut Report) -> Option<Value> {
+    let daemon = match Daemon::find() {
+        Ok(d) => d,
+        Err(e) => {
+            r.fail(
+                "daemon",
+                e.to_string(),
+                "`aep-cline service install` keeps it running (or run `aep-cline daemon`)",
+            );
+            return None;
+        }
+    };
+    let d = &daemon.discovery;
+    let health = match daemon.request("GET", "/healthz", None, Duration::from_secs(3)) {
+        Ok(a) if a.status == 200 => a.json(),
+        Ok(a) => {
+            r.fail(
+                "daemon",
+                format!("{} answers /healthz with HTTP {}", d.url, a.status),
+                "restart the daemon",
+            );
+            return None;
+        }
+        Err(e) => {
+            r.fail("daemon", format!("{e:#}"), "");
+            return None;
+        }
+    };
+    // An empty command: 400 with the right token, 401 with a wrong one; nothing is executed.
+    let token = match daemon.request("POST", "/control", Some(b"{}"), Duration::from_secs(3)) {
+        Ok(a) if a.status == 401 => false,
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    let version = health["version"].as_str().unwrap_or("?");
+    let text = format!(
+        "running: pid {}, {}, version {version}, up {}",
+        d.pid,
+        d.url,
+        out::short_duration(Duration::from_secs(health["uptime_s"].as_u64().unwrap_or(0)))
+    );
+    if !token {
+        r.fail(
+            "daemon",
+            format!("{text}; it refuses the token in its discovery file"),
+            "another daemon rewrote the file, or the file is stale: restart the daemon",
+        );
+    } else if version != env!("CARGO_PKG_VERSION") {
+        r.warn(
+            "daemon",
+            format!("{text}; this binary is version {}", env!("CARGO_PKG_VERSION")),
+            "restart the daemon with this binary",
+        );
+    } else {
+        r.ok("daemon", format!("{text}; the discovery token is accepted"));
+    }
+    Some(health)
+}
+
+fn logs(r: &mut Report, args: &LogArgs) {
+    let journal = match args.journal() {
+        Ok(j) => j,
+        Err(e) => return r.fail("logs", format!("{e:#}"), "set HOME or AEP_LOG_DIR"),
+    };
+    let dir = journal.dir();
+    if !dir.is_dir() {
+        return r.warn(
+            "logs",
+            format!("{} does not exist yet", dir.display()),
+            "it is made when the daemon starts; no hook has been recorded here",
+        );
+    }
+    let probe = dir.join(format!(".aep-cline-doctor-{}", std::process::id()));
+    match std::fs::write(&probe, b"") {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&probe);
+            let files = crate::people::logs::files(&journal);
+            let bytes: u64 = files.iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum();
+            r.ok(
+                "logs",
+                format!(
+                    "{} is writable: {} session logs, {}",
+                    dir.display(),
+                    files.len(),
+                    size(bytes)
+                ),
+            );
+        }
+        Err(e) => r.fail(
+            "logs",
+            format!("cannot write in {}: {e}", dir.display()),
+            "fix the folder's owner and permissions (the daemon's user must write there), or set AEP_LOG_DIR",
+        ),
+    }
+}
+
+fn spool(r: &mut Report, daemon_running: bool) {
+    let Ok(state_dir) = state::state_dir() else { return };
+    let dir = crate::lane::spool::dir(&state_dir);
+    let files = crate::lane::spool::pending(&state_dir);
+    let bytes: u64 = files.iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum();
+    let oldest = files
+        .iter()
+        .filter_map(|f| f.metadata().ok()?.modified().ok())
+        .min()
+        .and_then(|t| SystemTime::now().duration_since(t).ok());
+    let quarantine = crate::lane::spool::quarantine_dir(&state_dir);
+    let quarantined = std::fs::read_dir(&quarantine)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_none_or(|x| x != "reason"))
+                .count()
+        })
+        .unwrap_or(0);
+    let max = crate::spool_limit::max();
+    if bytes + 4096 > max {
+        r.fail(
+            "spool",
+            format!(
+                "the spool is full ({} of its {} bound): new hooks are not being kept",
+                size(bytes),
+                size(max)
+            ),
+            "start the daemon so it takes them; AEP_CLINE_SPOOL_MAX raises the bound",
+        );
+    } else if crate::spool_limit::near(bytes, max) {
+        r.warn(
+            "spool",
+            format!("the spool is near its bound ({} of {})", size(bytes), size(max)),
+            "start the daemon so it takes them; AEP_CLINE_SPOOL_MAX raises the bound",
+        );
+    }
+    match (files.len(), oldest) {
+        (0, _) => r.ok("spool", format!("{} is empty", dir.display())),
+        (n, Some(age)) if daemon_running && age > STUCK => r.fail(
+            "spool",
+            format!(
+                "{n} hooks ({}) wait in {}, the oldest for {}",
+                size(bytes),
+                dir.display(),
+                out::short_duration(age)
+            ),
+            "the daemon is not taking them: its log (or `journalctl --user -u aep-cline`) says why",
+        ),
+        (n, age) => r.warn(
+            "spool",
+            format!(
+                "{n} hooks ({}) wait in {}{}",
+                size(bytes),
+                dir.display(),
+                age.map(|a| format!(", the oldest for {}", out::short_duration(a)))
+                    .unwrap_or_default()
+            ),
+            if daemon_running {
+                "the daemon takes them within a second"
+            } else {
+                "the daemon takes them when it starts"
+            },
+        ),
+    }
+    if quarantined > 0 {
+        r.warn(
+            "spool",
+            format!(
+                "{quarantined} spooled hooks could never be ingested and wait in {}",
+                quarantine.display()
+            ),
+            "each has a .reason beside it: read them, then delete the files",
+        );
+    }
+}
+
+fn hub(r: &mut Report, hub: &Value) {
+    if hub.is_null() {
+        return r.info(
+            "hub tap",
+            "off (AEP_CLINE_HUB=1 mirrors Cline's approvals; AEP_CLINE_HUB_CONTROL=1 also answers them)",
+        );
+    }
+    let s = |k: &str| hub[k].as_str().unwrap_or("?").to_string();
+    if hub["connected"] == true {
+        r.ok(
+            "hub tap",
+            format!(
+                "connected to {} (protocol {}) since {} UTC",
+                s("url"),
+                hub["protocol"].as_str().unwrap_or("not given"),
+                out::when(&s("since"))
+            ),
+        );
+    } else {
+        r.fail(
+            "hub tap",
+            format!(
+                "not connected: {}",
+                hub["last_error"].as_str().unwrap_or("no attempt has finished yet")
+            ),
+            "start Cline's hub (`cline hub ensure`) with the same CLINE_DIR, and check AEP_CLINE_HUB_DISCOVERY",
+        );
+    }
+}
+
+fn relay(r: &mut Report, relay: &Value) {
+    if relay.is_null() {
+        return r.info("relay", "off (AEP_RELAY_URL names one)");
+    }
+    let url = relay["url"].as_str().unwrap_or("?");
+    let dropped = relay["dropped"].as_u64().unwrap_or(0);
+    if relay["connected"] != true {
+        r.fail(
+            "relay",
+            format!("not connected to {url}; {} Events wait in the outbox", relay["outbox"]),
+            "check that the relay runs and that AEP_RELAY_TOKEN (or AEP_TOKEN) is its token",
+        );
+    } else if dropped > 0 {
+        r.warn(
+            "relay",
+            format!("connected to {url}; {dropped} debug/info Events were dropped while it was away"),
+            "raise AEP_RELAY_OUTBOX if that matters",
+        );
+    } else {
+        r.ok("relay", format!("connected to {url}"));
+    }
+}
+
+fn size(bytes: u64) -> String {
+    match bytes {
+        0..=1023 => format!("{bytes} B"),
+        1024..=1_048_575 => format!("{:.1} KiB", bytes as f64 / 1024.0),
+        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binary_a_hook_file_runs_is_read_back() {
+        let script =
+            "#!/bin/sh\n# aep-cline-hook: written\nAEP_CLINE_STATE_DIR='/s' exec '/opt/it'\\''s/aep-cline' hook\n";
+        assert_eq!(runs(script), Some(PathBuf::from("/opt/it's/aep-cline")));
+        let current =
+            "#!/bin/sh\n# aep-cline-hook: x\nif [ -x '/a b/aep-cline' ]; then exec '/a b/aep-cline' hook; fi\nexit 0\n";
+        assert_eq!(runs(current), Some(PathBuf::from("/a b/aep-cline")));
+        assert_eq!(runs("#!/bin/sh\necho hi\n"), None);
+        assert_eq!(hook_of(Path::new("/x/pretooluse.sh")), Some("PreToolUse"));
+        assert_eq!(hook_of(Path::new("/x/TaskStart")), Some("TaskStart"));
+        assert_eq!(hook_of(Path::new("/x/README.md")), None);
+    }
+}

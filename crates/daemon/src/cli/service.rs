@@ -1,0 +1,345 @@
+//! `aep-cline service install | uninstall | status`: the daemon as a per-user service, so it
+//! starts at login and is restarted when it fails, and needs no terminal of its own.
+//!
+//! Linux: a systemd user unit, `~/.config/systemd/user/aep-cline.service`, running this binary's
+//! `daemon` with `Restart=on-failure`; its settings are the `AEP_*` (and `CLINE_DIR`) variables
+//! set when `install` ran, kept owner-only in `~/.config/aep-cline/daemon.env` (they may hold
+//! tokens; the unit file itself holds none). macOS: a launchd agent,
+//! `~/Library/LaunchAgents/dev.aep-cline.daemon.plist` (`KeepAlive`, `RunAtLoad`), with the
+//! same variables in the plist, which is written owner-only.
+//!
+//! Why a service rather than the shim starting the daemon on demand: the shim runs inside
+//! Cline's hook budget, and a daemon it started would inherit one Cline window's environment
+//! and die with its session; the service manager starts one daemon, at login, with one
+//! environment, and restarts it. Two daemons are impossible either way (the state folder's
+//! lock refuses the second).
+
+use super::client::Daemon;
+use super::out;
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Keep the daemon running: a systemd user unit (Linux) or a launchd agent (macOS).
+///
+/// `install` writes the service (with the AEP_* settings of this shell) and starts it, so the
+/// daemon runs now and at every login and is restarted if it fails; `uninstall` stops and
+/// removes it; `status` says whether it is installed and running. Set AEP_* variables before
+/// `install` to change the daemon's settings (or edit the env file it names and restart).
+#[derive(clap::Args, Debug)]
+pub struct ServiceArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Action {
+    /// Write the service and start it (now and at every login).
+    Install {
+        /// Only write the files; start nothing.
+        #[arg(long)]
+        no_start: bool,
+    },
+    /// Stop the service and remove its files.
+    Uninstall,
+    /// Whether the service is installed, and whether the daemon runs.
+    Status,
+}
+
+const UNIT: &str = "aep-cline.service";
+const LABEL: &str = "dev.aep-cline.daemon";
+
+/// The service manager's command: `systemctl` / `launchctl` (AEP_CLINE_SERVICE_CTL names another,
+/// for tests).
+fn ctl(default: &str) -> String {
+    std::env::var("AEP_CLINE_SERVICE_CTL")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| default.to_string())
+}
+
+fn config_home() -> anyhow::Result<PathBuf> {
+    Ok(match std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => crate::state::home()?.join(".config"),
+    })
+}
+
+fn unit_path() -> anyhow::Result<PathBuf> {
+    Ok(config_home()?.join("systemd").join("user").join(UNIT))
+}
+
+fn env_path() -> anyhow::Result<PathBuf> {
+    Ok(config_home()?.join("aep-cline").join("daemon.env"))
+}
+
+fn plist_path() -> anyhow::Result<PathBuf> {
+    Ok(crate::state::home()?
+        .join("Library")
+        .join("LaunchAgents")
+        .join(format!("{LABEL}.plist")))
+}
+
+/// The settings the service keeps: this shell's `AEP_*` (the test-only ones aside) and
+/// `CLINE_DIR`, sorted.
+pub fn settings() -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, v)| {
+            !v.trim().is_empty()
+                && ((k.starts_with("AEP_") && !k.starts_with("AEP_CLINE_TEST") && k != "AEP_CLINE_SERVICE_CTL")
+                    || k == "CLINE_DIR")
+        })
+        .collect();
+    vars.sort();
+    vars
+}
+
+/// The systemd user unit for `exe`.
+pub fn unit(exe: &Path, env_file: &Path) -> String {
+    format!(
+        "[Unit]\n\
+         Description=aep-cline: Cline's activity as AEP events (the daemon)\n\
+         Documentation=file://{exe}\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         EnvironmentFile=-{env}\n\
+         ExecStart={exe} daemon\n\
+         Restart=on-failure\n\
+         RestartSec=2\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target\n",
+        exe = systemd_quote(exe),
+        env = systemd_quote(env_file),
+    )
+}
+
+fn systemd_quote(p: &Path) -> String {
+    let s = p.display().to_string();
+    if s.contains([' ', '"', '\\']) {
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    } else {
+        s
+    }
+}
+
+/// The env file: `NAME=value` lines, values quoted for systemd.
+pub fn env_file(vars: &[(String, String)]) -> String {
+    let mut text = String::from("# aep-cline daemon settings, written by `aep-cline service install`.\n");
+    for (k, v) in vars {
+        text.push_str(&format!("{k}=\"{}\"\n", v.replace('\\', "\\\\").replace('"', "\\\"")));
+    }
+    text
+}
+
+/// The launchd agent for `exe`.
+pub fn plist(exe: &Path, vars: &[(String, String)], log: &Path) -> String {
+    let x = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let env: String = vars
+        .iter()
+        .map(|(k, v)| format!("    <key>{}</key><string>{}</string>\n", x(k), x(v)))
+        .collect();
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+         <!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n\
+         <plist version=\"1.0\">\n<dict>\n\
+         \x20 <key>Label</key><string>{LABEL}</string>\n\
+         \x20 <key>ProgramArguments</key><array><string>{}</string><string>daemon</string></array>\n\
+         \x20 <key>RunAtLoad</key><true/>\n\
+         \x20 <key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>\n\
+         \x20 <key>StandardErrorPath</key><string>{}</string>\n\
+         \x20 <key>EnvironmentVariables</key>\n  <dict>\n{env}  </dict>\n\
+         </dict>\n</plist>\n",
+        x(&exe.display().to_string()),
+        x(&log.display().to_string()),
+    )
+}
+
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    // An existing file keeps its mode on open: make it owner-only whatever it was.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(())
+}
+
+/// Runs the service manager; `Ok(false)` when it is not there or fails (said on stderr).
+fn run_ctl(program: &str, args: &[&str]) -> bool {
+    match std::process::Command::new(program).args(args).status() {
+        Ok(s) if s.success() => true,
+        Ok(s) => {
+            eprintln!("aep-cline: `{program} {}` failed ({s})", args.join(" "));
+            false
+        }
+        Err(e) => {
+            eprintln!("aep-cline: cannot run {program}: {e}");
+            false
+        }
+    }
+}
+
+pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
+    let macos = cfg!(target_os = "macos");
+    match args.action {
+        Action::Install { no_start } => {
+            let exe = std::env::current_exe().context("cannot tell where the aep-cline binary is")?;
+            let exe = exe.canonicalize().unwrap_or(exe);
+            let vars = settings();
+            if macos {
+                let path = plist_path()?;
+                let log = crate::state::state_dir()?.join("daemon.log");
+                write_private(&path, &plist(&exe, &vars, &log))?;
+                out::print(&format!("wrote {}\n", path.display()))?;
+                if !no_start {
+                    let ctl = ctl("launchctl");
+                    let uid = users_uid();
+                    let _ = std::process::Command::new(&ctl)
+                        .args(["bootout", &format!("gui/{uid}/{LABEL}")])
+                        .status();
+                    if !run_ctl(&ctl, &["bootstrap", &format!("gui/{uid}"), &path.display().to_string()]) {
+                        bail!(
+                            "the agent is written but not started: run `launchctl bootstrap gui/{uid} {}`",
+                            path.display()
+                        );
+                    }
+                }
+            } else {
+                let (unit_file, env) = (unit_path()?, env_path()?);
+                write_private(&env, &env_file(&vars))?;
+                write_private(&unit_file, &unit(&exe, &env))?;
+                let kept = if vars.is_empty() {
+                    "no AEP_* settings: the defaults".to_string()
+                } else {
+                    vars.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
+                };
+                out::print(&format!(
+                    "wrote {}\nwrote {} ({kept})\n",
+                    unit_file.display(),
+                    env.display()
+                ))?;
+                if !no_start {
+                    let ctl = ctl("systemctl");
+                    if !(run_ctl(&ctl, &["--user", "daemon-reload"])
+                        && run_ctl(&ctl, &["--user", "enable", "--now", UNIT]))
+                    {
+                        bail!(
+                            "the unit is written but not started (is there a systemd user session? `loginctl enable-linger` \
+                             keeps one without a login): run `systemctl --user enable --now {UNIT}`"
+                        );
+                    }
+                    out::print(&format!("started: systemctl --user status {UNIT}\n"))?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Uninstall => {
+            if macos {
+                let path = plist_path()?;
+                let _ = run_ctl(&ctl("launchctl"), &["bootout", &format!("gui/{}/{LABEL}", users_uid())]);
+                remove(&path)?;
+            } else {
+                let ctl = ctl("systemctl");
+                let _ = run_ctl(&ctl, &["--user", "disable", "--now", UNIT]);
+                remove(&unit_path()?)?;
+                remove(&env_path()?)?;
+                let _ = run_ctl(&ctl, &["--user", "daemon-reload"]);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Status => {
+            let path = if macos { plist_path()? } else { unit_path()? };
+            let mut text = if path.is_file() {
+                format!("installed: {}\n", path.display())
+            } else {
+                format!(
+                    "not installed ({} does not exist): `aep-cline service install`\n",
+                    path.display()
+                )
+            };
+            let running = match Daemon::find().and_then(|d| {
+                d.request("GET", "/healthz", None, std::time::Duration::from_secs(3))
+                    .map(|a| (d, a))
+            }) {
+                Ok((d, a)) if a.status == 200 => {
+                    text.push_str(&format!("running: pid {}, {}\n", d.discovery.pid, d.discovery.url));
+                    true
+                }
+                Ok(_) => {
+                    text.push_str("not running: the daemon does not answer /healthz\n");
+                    false
+                }
+                Err(e) => {
+                    text.push_str(&format!("not running: {e:#}\n"));
+                    false
+                }
+            };
+            out::print(&text)?;
+            Ok(if running { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+    }
+}
+
+fn remove(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => out::print(&format!("removed {}\n", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => out::print(&format!("not there: {}\n", path.display())),
+        Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}
+
+/// The user's id, for launchctl's `gui/<uid>` domain.
+fn users_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    crate::state::home()
+        .ok()
+        .and_then(|h| std::fs::metadata(h).ok())
+        .map(|m| m.uid())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launchd_agent_keeps_the_daemon_alive_and_escapes_its_values() {
+        let p = plist(
+            Path::new("/Applications/a&b/aep-cline"),
+            &[("AEP_CAPTURE".into(), "metadata,tool=<redacted>".into())],
+            Path::new("/Users/me/.aep/cline/daemon.log"),
+        );
+        assert!(
+            p.contains("<string>/Applications/a&amp;b/aep-cline</string><string>daemon</string>"),
+            "{p}"
+        );
+        assert!(p.contains("<key>KeepAlive</key><dict><key>SuccessfulExit</key><false/></dict>"));
+        assert!(p.contains("<key>RunAtLoad</key><true/>"));
+        assert!(p.contains("<string>metadata,tool=&lt;redacted&gt;</string>"));
+    }
+
+    #[test]
+    fn the_unit_restarts_on_failure_and_quotes_odd_paths() {
+        let u = unit(
+            Path::new("/opt/my tools/aep-cline"),
+            Path::new("/h/.config/aep-cline/daemon.env"),
+        );
+        assert!(u.contains("ExecStart=\"/opt/my tools/aep-cline\" daemon\n"), "{u}");
+        assert!(u.contains("Restart=on-failure\n") && u.contains("WantedBy=default.target\n"));
+        assert!(u.contains("EnvironmentFile=-/h/.config/aep-cline/daemon.env\n"));
+        let e = env_file(&[("AEP_TOKEN".into(), "a\"b".into())]);
+        assert!(e.ends_with("AEP_TOKEN=\"a\\\"b\"\n"), "{e}");
+    }
+}

@@ -1,0 +1,109 @@
+//! `aep-cline sessions`: every Cline session in the logs, one row each.
+
+use super::client::LogArgs;
+use super::out;
+use crate::people::{logs, State, Summary};
+use std::time::{Duration, SystemTime};
+
+/// List Cline's sessions (from the logs), one row each.
+///
+/// Each row: state, when it started and last moved, runs, tool calls, failures, tokens, cost,
+/// model and workspace. States: waiting (an approval is pending: `aep-cline approvals`), running (a run is open), idle,
+/// ended. Without --all, ended sessions that have not moved for a day are left out. Tokens, cost
+/// and the model are blank until the log has them. The workspace is its folder's name where the
+/// log holds the path (capture `redacted` or above), else `#` and a short digest of the path
+/// (the same workspace always has the same digest). The daemon does not need to be running.
+#[derive(clap::Args, Debug)]
+pub struct SessionsArgs {
+    /// Also the sessions that ended more than a day ago.
+    #[arg(long)]
+    all: bool,
+    /// One JSON array, a summary object per session.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    logs: LogArgs,
+}
+
+/// Ended sessions older than this are hidden without --all.
+const RECENT: Duration = Duration::from_secs(24 * 3600);
+
+pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
+    let journal = args.logs.journal()?;
+    let now = SystemTime::now();
+    let all = logs::summaries(&journal);
+    let total = all.len();
+    let shown: Vec<Summary> = all
+        .into_iter()
+        .filter(|s| args.all || s.state != State::Ended || recent(&s.last, now))
+        .collect();
+    if args.json {
+        return out::print_json(&shown);
+    }
+    if total == 0 {
+        eprintln!(
+            "no sessions in {} yet: are the hooks installed (`aep-cline install-hooks`) and the daemon running? \
+             `aep-cline doctor` checks both",
+            journal.dir().display()
+        );
+        return Ok(());
+    }
+    let mut rows = vec![[
+        "SESSION",
+        "STATE",
+        "STARTED",
+        "LAST",
+        "RUNS",
+        "TOOLS",
+        "FAIL",
+        "TOKENS",
+        "COST",
+        "MODEL",
+        "WORKSPACE",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for s in &shown {
+        rows.push(row(s, now));
+    }
+    let mut text = out::table(&rows);
+    if shown.len() < total {
+        text.push_str(&format!(
+            "({} ended sessions older than a day not shown: --all shows them)\n",
+            total - shown.len()
+        ));
+    }
+    out::print(&text)
+}
+
+fn recent(time: &str, now: SystemTime) -> bool {
+    out::parse_time(time).is_some_and(|t| now.duration_since(t).map_or(true, |d| d < RECENT))
+}
+
+fn row(s: &Summary, now: SystemTime) -> Vec<String> {
+    let state = match (s.state, s.pending.len()) {
+        (State::Waiting, n) => format!("waiting({n})"),
+        (other, _) => other.as_str().to_string(),
+    };
+    let tokens = match (s.input_tokens, s.output_tokens) {
+        (None, None) => "-".to_string(),
+        (i, o) => out::count(i.unwrap_or(0) + o.unwrap_or(0)),
+    };
+    let cost = s
+        .cost
+        .as_ref()
+        .map_or("-".to_string(), |c| format!("{:.2} {}", c.total, c.currency));
+    vec![
+        s.session.clone(),
+        state,
+        out::when(&s.started),
+        out::age(&s.last, now),
+        s.runs.to_string(),
+        s.tool_calls.to_string(),
+        s.failures.to_string(),
+        tokens,
+        cost,
+        s.model.clone().unwrap_or_else(|| "-".into()),
+        s.workspace.clone().unwrap_or_else(|| "-".into()),
+    ]
+}

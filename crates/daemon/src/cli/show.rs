@@ -1,0 +1,134 @@
+//! `aep-cline show SESSION`: one session's timeline.
+
+use super::client::LogArgs;
+use super::out;
+use crate::people::logs::{self, Found};
+use crate::people::timeline::{timeline, Entry};
+use crate::people::Summary;
+use anyhow::bail;
+use serde_json::{json, Value};
+use std::time::SystemTime;
+
+/// Show one session's timeline.
+///
+/// Its runs with their outcome and duration, each tool call (name, duration, success or
+/// failure), approvals (who answered, how, how long they waited), commands and their acks,
+/// errors.
+///
+/// Content (arguments, results, prompts, messages) appears only where the capture level let it
+/// into the log. SESSION is the id, or any unique start or end of it (as `aep-cline sessions`
+/// prints it).
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// The session: its id or a unique start or end of it.
+    session: String,
+    /// One JSON object: `summary` and `timeline`.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    logs: LogArgs,
+}
+
+pub fn run(args: ShowArgs) -> anyhow::Result<()> {
+    let journal = args.logs.journal()?;
+    let summary = find_session(&journal, &args.session)?;
+    let events = logs::events(&journal, &summary.session).unwrap_or_default();
+    let entries = timeline(&events);
+    if args.json {
+        return out::print_json(&json!({"summary": summary, "timeline": entries}));
+    }
+    out::print(&render(&summary, &entries, SystemTime::now()))
+}
+
+/// The session a person named, from the logs.
+pub fn find_session(journal: &crate::lane::Journal, query: &str) -> anyhow::Result<Summary> {
+    match logs::find(logs::summaries(journal), |s| s.session.as_str(), query) {
+        Found::One(s) => Ok(s),
+        Found::None => bail!(
+            "no session matches {query:?} in {}: `aep-cline sessions --all` lists them",
+            journal.dir().display()
+        ),
+        Found::Many(some) => bail!(
+            "{query:?} matches more than one session ({}, ...): type more of it",
+            some.join(", ")
+        ),
+    }
+}
+
+fn render(s: &Summary, entries: &[Entry], now: SystemTime) -> String {
+    let mut t = String::new();
+    t.push_str(&format!("session   {}\n", s.session));
+    t.push_str(&format!(
+        "state     {}   started {} UTC   last moved {}\n",
+        s.state.as_str(),
+        out::when(&s.started),
+        out::age(&s.last, now)
+    ));
+    t.push_str(&format!(
+        "runs {}   tool calls {}   failures {}   workspace {}   model {}\n",
+        s.runs,
+        s.tool_calls,
+        s.failures,
+        s.workspace.as_deref().unwrap_or("-"),
+        s.model.as_deref().unwrap_or("-")
+    ));
+    if s.input_tokens.is_some() || s.output_tokens.is_some() || s.cost.is_some() {
+        t.push_str(&format!(
+            "tokens in {} out {}   cost {}\n",
+            s.input_tokens.map_or("-".into(), out::count),
+            s.output_tokens.map_or("-".into(), out::count),
+            s.cost
+                .as_ref()
+                .map_or("-".into(), |c| format!("{:.4} {}", c.total, c.currency))
+        ));
+    }
+    for p in &s.pending {
+        t.push_str(&format!(
+            "PENDING   {} asks: {}   answer: aep-cline approve {} | deny {} [--reason TEXT]\n",
+            p.tool.as_deref().unwrap_or(&p.kind),
+            p.prompt.as_deref().map(|x| out::one_line(x, 80)).unwrap_or_default(),
+            p.short,
+            p.short
+        ));
+    }
+    t.push('\n');
+    for e in entries {
+        t.push_str(&line(e));
+    }
+    t
+}
+
+/// Details `--json` has but a line would only clutter.
+const HIDDEN: [&str; 5] = ["ended", "call_id", "respond_via", "answered_by_command", "command"];
+
+fn line(e: &Entry) -> String {
+    let indent = if e.run.is_some() && e.kind != "run" { "  " } else { "" };
+    let mut l = format!("{}  {indent}{:<9}{} {}", out::clock(&e.time), e.kind, e.name, e.status);
+    if let Some(ms) = e.duration_ms {
+        l.push_str(&format!(" {}", out::millis(ms)));
+    }
+    for (k, v) in &e.detail {
+        if HIDDEN.contains(&k.as_str()) {
+            continue;
+        }
+        let shown = match v {
+            Value::String(s) => s.clone(),
+            Value::Number(n) if k.ends_with("_ms") => n.as_u64().map(out::millis).unwrap_or_else(|| n.to_string()),
+            Value::Object(o) if k == "cost" => format!(
+                "{} {}",
+                o.get("total").map(|t| t.to_string()).unwrap_or_default(),
+                o.get("currency").and_then(Value::as_str).unwrap_or_default()
+            ),
+            Value::Array(_) | Value::Object(_) => continue,
+            other => other.to_string(),
+        };
+        let k = k.strip_prefix("gen_ai.usage.").unwrap_or(k);
+        l.push_str(&format!(" {k}={}", out::one_line(&shown, 40)));
+    }
+    l.push('\n');
+    for (k, v) in &e.content {
+        let text = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+        l.push_str(&format!("            {indent}{k}: {}\n", out::one_line(&text, 160)));
+    }
+    l
+}

@@ -1,0 +1,392 @@
+//! The dashboard: a live page at `/` that lists every Cline session, shows a session's timeline
+//! and puts pending approvals first, with buttons to answer them, cancel a run and send input
+//! (only where control is on and the session is live). Plain HTML, CSS and JavaScript modules,
+//! embedded in the binary (`assets/dashboard/`); nothing is loaded from elsewhere.
+//!
+//! What it shows comes from the daemon's live view of the logs ([`crate::people::index`]), so
+//! it never shows content the capture level kept out of the log. Live changes come over its
+//! own SSE stream (`/api/live`); actions go through the same command intake as every other
+//! transport (`/api/act`, answered with the ack and the outcome).
+//!
+//! Access ([`guard`]): `aep-cline open` asks the daemon (with the discovery token) for a
+//! one-time code and prints `http://127.0.0.1:8789/login?code=...`; visiting it sets an
+//! HttpOnly, SameSite=Strict cookie and redirects to `/`, so the token itself is never in a URL,
+//! and the code in the browser's history is spent. Requests with a foreign `Origin` or a
+//! `Host` other than the listener's get 403 and nothing else.
+
+pub mod guard;
+
+use crate::control::Intake;
+use crate::http::error::error;
+use crate::lane::Sessions;
+use crate::people::act::{self, Action};
+use crate::people::index::{Index, EVERYTHING};
+use crate::people::{logs, timeline};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream::{self, Stream};
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+
+const INDEX_HTML: &str = include_str!("../../assets/dashboard/index.html");
+const APP_JS: &str = include_str!("../../assets/dashboard/app.js");
+const VIEW_JS: &str = include_str!("../../assets/dashboard/view.js");
+const APP_CSS: &str = include_str!("../../assets/dashboard/app.css");
+const SIGN_IN_HTML: &str = include_str!("../../assets/dashboard/sign-in.html");
+
+/// How long a login code may wait to be used.
+pub const CODE_LIFETIME: Duration = Duration::from_secs(120);
+/// Login codes outstanding at once (older ones are dropped).
+const MAX_CODES: usize = 16;
+/// Timeline entries a session page gets at first (the newest).
+const TIMELINE_PAGE: usize = 500;
+/// Sessions per page of the list.
+const LIST_PAGE: usize = 100;
+
+pub struct Dashboard {
+    index: Arc<Index>,
+    sessions: Arc<Sessions>,
+    intake: Arc<Intake>,
+    token: Arc<str>,
+    cookie: String,
+    hosts: Vec<String>,
+    url: String,
+    host: String,
+    /// What `/api/status` adds: capture, hub, relay (the daemon's `/healthz` view).
+    status: Arc<dyn Fn() -> Value + Send + Sync>,
+    codes: Mutex<HashMap<String, Instant>>,
+    closing: CancellationToken,
+}
+
+impl Dashboard {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        index: Arc<Index>,
+        sessions: Arc<Sessions>,
+        intake: Arc<Intake>,
+        token: Arc<str>,
+        listen: SocketAddr,
+        host: String,
+        status: Arc<dyn Fn() -> Value + Send + Sync>,
+    ) -> Arc<Self> {
+        Arc::new(Dashboard {
+            cookie: guard::cookie_value(&token),
+            index,
+            sessions,
+            intake,
+            token,
+            hosts: guard::allowed_hosts(listen),
+            url: format!("http://{listen}"),
+            host,
+            status,
+            codes: Mutex::new(HashMap::new()),
+            closing: CancellationToken::new(),
+        })
+    }
+
+    /// Ends every open live stream (the daemon is stopping).
+    pub fn close(&self) {
+        self.closing.cancel();
+    }
+
+    fn control(&self) -> bool {
+        !self.intake.accepts().is_empty()
+    }
+
+    /// A fresh one-time login code.
+    fn new_code(&self) -> String {
+        let code = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+        let mut codes = self.codes.lock();
+        let now = Instant::now();
+        codes.retain(|_, at| now.duration_since(*at) < CODE_LIFETIME);
+        if codes.len() >= MAX_CODES {
+            if let Some(oldest) = codes.iter().min_by_key(|(_, at)| **at).map(|(c, _)| c.clone()) {
+                codes.remove(&oldest);
+            }
+        }
+        codes.insert(code.clone(), now);
+        code
+    }
+
+    /// Spends a code: true once, within its lifetime.
+    fn spend(&self, code: &str) -> bool {
+        let mut codes = self.codes.lock();
+        let found = codes.keys().find(|c| crate::http::auth::same_token(c, code)).cloned();
+        match found.and_then(|c| codes.remove(&c)) {
+            Some(at) => at.elapsed() < CODE_LIFETIME,
+            None => false,
+        }
+    }
+}
+
+pub fn routes(d: Arc<Dashboard>) -> Router {
+    let api = Router::new()
+        .route("/api/status", get(status))
+        .route("/api/sessions", get(list))
+        .route("/api/sessions/{session}", get(session))
+        .route("/api/approvals", get(approvals))
+        .route("/api/live", get(live))
+        .route("/api/act", post(act_on))
+        .layer(axum::middleware::from_fn_with_state(d.clone(), signed_in));
+    Router::new()
+        .route("/", get(page))
+        .route("/login", get(login))
+        .route("/api/login-code", post(login_code))
+        .route(
+            "/assets/app.js",
+            get(|| asset(APP_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/assets/view.js",
+            get(|| asset(VIEW_JS, "text/javascript; charset=utf-8")),
+        )
+        .route("/assets/app.css", get(|| asset(APP_CSS, "text/css; charset=utf-8")))
+        .merge(api)
+        .layer(axum::middleware::from_fn_with_state(d.clone(), same_origin))
+        .with_state(d)
+}
+
+/// Every dashboard route: the listener's own Host and Origin only, and hardened headers.
+async fn same_origin(State(d): State<Arc<Dashboard>>, request: Request, next: Next) -> Response {
+    if let Some(refused) = guard::check_origin(request.headers(), &d.hosts) {
+        return refused;
+    }
+    let mut response = next.run(request).await;
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
+             form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The API: the login cookie or the discovery token.
+async fn signed_in(State(d): State<Arc<Dashboard>>, request: Request, next: Next) -> Response {
+    if !guard::signed_in(request.headers(), &d.token, &d.cookie) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "sign in with the link `aep-cline open` prints",
+        );
+    }
+    next.run(request).await
+}
+
+async fn asset(body: &'static str, content_type: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn page(State(d): State<Arc<Dashboard>>, headers: HeaderMap) -> Response {
+    let html = |status, body: &'static str| {
+        (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+    };
+    if guard::signed_in(&headers, &d.token, &d.cookie) {
+        html(StatusCode::OK, INDEX_HTML)
+    } else {
+        html(StatusCode::UNAUTHORIZED, SIGN_IN_HTML)
+    }
+}
+
+#[derive(Deserialize)]
+struct LoginQuery {
+    code: Option<String>,
+}
+
+/// The one-time link: a good code sets the cookie and goes to `/` (the code is spent, so the
+/// URL left in the history opens nothing).
+async fn login(State(d): State<Arc<Dashboard>>, Query(q): Query<LoginQuery>) -> Response {
+    if !q.code.as_deref().is_some_and(|c| d.spend(c)) {
+        return (
+            StatusCode::FORBIDDEN,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            SIGN_IN_HTML,
+        )
+            .into_response();
+    }
+    let cookie = format!(
+        "{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=2592000",
+        guard::COOKIE,
+        d.cookie
+    );
+    let mut response = Redirect::to("/").into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// `aep-cline open`: the discovery token buys a one-time login code.
+async fn login_code(State(d): State<Arc<Dashboard>>, headers: HeaderMap) -> Response {
+    if !crate::http::auth::authorized(&headers, &d.token) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "use the token in the daemon's discovery file (aep-cline open does)",
+        );
+    }
+    let code = d.new_code();
+    Json(json!({"url": format!("{}/login?code={code}", d.url), "expires_in_s": CODE_LIFETIME.as_secs()}))
+        .into_response()
+}
+
+async fn status(State(d): State<Arc<Dashboard>>) -> Response {
+    let mut v = (d.status)();
+    v["control"] = json!(d.control());
+    v["loaded"] = json!(d.index.loaded());
+    v["version"] = json!(env!("CARGO_PKG_VERSION"));
+    Json(v).into_response()
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    offset: Option<usize>,
+    limit: Option<usize>,
+    /// `0` leaves ended sessions out.
+    ended: Option<u8>,
+}
+
+async fn list(State(d): State<Arc<Dashboard>>, Query(q): Query<ListQuery>) -> Response {
+    let all = d.index.list();
+    let total = all.len();
+    let with_ended = q.ended != Some(0);
+    let kept: Vec<_> = all.into_iter().filter(|s| with_ended || s.live()).collect();
+    let matching = kept.len();
+    let limit = q.limit.unwrap_or(LIST_PAGE).clamp(1, 1000);
+    let page: Vec<_> = kept.into_iter().skip(q.offset.unwrap_or(0)).take(limit).collect();
+    Json(json!({
+        "total": total,
+        "matching": matching,
+        "sessions": page,
+        "approvals": d.index.pending(),
+        "control": d.control(),
+        "loaded": d.index.loaded(),
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct SessionQuery {
+    limit: Option<usize>,
+}
+
+async fn session(State(d): State<Arc<Dashboard>>, Path(id): Path<String>, Query(q): Query<SessionQuery>) -> Response {
+    let Some(summary) = d.index.get(&id) else {
+        return error(StatusCode::NOT_FOUND, "no-session", "no such session in the logs");
+    };
+    let sessions = d.sessions.clone();
+    let read = tokio::task::spawn_blocking(move || logs::events(sessions.journal(), &id)).await;
+    let events = match read {
+        Ok(Ok(events)) => events,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, "log-unreadable", e),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
+    };
+    let mut entries = timeline::timeline(&events);
+    let limit = q.limit.unwrap_or(TIMELINE_PAGE).clamp(1, 100_000);
+    let earlier = entries.len().saturating_sub(limit);
+    entries.drain(..earlier);
+    Json(json!({"summary": summary, "timeline": entries, "earlier": earlier, "control": d.control()})).into_response()
+}
+
+async fn approvals(State(d): State<Arc<Dashboard>>) -> Response {
+    Json(json!(d.index.pending())).into_response()
+}
+
+/// The page's live feed: `session` (a row changed: the new summary), `approvals` (the pending
+/// list), `reset` (read everything again), and a ping comment every 15 s.
+async fn live(State(d): State<Arc<Dashboard>>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let changes = d.index.subscribe();
+    let first = Event::default().event("reset").data("{}");
+    let state = (d, changes, Some(first));
+    let s = stream::unfold(state, |(d, mut changes, mut first)| async move {
+        if let Some(e) = first.take() {
+            return Some((Ok(e), (d, changes, None)));
+        }
+        let event = tokio::select! {
+            _ = d.closing.cancelled() => return None,
+            change = changes.recv() => match change {
+                Err(RecvError::Closed) => return None,
+                Err(RecvError::Lagged(_)) => Event::default().event("reset").data("{}"),
+                Ok(s) if &*s == EVERYTHING => Event::default().event("reset").data("{}"),
+                Ok(s) => match d.index.get(&s) {
+                    None => return Some((Ok(Event::default().comment("gone")), (d, changes, None))),
+                    Some(summary) => Event::default().event("session").data(
+                        json!({"summary": summary, "approvals": d.index.pending()}).to_string(),
+                    ),
+                },
+            },
+        };
+        Some((Ok(event), (d, changes, None)))
+    });
+    Sse::new(s).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("ping"))
+}
+
+#[derive(Deserialize)]
+struct ActBody {
+    session: String,
+    #[serde(flatten)]
+    action: Action,
+}
+
+/// A button: the AEP command is built here, submitted to the intake, and answered with its ack
+/// and (when it lands within a few seconds) its outcome.
+async fn act_on(State(d): State<Arc<Dashboard>>, headers: HeaderMap, body: Bytes) -> Response {
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json_body {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "send application/json",
+        );
+    }
+    let body: ActBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid-action", format!("not an action: {e}")),
+    };
+    if let Action::Send { text, .. } | Action::Answer { text, .. } = &body.action {
+        let chars = text.chars().count();
+        if text.trim().is_empty() {
+            return error(StatusCode::BAD_REQUEST, "invalid-action", "the text is empty");
+        }
+        if chars > cline_hub::control::MAX_INPUT_CHARS {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid-action",
+                format!(
+                    "the text has {chars} characters; send at most {}",
+                    cline_hub::control::MAX_INPUT_CHARS
+                ),
+            );
+        }
+    }
+    let command = act::command(&body.action, &body.session, "aep-cline-dashboard", &d.host);
+    match act::submit_and_wait(&d.sessions, &d.intake, command, act::ACK_WAIT, act::OUTCOME_WAIT).await {
+        Ok(waited) => Json(json!(waited)).into_response(),
+        Err(e) => crate::http::control::refused(e),
+    }
+}

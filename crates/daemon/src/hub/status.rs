@@ -1,0 +1,59 @@
+//! What the hub tap is doing, for `/healthz` and `aep-cline doctor`: connected or not, to
+//! which hub (its URL and protocol version, never its token), since when, and the last reason
+//! it could not connect.
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+#[derive(Debug, Default, Clone, Serialize)]
+struct Inner {
+    connected: bool,
+    url: Option<String>,
+    protocol: Option<String>,
+    hub_id: Option<String>,
+    /// When the current connection (or the last one) was made.
+    since: Option<String>,
+    last_error: Option<String>,
+    last_error_at: Option<String>,
+    connections: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Status {
+    control: bool,
+    inner: Mutex<Inner>,
+}
+
+impl Status {
+    pub fn new(control: bool) -> Self {
+        Status {
+            control,
+            inner: Mutex::default(),
+        }
+    }
+
+    pub fn connected(&self, url: &str, protocol: Option<&str>, hub_id: Option<&str>) {
+        let mut s = self.inner.lock();
+        s.connected = true;
+        s.url = Some(url.to_string());
+        s.protocol = protocol.map(str::to_string);
+        s.hub_id = hub_id.map(str::to_string);
+        s.since = Some(aep_core::id::now_rfc3339());
+        s.connections += 1;
+    }
+
+    /// The connection ended, or an attempt failed, for this reason.
+    pub fn failed(&self, why: &str) {
+        let mut s = self.inner.lock();
+        s.connected = false;
+        s.last_error = Some(why.to_string());
+        s.last_error_at = Some(aep_core::id::now_rfc3339());
+    }
+
+    pub fn json(&self) -> Value {
+        let mut v = json!(self.inner.lock().clone());
+        v["control"] = json!(self.control);
+        v
+    }
+}

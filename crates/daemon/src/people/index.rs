@@ -1,0 +1,180 @@
+//! The daemon's live view of every session, for the dashboard: each session summed up, built
+//! from the logs at start (in the background) and kept current from the bus. A change is
+//! announced by session id, so a page hears at once that a row moved and reads the new row.
+//!
+//! The bus is subscribed to before the logs are read, and an Event is folded in only when it
+//! lies after what the log already gave (its `(epoch, seq)`), so nothing is counted twice or
+//! missed. A subscriber that falls behind the bus reads the logs again.
+
+use super::logs;
+use super::summary::{Pending, Summary};
+use crate::lane::{Journal, Note};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// What changed: a session id, or [`EVERYTHING`] after the logs were read again.
+pub type Change = Arc<str>;
+pub const EVERYTHING: &str = "*";
+
+pub struct Index {
+    sessions: Mutex<HashMap<String, Summary>>,
+    changes: broadcast::Sender<Change>,
+    loaded: AtomicBool,
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index {
+            sessions: Mutex::new(HashMap::new()),
+            changes: broadcast::channel(4096).0,
+            loaded: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Index {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Index::default())
+    }
+
+    /// Reads the logs, then follows the bus until it closes.
+    pub async fn run(self: Arc<Self>, journal: Journal, mut bus: broadcast::Receiver<Note>) {
+        self.reload(&journal).await;
+        loop {
+            match bus.recv().await {
+                Ok(Note::Event(published)) => {
+                    let e = &published.value;
+                    let Some(session) = e.get("session").and_then(|s| s.as_str()) else {
+                        continue;
+                    };
+                    let changed = {
+                        let mut all = self.sessions.lock();
+                        let summary = all.entry(session.to_string()).or_insert_with(|| Summary::new(session));
+                        let before = summary.events;
+                        summary.apply(e);
+                        summary.events != before
+                    };
+                    if changed {
+                        let _ = self.changes.send(session.into());
+                    }
+                }
+                Ok(Note::Closed(_)) => {} // the log still has it: it stays in the view
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "the dashboard's view fell behind; reading the logs again");
+                    self.reload(&journal).await;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+
+    async fn reload(&self, journal: &Journal) {
+        let journal = journal.clone();
+        let read = tokio::task::spawn_blocking(move || logs::summaries(&journal)).await;
+        match read {
+            Ok(all) => {
+                let mut sessions = self.sessions.lock();
+                for s in all {
+                    match sessions.get(&s.session) {
+                        // What the bus already folded in past the log read stays.
+                        Some(have) if have.position >= s.position && have.position.is_some() => {}
+                        _ => {
+                            sessions.insert(s.session.clone(), s);
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "the dashboard's view could not read the logs"),
+        }
+        self.loaded.store(true, Ordering::SeqCst);
+        let _ = self.changes.send(EVERYTHING.into());
+    }
+
+    /// Whether the logs have been read (until then the list may be short).
+    pub fn loaded(&self) -> bool {
+        self.loaded.load(Ordering::SeqCst)
+    }
+
+    /// Every session, the most recently moved first.
+    pub fn list(&self) -> Vec<Summary> {
+        let mut all: Vec<Summary> = self.sessions.lock().values().cloned().collect();
+        logs::sort(&mut all);
+        all
+    }
+
+    pub fn get(&self, session: &str) -> Option<Summary> {
+        self.sessions.lock().get(session).cloned()
+    }
+
+    /// Every pending approval of a live session, the oldest first.
+    pub fn pending(&self) -> Vec<Pending> {
+        let mut all: Vec<Pending> = self
+            .sessions
+            .lock()
+            .values()
+            .filter(|s| s.live())
+            .flat_map(|s| s.pending.iter().cloned())
+            .collect();
+        all.sort_by(|a, b| a.time.cmp(&b.time));
+        all
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::{Bus, Published};
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn event(seq: u64, ty: &str) -> serde_json::Value {
+        json!({"type": ty, "session": "s1", "seq": seq, "time": format!("2026-12-01T00:00:0{seq}Z"), "run": "R",
+               "id": format!("E{seq}")})
+    }
+
+    #[tokio::test]
+    async fn what_the_log_and_the_bus_both_carry_is_counted_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::new(dir.path());
+        let logged: Vec<String> = [
+            event(0, "session.started"),
+            event(1, "run.started"),
+            event(2, "tool.requested"),
+        ]
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+        journal.append("s1", &logged).unwrap();
+        let bus = Bus::default();
+        let index = Index::new();
+        let mut changes = index.subscribe();
+        let task = tokio::spawn(index.clone().run(journal, bus.subscribe()));
+        assert_eq!(&*changes.recv().await.unwrap(), EVERYTHING, "the logs were read");
+        // The bus repeats what the log has (published after it was written), then moves on.
+        for e in [
+            event(2, "tool.requested"),
+            event(3, "tool.requested"),
+            event(3, "tool.requested"),
+        ] {
+            bus.publish(Published {
+                line: e.to_string(),
+                value: e,
+            });
+        }
+        assert_eq!(&*changes.recv().await.unwrap(), "s1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let s = index.get("s1").unwrap();
+        assert_eq!((s.events, s.tool_calls, s.runs), (4, 2, 1));
+        assert!(index.loaded());
+        assert_eq!(index.list().len(), 1);
+        assert!(changes.try_recv().is_err(), "a repeat announces nothing");
+        task.abort();
+    }
+}

@@ -1,0 +1,154 @@
+//! Reading the session logs (`$AEP_LOG_DIR/cline/*.jsonl`) for people: every session summed up,
+//! one session's Events, a session named by a prefix. Read-only: a log being appended to is
+//! read up to its last whole line.
+
+use super::summary::Summary;
+use crate::lane::Journal;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+/// The whole-line Events of one log file (a line that is not JSON, or a torn last line, is
+/// skipped).
+pub fn read_file(path: &Path) -> std::io::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for_each_line(path, |v| out.push(v))?;
+    Ok(out)
+}
+
+fn for_each_line(path: &Path, mut f: impl FnMut(Value)) -> std::io::Result<()> {
+    let file = std::fs::File::open(path)?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            return Ok(());
+        }
+        if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+            f(v);
+        }
+    }
+}
+
+/// The log files, `*.jsonl` under the journal's folder (none when it does not exist yet).
+pub fn files(journal: &Journal) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(journal.dir()) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// One log file summed up; `None` when it holds no session-scoped Event.
+pub fn summarize(path: &Path) -> Option<Summary> {
+    let mut summary: Option<Summary> = None;
+    let _ = for_each_line(path, |e| {
+        if summary.is_none() {
+            if let Some(session) = e.get("session").and_then(Value::as_str) {
+                summary = Some(Summary::new(session));
+            }
+        }
+        if let Some(s) = &mut summary {
+            s.apply(&e);
+        }
+    });
+    summary
+}
+
+/// Every session in the logs, summed up, the most recently moved first.
+pub fn summaries(journal: &Journal) -> Vec<Summary> {
+    let mut all: Vec<Summary> = files(journal).iter().filter_map(|p| summarize(p)).collect();
+    sort(&mut all);
+    all
+}
+
+/// The most recently moved first.
+pub fn sort(all: &mut [Summary]) {
+    all.sort_by(|a, b| b.last.cmp(&a.last).then_with(|| a.session.cmp(&b.session)));
+}
+
+/// A session's Events, from its log.
+pub fn events(journal: &Journal, session: &str) -> std::io::Result<Vec<Value>> {
+    read_file(&journal.path(session))
+}
+
+/// How a name a person typed matched.
+#[derive(Debug, PartialEq)]
+pub enum Found<T> {
+    One(T),
+    None,
+    /// More than one matched: these (at most a few) are listed for the person to choose.
+    Many(Vec<String>),
+}
+
+/// Finds the one item named by `query`: its exact key, else the only key that starts or ends
+/// with `query` (case-insensitive).
+pub fn find<T>(items: Vec<T>, key: impl Fn(&T) -> &str, query: &str) -> Found<T> {
+    let q = query.trim().to_lowercase();
+    if q.is_empty() {
+        return Found::None;
+    }
+    let mut exact = None;
+    let mut partial = Vec::new();
+    for item in items {
+        let k = key(&item).to_lowercase();
+        if k == q {
+            exact = Some(item);
+        } else if k.starts_with(&q) || k.ends_with(&q) {
+            partial.push(item);
+        }
+    }
+    if let Some(item) = exact {
+        return Found::One(item);
+    }
+    match partial.len() {
+        0 => Found::None,
+        1 => Found::One(partial.pop().expect("one")),
+        _ => Found::Many(partial.iter().take(8).map(|i| key(i).to_string()).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_matches_exactly_or_by_a_unique_prefix_or_suffix() {
+        let items = vec!["1796007203184_6l7jh", "1796007217803_dxv4z", "abc"];
+        assert_eq!(find(items.clone(), |s| s, "abc"), Found::One("abc"));
+        assert_eq!(find(items.clone(), |s| s, "DXV4Z"), Found::One("1796007217803_dxv4z"));
+        assert_eq!(
+            find(items.clone(), |s| s, "17960072178"),
+            Found::One("1796007217803_dxv4z")
+        );
+        assert!(matches!(find(items.clone(), |s| s, "1796"), Found::Many(m) if m.len() == 2));
+        assert_eq!(find(items.clone(), |s| s, "zzz"), Found::None);
+        assert_eq!(find(items, |s| s, "  "), Found::None);
+    }
+
+    #[test]
+    fn logs_are_read_to_the_last_whole_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::new(dir.path());
+        assert!(summaries(&journal).is_empty(), "no folder yet: no sessions");
+        std::fs::create_dir_all(journal.dir()).unwrap();
+        std::fs::write(
+            journal.path("s1"),
+            "{\"type\":\"run.started\",\"session\":\"s1\",\"seq\":0,\"run\":\"R\",\"time\":\"t1\"}\nnot json\n{\"type\":\"run.fin",
+        )
+        .unwrap();
+        std::fs::write(journal.dir().join("empty.jsonl"), "").unwrap();
+        let all = summaries(&journal);
+        assert_eq!(all.len(), 1);
+        assert_eq!((all[0].runs, all[0].events), (1, 1));
+        assert_eq!(events(&journal, "s1").unwrap().len(), 1);
+        assert!(events(&journal, "nope").is_err());
+    }
+}

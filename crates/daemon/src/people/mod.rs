@@ -1,0 +1,12 @@
+//! What people see and do: sessions summed up ([`summary`]), a session's timeline
+//! ([`timeline`]), read from the logs ([`logs`]) or kept live in the daemon ([`index`]), and
+//! the commands a person sends ([`act`]). The terminal commands (`aep-cline sessions`, `show`,
+//! `approvals`, `approve`, ...) and the dashboard share all of it, so both tell the same story.
+
+pub mod act;
+pub mod index;
+pub mod logs;
+pub mod summary;
+pub mod timeline;
+
+pub use summary::{Pending, State, Summary};

@@ -1,0 +1,410 @@
+//! One session, summed up from its Events: what `aep-cline sessions` prints and the dashboard's
+//! session list shows. A pure fold over the log's Events, in log order; it never looks anywhere
+//! but the Events, so it shows content only where the capture level let it into the log.
+
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Where a session is, as a person asks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// An approval is pending: someone has to answer.
+    Waiting,
+    /// A run is open.
+    Running,
+    /// No run is open, the session has not ended.
+    Idle,
+    /// `session.ended` was logged (and no run started after it).
+    Ended,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Waiting => "waiting",
+            State::Running => "running",
+            State::Idle => "idle",
+            State::Ended => "ended",
+        }
+    }
+}
+
+/// An approval nobody has answered yet (`attention.requested` without `resolved`/`timeout`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pending {
+    /// The `attention.requested` Event id: the command's `subject`.
+    pub id: String,
+    /// What a person types: the id's last [`SHORT_ID`] characters, lowercase.
+    pub short: String,
+    pub session: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// What asks (the tool name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The request's prompt as logged: synthesized at `metadata`, redacted or verbatim above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    pub kind: String,
+    pub time: String,
+    /// Whether a command may answer it (`respond_via` ∋ `control`, AEP-0008 §2).
+    pub answerable: bool,
+}
+
+/// How many characters of an attention id a person types.
+pub const SHORT_ID: usize = 6;
+
+/// The short form of an Event id: its last [`SHORT_ID`] characters, lowercase (a ULID's
+/// random part is at its end).
+pub fn short_id(id: &str) -> String {
+    let chars: Vec<char> = id.chars().collect();
+    chars[chars.len().saturating_sub(SHORT_ID)..]
+        .iter()
+        .collect::<String>()
+        .to_lowercase()
+}
+
+/// Spend, summed over the runs that reported it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cost {
+    pub total: f64,
+    pub currency: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub session: String,
+    pub state: State,
+    /// `session.started`'s time, else the first Event's.
+    pub started: String,
+    /// The last Event's time.
+    pub last: String,
+    pub runs: u64,
+    pub tool_calls: u64,
+    /// `run.failed` and `tool.failed`.
+    pub failures: u64,
+    /// Recognisable without leaking the path: the workspace folder's name where the log holds
+    /// the workspace (`cwd`, logged at `redacted` and above), else `#` and the first 8
+    /// characters of the workspace's digest (`cline.workspace_digest`, metadata).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+    pub pending: Vec<Pending>,
+    /// The session's active run, when one is open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_run: Option<String>,
+    pub events: u64,
+    /// The last `(epoch, seq)` folded in.
+    #[serde(skip)]
+    pub position: Option<(u64, u64)>,
+    #[serde(skip)]
+    ended: bool,
+    #[serde(skip)]
+    open_runs: BTreeSet<String>,
+    #[serde(skip)]
+    waiting: BTreeMap<String, Pending>,
+}
+
+fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str)
+}
+
+impl Summary {
+    pub fn new(session: &str) -> Self {
+        Summary {
+            session: session.to_string(),
+            state: State::Idle,
+            started: String::new(),
+            last: String::new(),
+            runs: 0,
+            tool_calls: 0,
+            failures: 0,
+            workspace: None,
+            model: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost: None,
+            pending: Vec::new(),
+            active_run: None,
+            events: 0,
+            position: None,
+            ended: false,
+            open_runs: BTreeSet::new(),
+            waiting: BTreeMap::new(),
+        }
+    }
+
+    /// Sums up a session's Events, in log order.
+    pub fn of<'a>(session: &str, events: impl IntoIterator<Item = &'a Value>) -> Self {
+        let mut s = Summary::new(session);
+        for e in events {
+            s.apply(e);
+        }
+        s
+    }
+
+    /// Whether `event` lies after what was folded in (a re-emitted ack has the position it had).
+    pub fn is_new(&self, event: &Value) -> bool {
+        match (position(event), self.position) {
+            (Some(p), Some(last)) => p > last,
+            _ => true,
+        }
+    }
+
+    /// Folds one Event in. Events of other sessions, and Events at or before the last position
+    /// folded in, are ignored.
+    pub fn apply(&mut self, e: &Value) {
+        if str_of(e, "session") != Some(self.session.as_str()) || !self.is_new(e) {
+            return;
+        }
+        if let Some(p) = position(e) {
+            self.position = Some(p);
+        }
+        self.events += 1;
+        let time = str_of(e, "time").unwrap_or_default();
+        if self.started.is_empty() {
+            self.started = time.to_string();
+        }
+        if time > self.last.as_str() {
+            self.last = time.to_string();
+        }
+        let data = e.get("data").unwrap_or(&Value::Null);
+        let run = str_of(e, "run");
+        match str_of(e, "type").unwrap_or_default() {
+            "session.started" => {
+                self.started = time.to_string();
+                self.workspace = workspace(data).or(self.workspace.take());
+                self.note_model(data);
+            }
+            "session.ended" => {
+                self.ended = true;
+                self.open_runs.clear();
+                self.waiting.clear();
+            }
+            "run.started" => {
+                self.runs += 1;
+                self.ended = false;
+                if let Some(run) = run {
+                    self.open_runs.insert(run.to_string());
+                }
+                self.note_model(data);
+            }
+            t @ ("run.finished" | "run.failed" | "run.cancelled") => {
+                if let Some(run) = run {
+                    self.open_runs.remove(run);
+                }
+                if t == "run.failed" {
+                    self.failures += 1;
+                }
+                self.note_usage(data);
+            }
+            "tool.requested" => self.tool_calls += 1,
+            "tool.failed" => self.failures += 1,
+            "attention.requested" => {
+                let id = str_of(e, "id").unwrap_or_default().to_string();
+                let pending = Pending {
+                    short: short_id(&id),
+                    id: id.clone(),
+                    session: self.session.clone(),
+                    run: run.map(str::to_string),
+                    tool: str_of(e, "subject").map(str::to_string),
+                    prompt: str_of(data, "prompt").map(str::to_string),
+                    kind: str_of(data, "kind").unwrap_or("other").to_string(),
+                    time: time.to_string(),
+                    answerable: data
+                        .get("respond_via")
+                        .and_then(Value::as_array)
+                        .is_none_or(|v| v.iter().any(|m| m == "control")),
+                };
+                self.waiting.insert(id, pending);
+            }
+            "attention.resolved" | "attention.timeout" => {
+                if let Some(subject) = str_of(e, "subject") {
+                    self.waiting.remove(subject);
+                }
+            }
+            _ => {}
+        }
+        self.settle();
+    }
+
+    fn note_model(&mut self, data: &Value) {
+        if let Some(m) = str_of(data, "gen_ai.request.model").or(str_of(data, "gen_ai.response.model")) {
+            self.model = Some(m.to_string());
+        }
+    }
+
+    fn note_usage(&mut self, data: &Value) {
+        self.note_model(data);
+        let add = |slot: &mut Option<u64>, key: &str| {
+            if let Some(n) = data.get(key).and_then(Value::as_u64) {
+                *slot = Some(slot.unwrap_or(0) + n);
+            }
+        };
+        add(&mut self.input_tokens, "gen_ai.usage.input_tokens");
+        add(&mut self.output_tokens, "gen_ai.usage.output_tokens");
+        let cost = data.get("cost");
+        if let (Some(total), Some(currency)) = (
+            cost.and_then(|c| c.get("total")).and_then(Value::as_f64),
+            cost.and_then(|c| c.get("currency")).and_then(Value::as_str),
+        ) {
+            match &mut self.cost {
+                Some(c) if c.currency == currency => c.total += total,
+                Some(_) => {} // another currency: not summed
+                None => {
+                    self.cost = Some(Cost {
+                        total,
+                        currency: currency.to_string(),
+                    })
+                }
+            }
+        }
+    }
+
+    fn settle(&mut self) {
+        self.pending = self.waiting.values().cloned().collect();
+        self.pending.sort_by(|a, b| a.time.cmp(&b.time));
+        self.active_run = self.open_runs.iter().next_back().cloned();
+        self.state = if !self.pending.is_empty() {
+            State::Waiting
+        } else if !self.open_runs.is_empty() {
+            State::Running
+        } else if self.ended {
+            State::Ended
+        } else {
+            State::Idle
+        };
+    }
+
+    /// Not ended: commands can still reach it.
+    pub fn live(&self) -> bool {
+        self.state != State::Ended
+    }
+}
+
+/// An Event's `(epoch, seq)`.
+pub fn position(e: &Value) -> Option<(u64, u64)> {
+    let seq = e.get("seq")?.as_u64()?;
+    Some((e.get("epoch").and_then(Value::as_u64).unwrap_or(0), seq))
+}
+
+/// The workspace as a person recognises it: see [`Summary::workspace`].
+fn workspace(data: &Value) -> Option<String> {
+    if let Some(cwd) = str_of(data, "cwd").filter(|c| !c.is_empty()) {
+        let name = cwd.trim_end_matches('/').rsplit('/').next().unwrap_or(cwd);
+        return Some(if name.is_empty() {
+            cwd.to_string()
+        } else {
+            name.to_string()
+        });
+    }
+    str_of(data, "cline.workspace_digest").map(|d| format!("#{}", d.chars().take(8).collect::<String>()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(seq: u64, ty: &str, extra: Value) -> Value {
+        let mut e = json!({"type": ty, "session": "s1", "seq": seq, "time": format!("2026-12-01T00:00:{seq:02}Z"),
+                           "id": format!("01JEVENT{seq:018}")});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        e
+    }
+
+    #[test]
+    fn a_session_is_summed_up_from_its_events() {
+        let events = [
+            ev(
+                0,
+                "session.started",
+                json!({"data": {"client": {"name": "cline"}, "cline.workspace_digest": "0123456789abcdef0123456789abcdef"}}),
+            ),
+            ev(1, "run.started", json!({"run": "R1", "data": {"trigger": "user"}})),
+            ev(2, "tool.requested", json!({"run": "R1", "subject": "run_commands"})),
+            ev(
+                3,
+                "attention.requested",
+                json!({"run": "R1", "subject": "run_commands", "id": "01JREQUESTABCDEFGHJKXYZ9AB",
+                "data": {"kind": "permission", "prompt": "cline requests permission: run_commands", "respond_via": ["control", "oob"]}}),
+            ),
+        ];
+        let s = Summary::of("s1", &events);
+        assert_eq!(s.state, State::Waiting);
+        assert_eq!((s.runs, s.tool_calls, s.failures), (1, 1, 0));
+        assert_eq!(s.workspace.as_deref(), Some("#01234567"));
+        assert_eq!(s.pending[0].short, "xyz9ab");
+        assert!(s.pending[0].answerable);
+        assert_eq!(s.active_run.as_deref(), Some("R1"));
+        assert_eq!(
+            (s.started.as_str(), s.last.as_str()),
+            ("2026-12-01T00:00:00Z", "2026-12-01T00:00:03Z")
+        );
+
+        let mut s = s;
+        s.apply(&ev(
+            4,
+            "attention.resolved",
+            json!({"subject": "01JREQUESTABCDEFGHJKXYZ9AB"}),
+        ));
+        assert_eq!(s.state, State::Running);
+        s.apply(&ev(5, "tool.failed", json!({"run": "R1"})));
+        s.apply(&ev(
+            6,
+            "run.failed",
+            json!({"run": "R1", "data": {"reason": "x", "gen_ai.usage.input_tokens": 10,
+            "gen_ai.usage.output_tokens": 3, "cost": {"total": 0.5, "currency": "USD"}, "gen_ai.request.model": "m1"}}),
+        ));
+        assert_eq!((s.state, s.failures), (State::Idle, 2));
+        assert_eq!(
+            (s.input_tokens, s.output_tokens, s.model.as_deref()),
+            (Some(10), Some(3), Some("m1"))
+        );
+        assert_eq!(
+            s.cost,
+            Some(Cost {
+                total: 0.5,
+                currency: "USD".into()
+            })
+        );
+        // A re-emitted ack (same position) and another session's Event change nothing.
+        let before = s.clone();
+        s.apply(&ev(6, "run.started", json!({"run": "R9"})));
+        let mut other = ev(7, "run.started", json!({"run": "R9"}));
+        other["session"] = json!("s2");
+        s.apply(&other);
+        assert_eq!(s, before);
+        s.apply(&ev(7, "session.ended", json!({})));
+        assert_eq!(s.state, State::Ended);
+        assert!(!s.live());
+    }
+
+    #[test]
+    fn the_workspace_is_the_folder_name_only_where_the_log_has_the_path() {
+        assert_eq!(
+            workspace(&json!({"cwd": "~/src/shop-api/"})).as_deref(),
+            Some("shop-api")
+        );
+        assert_eq!(workspace(&json!({"cwd": "/"})).as_deref(), Some("/"));
+        assert_eq!(workspace(&json!({})), None);
+    }
+
+    #[test]
+    fn short_ids_are_the_lowercase_tail() {
+        assert_eq!(short_id("01JREQUESTABCDEFGHJKXYZ9AB"), "xyz9ab");
+        assert_eq!(short_id("ab"), "ab");
+        assert_eq!(short_id("ééééééé"), "éééééé");
+    }
+}

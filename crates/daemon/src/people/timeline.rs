@@ -1,0 +1,293 @@
+//! A session's timeline, as `aep-cline show` prints it and the dashboard draws it: one entry per
+//! thing that happened, pairs merged (a run with its end, a tool call with its result, an
+//! approval with its answer and resolution, a command with its ack). Content (arguments,
+//! results, prompts, messages) appears only where the log holds it: the capture level decided
+//! that when the Event was written, and nothing here adds any.
+
+use super::summary::short_id;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Entry {
+    /// `session`, `run`, `tool`, `approval`, `command`, `input`, `compaction`, `delegation`, `other`.
+    pub kind: &'static str,
+    pub time: String,
+    /// The Event that opened the entry.
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// What it is about: the tool's name, the run's trigger, the Event type for `other`.
+    pub name: String,
+    /// `started`, `ended`, `running`, `finished`, `failed`, `cancelled`, `requested`,
+    /// `completed`, `denied`, `pending`, `approved`, `rejected`, `dismissed`, `timeout`,
+    /// `accepted`, `sent`, ...
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Structured facts: `by`, `reason`, `error_type`, `via`, `option`, `waited_ms`, `short`, ...
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub detail: Map<String, Value>,
+    /// Content, only what the log holds: `args`, `result`, `prompt`, `message`, `summary`, `text`.
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub content: Map<String, Value>,
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
+    v.get(k).and_then(Value::as_str)
+}
+
+impl Entry {
+    fn new(kind: &'static str, e: &Value, name: &str, status: &str) -> Self {
+        Entry {
+            kind,
+            time: s(e, "time").unwrap_or_default().to_string(),
+            id: s(e, "id").unwrap_or_default().to_string(),
+            run: s(e, "run").map(str::to_string),
+            name: name.to_string(),
+            status: status.to_string(),
+            duration_ms: None,
+            detail: Map::new(),
+            content: Map::new(),
+        }
+    }
+
+    fn detail(&mut self, key: &str, value: Option<&Value>) {
+        if let Some(v) = value.filter(|v| !v.is_null()) {
+            self.detail.insert(key.to_string(), v.clone());
+        }
+    }
+
+    fn content(&mut self, key: &str, value: Option<&Value>) {
+        if let Some(v) = value.filter(|v| !v.is_null()) {
+            self.content.insert(key.to_string(), v.clone());
+        }
+    }
+}
+
+/// Builds the timeline of one session's Events, in log order.
+pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    // Where an open pair's entry is: run id, tool.requested id, attention id, command id.
+    let mut runs: HashMap<String, usize> = HashMap::new();
+    let mut tools: HashMap<String, usize> = HashMap::new();
+    let mut asks: HashMap<String, usize> = HashMap::new();
+    let mut commands: HashMap<String, usize> = HashMap::new();
+    for e in events {
+        let ty = s(e, "type").unwrap_or_default();
+        let data = e.get("data").unwrap_or(&Value::Null);
+        let subject = s(e, "subject");
+        let cause = s(e, "cause");
+        match ty {
+            "session.started" => {
+                let mut entry = Entry::new("session", e, "session", "started");
+                entry.detail("client", data.get("client"));
+                entry.detail("model", data.get("gen_ai.request.model"));
+                entry.content("cwd", data.get("cwd"));
+                entry.content("label", data.get("label"));
+                out.push(entry);
+            }
+            "session.ended" => {
+                let mut entry = Entry::new("session", e, "session", "ended");
+                entry.detail("reason", data.get("reason"));
+                entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64);
+                out.push(entry);
+            }
+            "run.started" => {
+                let trigger = s(data, "trigger").unwrap_or("user");
+                let mut entry = Entry::new("run", e, trigger, "running");
+                entry.content("prompt", data.get("prompt"));
+                if let Some(run) = s(e, "run") {
+                    runs.insert(run.to_string(), out.len());
+                }
+                out.push(entry);
+            }
+            "run.finished" | "run.failed" | "run.cancelled" => {
+                let status = &ty[4..];
+                let at = s(e, "run").and_then(|r| runs.remove(r));
+                let entry = match at {
+                    Some(i) => &mut out[i],
+                    None => {
+                        out.push(Entry::new("run", e, "run", status));
+                        out.last_mut().expect("just pushed")
+                    }
+                };
+                entry.status = status.to_string();
+                entry.detail("ended", e.get("time"));
+                entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64).or(entry.duration_ms);
+                entry.detail("by", data.get("by"));
+                entry.detail("reason", data.get("reason"));
+                entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
+                if data.get("by").and_then(Value::as_str) == Some("control") {
+                    entry.detail("command", e.get("cause"));
+                }
+                for k in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "cost"] {
+                    entry.detail(k, data.get(k));
+                }
+                entry.content("summary", data.get("summary"));
+                entry.content("message", data.get("error").and_then(|x| x.get("message")));
+                if ty == "run.cancelled" {
+                    entry.content("reason", data.get("reason"));
+                    entry.detail.remove("reason");
+                }
+            }
+            "tool.requested" => {
+                let name = data
+                    .get("tool")
+                    .and_then(|t| s(t, "name"))
+                    .or(subject)
+                    .unwrap_or("tool");
+                let mut entry = Entry::new("tool", e, name, "requested");
+                entry.detail("call_id", data.get("tool").and_then(|t| t.get("call_id")));
+                entry.content("args", data.get("args").or(data.get("args_redacted")));
+                tools.insert(entry.id.clone(), out.len());
+                out.push(entry);
+            }
+            "tool.completed" | "tool.failed" | "tool.denied" => {
+                let status = &ty[5..];
+                let name = data
+                    .get("tool")
+                    .and_then(|t| s(t, "name"))
+                    .or(subject)
+                    .unwrap_or("tool");
+                let at = cause.and_then(|c| tools.remove(c));
+                let entry = match at {
+                    Some(i) => &mut out[i],
+                    None => {
+                        out.push(Entry::new("tool", e, name, status));
+                        out.last_mut().expect("just pushed")
+                    }
+                };
+                entry.status = status.to_string();
+                entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64);
+                entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
+                entry.content("result", data.get("result").or(data.get("result_redacted")));
+                entry.content("message", data.get("error").and_then(|x| x.get("message")));
+            }
+            "attention.requested" => {
+                let mut entry = Entry::new("approval", e, subject.unwrap_or("approval"), "pending");
+                let id = entry.id.clone();
+                entry.detail.insert("short".into(), Value::String(short_id(&id)));
+                entry.detail("kind", data.get("kind"));
+                entry.detail("respond_via", data.get("respond_via"));
+                entry.content("prompt", data.get("prompt"));
+                asks.insert(id, out.len());
+                out.push(entry);
+            }
+            "attention.answered" => {
+                if let Some(&i) = subject.and_then(|x| asks.get(x)) {
+                    let entry = &mut out[i];
+                    let option = data.get("answer").and_then(|a| a.get("option"));
+                    entry.detail("option", option);
+                    entry.detail("via", data.get("via"));
+                    entry.detail("by", data.get("by"));
+                    entry.detail("answered_by_command", e.get("cause"));
+                    entry.content("answer", data.get("answer").and_then(|a| a.get("text")));
+                    entry.status = match option.and_then(Value::as_str) {
+                        Some("approve") => "approved".into(),
+                        Some("deny") => "denied".into(),
+                        _ => "answered".into(),
+                    };
+                }
+            }
+            "attention.resolved" | "attention.timeout" => {
+                if let Some(i) = subject.and_then(|x| asks.remove(x)) {
+                    let entry = &mut out[i];
+                    let waited = data.get("latency_ms").or(data.get("after_ms"));
+                    entry.detail("waited_ms", waited);
+                    entry.detail("resolution", data.get("resolution"));
+                    if ty == "attention.timeout" {
+                        entry.status = "timeout".into();
+                    } else if entry.status == "pending" {
+                        entry.status = s(data, "resolution").unwrap_or("resolved").to_string();
+                    }
+                }
+            }
+            "control.accepted" | "control.rejected" => {
+                let status = &ty[8..];
+                let at = cause.and_then(|c| commands.get(c).copied());
+                match at {
+                    Some(i) => out[i].status = status.to_string(),
+                    None => {
+                        let mut entry = Entry::new("command", e, "command", status);
+                        entry.detail("command", e.get("cause"));
+                        entry.detail("reason", data.get("reason"));
+                        entry.content("detail", data.get("detail"));
+                        if let Some(c) = cause {
+                            commands.insert(c.to_string(), out.len());
+                        }
+                        out.push(entry);
+                    }
+                }
+            }
+            "x.cline.input.sent" => {
+                let mut entry = Entry::new("input", e, "input", "sent");
+                entry.detail("delivery", data.get("delivery"));
+                entry.detail("command", e.get("cause"));
+                out.push(entry);
+            }
+            "x.cline.prompt.submitted" => out.push(Entry::new("input", e, "prompt", "submitted")),
+            "session.compacted" => {
+                let mut entry = Entry::new("compaction", e, "compaction", "compacted");
+                entry.detail("strategy", data.get("strategy"));
+                out.push(entry);
+            }
+            "delegation.subagent.started" | "delegation.subagent.stopped" => {
+                out.push(Entry::new("delegation", e, subject.unwrap_or("subagent"), &ty[20..]))
+            }
+            other => out.push(Entry::new("other", e, other, "")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pairs_are_merged_and_content_shown_only_where_logged() {
+        let events = vec![
+            json!({"type": "session.started", "id": "E0", "time": "t0", "data": {"client": {"name": "cline"}}}),
+            json!({"type": "run.started", "id": "E1", "run": "R1", "time": "t1", "data": {"trigger": "user"}}),
+            json!({"type": "tool.requested", "id": "E2", "run": "R1", "time": "t2", "subject": "run_commands",
+                   "data": {"tool": {"name": "run_commands", "call_id": "c1"}, "args_digest": "d"}}),
+            json!({"type": "attention.requested", "id": "01JREQUESTXYZ9AB", "run": "R1", "time": "t3", "subject": "run_commands",
+                   "data": {"kind": "permission", "prompt": "cline requests permission: run_commands"}}),
+            json!({"type": "control.accepted", "id": "E4", "time": "t4", "cause": "CMD1"}),
+            json!({"type": "attention.answered", "id": "E5", "time": "t5", "subject": "01JREQUESTXYZ9AB", "cause": "CMD1",
+                   "data": {"answer": {"option": "approve"}, "via": "control"}}),
+            json!({"type": "attention.resolved", "id": "E6", "time": "t6", "subject": "01JREQUESTXYZ9AB",
+                   "data": {"resolution": "answered", "latency_ms": 1500}}),
+            json!({"type": "tool.completed", "id": "E7", "run": "R1", "time": "t7", "cause": "E2",
+                   "data": {"tool": {"name": "run_commands"}, "duration_ms": 12, "result_redacted": "ok"}}),
+            json!({"type": "run.cancelled", "id": "E8", "run": "R1", "time": "t8", "cause": "CMD2", "data": {"by": "control"}}),
+            json!({"type": "control.rejected", "id": "E9", "time": "t9", "cause": "CMD3", "data": {"reason": "refused"}}),
+        ];
+        let t = timeline(&events);
+        let kinds: Vec<(&str, &str)> = t.iter().map(|e| (e.kind, e.status.as_str())).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("session", "started"),
+                ("run", "cancelled"),
+                ("tool", "completed"),
+                ("approval", "approved"),
+                ("command", "accepted"),
+                ("command", "rejected")
+            ]
+        );
+        let tool = &t[2];
+        assert_eq!((tool.name.as_str(), tool.duration_ms), ("run_commands", Some(12)));
+        assert_eq!(tool.content.get("result"), Some(&json!("ok")));
+        assert!(!tool.content.contains_key("args"), "no args in the log, none shown");
+        let approval = &t[3];
+        assert_eq!(approval.detail["short"], "xyz9ab");
+        assert_eq!(approval.detail["via"], "control");
+        assert_eq!(approval.detail["waited_ms"], 1500);
+        assert_eq!(t[1].detail["by"], "control");
+        assert_eq!(t[5].detail["reason"], "refused");
+    }
+}

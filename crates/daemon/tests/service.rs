@@ -1,0 +1,110 @@
+//! `aep-cline service install | uninstall | status` on the real binary, with a recording stand-in
+//! for `systemctl` (this machine has no systemd user session): the unit runs this binary's
+//! `daemon` and restarts it on failure, systemd itself finds nothing to fault in it, the
+//! settings (tokens included) go to an owner-only file and never into the unit, the service
+//! manager is told to reload and start it, and a failure to start says what to run.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use support::daemon::Sandbox;
+
+fn fake_ctl(dir: &Path, exit: i32) -> std::path::PathBuf {
+    let path = dir.join(format!("ctl-{exit}"));
+    let calls = dir.join("calls");
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit {exit}\n", calls.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn install_writes_a_unit_that_keeps_the_daemon_running() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.root.path().join("config");
+    let ok = fake_ctl(sandbox.root.path(), 0);
+    let run = |args: &[&str], ctl: &Path| {
+        sandbox.run(
+            args,
+            &[
+                ("XDG_CONFIG_HOME", config.to_str().unwrap()),
+                ("AEP_CLINE_SERVICE_CTL", ctl.to_str().unwrap()),
+                ("AEP_CAPTURE", "metadata,attention=redacted"),
+                ("AEP_TOKEN", "endpoint-secret-123"),
+            ],
+        )
+    };
+    let out = run(&["service", "install"], &ok);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let unit_path = config.join("systemd/user/aep-cline.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    let exe = Path::new(support::daemon::BIN).canonicalize().unwrap();
+    assert!(
+        unit.contains(&format!("ExecStart={} daemon\n", exe.display())),
+        "{unit}"
+    );
+    assert!(unit.contains("Restart=on-failure"));
+    assert!(!unit.contains("endpoint-secret-123"), "no token in the unit");
+    let env_path = config.join("aep-cline/daemon.env");
+    let env = std::fs::read_to_string(&env_path).unwrap();
+    assert!(env.contains("AEP_CAPTURE=\"metadata,attention=redacted\"\n"), "{env}");
+    assert!(env.contains("AEP_TOKEN=\"endpoint-secret-123\"\n"));
+    assert!(
+        env.contains("AEP_LOG_DIR=") && env.contains("AEP_CLINE_STATE_DIR="),
+        "{env}"
+    );
+    assert!(!env.contains("AEP_CLINE_SERVICE_CTL"), "{env}");
+    let mode = std::fs::metadata(&env_path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let calls = std::fs::read_to_string(sandbox.root.path().join("calls")).unwrap();
+    assert_eq!(calls, "--user daemon-reload\n--user enable --now aep-cline.service\n");
+    // systemd's own reading of the unit finds nothing to fault.
+    let verify = std::process::Command::new("systemd-analyze")
+        .args(["verify", unit_path.to_str().unwrap()])
+        .output();
+    match verify {
+        Ok(v) => assert!(
+            v.status.success() && v.stderr.is_empty(),
+            "systemd-analyze: {}",
+            String::from_utf8_lossy(&v.stderr)
+        ),
+        Err(e) => eprintln!("systemd-analyze is not installed ({e}): the unit's syntax was not checked by systemd"),
+    }
+
+    // status: installed, the daemon not running (exit 1); then running (exit 0).
+    let out = run(&["service", "status"], &ok);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.starts_with("installed: ") && text.contains("not running: no aep-cline daemon is running"),
+        "{text}"
+    );
+    let daemon = sandbox.start();
+    let out = run(&["service", "status"], &ok);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains(&format!("running: pid {}", daemon.child.id())), "{text}");
+    drop(daemon);
+
+    // A service manager that fails: the files are there, and what to run is said.
+    let failing = fake_ctl(sandbox.root.path(), 1);
+    let out = run(&["service", "install"], &failing);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("systemctl --user enable --now aep-cline.service"), "{err}");
+    assert!(!err.contains("endpoint-secret-123"));
+
+    // uninstall: stopped and gone.
+    std::fs::remove_file(sandbox.root.path().join("calls")).unwrap();
+    let out = run(&["service", "uninstall"], &ok);
+    assert!(out.status.success());
+    assert!(!unit_path.exists() && !env_path.exists());
+    let calls = std::fs::read_to_string(sandbox.root.path().join("calls")).unwrap();
+    assert_eq!(calls, "--user disable --now aep-cline.service\n--user daemon-reload\n");
+    let out = run(&["service", "status"], &ok);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("not installed"));
+}
