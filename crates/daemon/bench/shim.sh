@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks the hook shim and the daemon's memory (numbers go in the README).
+# Benchmarks the hook shim and the daemon's memory (numbers go in docs/benchmarks.md).
 #
 #   crates/daemon/bench/shim.sh            # needs hyperfine and /usr/bin/time (Debian packages)
 #
@@ -7,6 +7,8 @@
 #    to a minimal Node.js shim doing the same POST, and with a dead daemon (spooling).
 # 2. Shim peak RSS (/usr/bin/time -v).
 # 3. Daemon RSS idle and with 1,000 live sessions (VmRSS from /proc).
+# 4. Shim wall time against a dead daemon, and against a hung one (SIGSTOP): p99 and max, the
+#    spool write included (target: every firing within 250 ms).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 [ -x /usr/bin/time ] || { echo "install GNU time (apt-get install time)" >&2; exit 2; }
@@ -78,3 +80,16 @@ json.dump({"url": f"http://127.0.0.1:{port}", "token": sys.argv[3], "pid": 0, "v
 PY
 "$HF" -N --warmup 5 --runs 200 --input "$PAYLOAD" "$BIN hook"
 echo "spooled: $(ls "$WORK/state/spool" | wc -l) files"
+
+echo "== shim wall time, hung daemon (SIGSTOP): the whole firing, spool write included"
+AEP_LISTEN=127.0.0.1:0 RUST_LOG=error "$BIN" daemon & HUNG=$!
+for _ in $(seq 100); do [ -s "$WORK/state/daemon.json" ] && grep -q "\"pid\": $HUNG" "$WORK/state/daemon.json" && break; sleep 0.05; done
+kill -STOP $HUNG
+"$HF" -N --warmup 3 --runs 100 --input "$PAYLOAD" --export-json "$WORK/hung.json" "$BIN hook"
+python3 - "$WORK/hung.json" <<'PY'
+import json, sys
+t = sorted(json.load(open(sys.argv[1]))["results"][0]["times"])
+p99 = t[min(len(t) - 1, int(len(t) * 0.99))]
+print(f"hung daemon: median {t[len(t)//2]*1000:.0f} ms, p99 {p99*1000:.0f} ms, max {t[-1]*1000:.0f} ms (target: max <= 250 ms)")
+PY
+kill -KILL $HUNG 2>/dev/null || true
