@@ -47,6 +47,37 @@ fn lines(rx: &mpsc::Receiver<String>, n: usize) -> Vec<String> {
 }
 
 #[test]
+fn tail_replay_shows_the_history_a_restart_left_in_the_logs() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+        assert!(sb.hook(&real_payload("hooks-local", hook)).status.success());
+    }
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    let log = sb.log(SESSION);
+    let daemon = sb.start();
+    let (mut all, all_rx) = tail(&sb, &["--json", "--replay"]);
+    let (mut one, one_rx) = tail(&sb, &["--replay", "--session", SESSION]);
+    let got: Vec<Value> = lines(&all_rx, log.len())
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got, log, "every logged Event, after the restart");
+    let shown = lines(&one_rx, log.len());
+    assert_eq!(shown.len(), log.len());
+    assert!(shown[0].contains(" session.started ") && shown[0].contains(&format!("{SESSION}:0")));
+    // Then it follows live, nothing repeated.
+    assert!(sb.hook(&real_payload("hooks-local", "tool_call")).status.success());
+    let next: Value = serde_json::from_str(&lines(&all_rx, 1)[0]).unwrap();
+    assert_eq!(&next, sb.log(SESSION).last().unwrap());
+    all.kill().unwrap();
+    one.kill().unwrap();
+    let _ = (all.wait(), one.wait());
+    drop(daemon);
+}
+
+#[test]
 fn tail_follows_the_daemon_raw_or_readable() {
     let sb = Sandbox::new();
     let daemon = sb.start();

@@ -35,7 +35,8 @@ pub struct TailArgs {
     /// Print each Event as its raw JSON line.
     #[arg(long)]
     json: bool,
-    /// Show what the endpoint still holds first, then follow.
+    /// Show the history first (the daemon serves it from its logs, also from before a
+    /// restart), then follow.
     #[arg(long)]
     replay: bool,
     /// The endpoint's base URL (default: the running daemon's).

@@ -32,6 +32,8 @@ use supervise::Supervisor;
 /// How often the spool is drained while the daemon runs (a hung-then-recovered daemon
 /// catches up), and how often the registry lets go of ended and idle sessions.
 const TICK: Duration = Duration::from_secs(1);
+/// How often expired logs are looked for (`AEP_LOG_RETAIN`), after once at start.
+const RETENTION_TICK: Duration = Duration::from_secs(24 * 3600);
 
 pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     // A log that reaches a file size limit must fail the write (and be rolled back), not kill
@@ -101,9 +103,14 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let supervisor = Supervisor::new();
 
     // The live sinks subscribe to the bus before the spool drain publishes anything.
-    let endpoint = endpoint_settings
-        .enabled
-        .then(|| Endpoint::new(endpoint_settings, intake.clone(), instance.clone()));
+    let endpoint = endpoint_settings.enabled.then(|| {
+        Endpoint::new(
+            endpoint_settings,
+            sessions.journal().clone(),
+            intake.clone(),
+            instance.clone(),
+        )
+    });
     if let Some(endpoint) = &endpoint {
         let endpoint = endpoint.clone();
         let first = subscription(&sessions);
@@ -198,6 +205,10 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             }
         });
     }
+    if let Some(retain) = args.logs.log_retain {
+        let sessions = sessions.clone();
+        supervisor.every("log retention", RETENTION_TICK, move || retain_logs(&sessions, retain));
+    }
     let hub_status = hub_settings.as_ref().map(|s| Arc::new(hub::Status::new(s.control)));
     if let (Some(settings), Some(status)) = (hub_settings, hub_status.clone()) {
         let (sessions, intake) = (sessions.clone(), intake.clone());
@@ -275,6 +286,21 @@ fn give_back_memory() {
     // SAFETY: malloc_trim only releases free memory; it has no other effect.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Removes the logs of sessions that ended longer than `retain` ago (`AEP_LOG_RETAIN`).
+fn retain_logs(sessions: &Sessions, retain: Duration) {
+    let live: std::collections::HashSet<String> = sessions.live_sessions().into_iter().collect();
+    let dir = sessions.journal().dir();
+    match crate::history::retain::sweep(dir, retain, std::time::SystemTime::now(), |s| live.contains(s)) {
+        Ok(removed) if removed.logs > 0 => tracing::info!(
+            logs = removed.logs,
+            bytes = removed.bytes,
+            "removed the logs of sessions that ended longer ago than AEP_LOG_RETAIN"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot look for expired logs (AEP_LOG_RETAIN)"),
     }
 }
 

@@ -32,6 +32,8 @@ pub struct DaemonArgs {
     #[command(flatten)]
     pub core: CoreArgs,
     #[command(flatten)]
+    pub logs: LogArgs,
+    #[command(flatten)]
     pub sessions: SessionArgs,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
@@ -87,6 +89,16 @@ pub struct CoreArgs {
     /// The `{host}` of every `source` URI [default: the hostname]
     #[arg(long, env = "AEP_HOST", value_name = "HOST")]
     pub host: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Hooks and logs")]
+pub struct LogArgs {
+    /// Remove the logs of sessions that ended and were last written longer ago than this
+    /// (e.g. 30d), checked at start and daily; logs of sessions that never ended are kept
+    /// [default: keep every log]
+    #[arg(long, env = "AEP_LOG_RETAIN", value_name = "DURATION", value_parser = duration("AEP_LOG_RETAIN"))]
+    pub log_retain: Option<Duration>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -425,6 +437,9 @@ mod tests {
         assert_eq!(args.sessions.lifetime().idle, Duration::from_secs(4 * 3600));
         assert!(args.hub.settings().unwrap().is_none());
         assert!(args.relay.settings(&args.endpoint).unwrap().is_none());
+        assert_eq!(args.logs.log_retain, None, "every log is kept");
+        let args = parse(&["--log-retain", "30d"]).unwrap();
+        assert_eq!(args.logs.log_retain, Some(Duration::from_secs(30 * 86400)));
     }
 
     #[test]
@@ -436,6 +451,8 @@ mod tests {
             (&["--buffer", "lots"], "AEP_BUFFER"),
             (&["--endpoint", "yes"], "AEP_ENDPOINT"),
             (&["--session-idle", "forever"], "AEP_SESSION_IDLE"),
+            (&["--log-retain", "forever"], "AEP_LOG_RETAIN"),
+            (&["--log-retain", "0s"], "AEP_LOG_RETAIN"),
             (&["--hub-ack-guard-ms", "10000"], "AEP_CLINE_HUB_ACK_GUARD_MS"),
             (&["--hub-ack-guard-ms", "0"], "AEP_CLINE_HUB_ACK_GUARD_MS"),
             (&["--listen", "localhost"], "AEP_LISTEN"),

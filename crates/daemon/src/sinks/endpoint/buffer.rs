@@ -10,6 +10,10 @@
 //! so the consumer knows it missed something (§3.3.3); a gap the emitter left, or a position
 //! from an epoch the buffer never held, is not reported as one. A session let go as a whole
 //! is simply absent, as the reference relay does.
+//!
+//! The daemon's own Events are also in its session logs, so memory need not hold all of them:
+//! per session the buffer knows from which position on it holds every own Event admitted
+//! (`own_from`), and a replay reads what lies before that from the log.
 
 use super::stored::Stored;
 use aep_core::sequence::Position;
@@ -29,6 +33,8 @@ struct SessionBuffer {
     ids: HashSet<(String, String)>,
     /// The highest position evicted for depth.
     evicted_through: Option<Position>,
+    /// Every own Event admitted at or after this position is held (`None`: none is).
+    own_from: Option<Position>,
     written: u64,
 }
 
@@ -39,6 +45,8 @@ pub struct Replay {
     pub exhausted: Option<Position>,
     /// Held Events strictly after the position, ascending.
     pub events: Vec<Arc<Stored>>,
+    /// Every own Event of the session at or after this position is among the held ones.
+    pub own_from: Option<Position>,
 }
 
 impl ReplayBuffer {
@@ -68,6 +76,7 @@ impl ReplayBuffer {
                 events: VecDeque::new(),
                 ids: HashSet::new(),
                 evicted_through: None,
+                own_from: None,
                 written: 0,
             });
         buffer.written = self.clock;
@@ -81,12 +90,11 @@ impl ReplayBuffer {
             at -= 1;
         }
         buffer.events.insert(at, stored.clone());
+        if stored.own && buffer.own_from.is_none() {
+            buffer.own_from = Some(position);
+        }
         if buffer.events.len() > self.depth {
-            if let Some(old) = buffer.events.pop_front() {
-                let (source, id) = old.key();
-                buffer.ids.remove(&(source.to_string(), id.to_string()));
-                buffer.evicted_through = buffer.evicted_through.max(old.position());
-            }
+            buffer.evict_oldest();
         }
         true
     }
@@ -110,7 +118,8 @@ impl ReplayBuffer {
         }
     }
 
-    /// The held Events of `session` strictly after `after` (all of them for `None`).
+    /// The held Events of `session` strictly after `after` (all of them for `None`), and from
+    /// where on it holds every own Event.
     pub fn replay(&self, session: &str, after: Option<Position>) -> Replay {
         let Some(buffer) = self.sessions.get(session) else {
             return Replay::default();
@@ -125,7 +134,11 @@ impl ReplayBuffer {
             (Some(after), Some(evicted)) if evicted > after => buffer.events.front().and_then(|e| e.position()),
             _ => None,
         };
-        Replay { exhausted, events }
+        Replay {
+            exhausted,
+            events,
+            own_from: buffer.own_from,
+        }
     }
 
     /// Every session held, for replay-all (AEP-0003 §5).
@@ -133,6 +146,21 @@ impl ReplayBuffer {
         let mut sessions: Vec<(&String, u64)> = self.sessions.iter().map(|(s, b)| (s, b.written)).collect();
         sessions.sort_by_key(|(_, written)| *written);
         sessions.into_iter().map(|(s, _)| s.clone()).collect()
+    }
+}
+
+impl SessionBuffer {
+    fn evict_oldest(&mut self) {
+        let Some(old) = self.events.pop_front() else {
+            return;
+        };
+        let (source, id) = old.key();
+        self.ids.remove(&(source.to_string(), id.to_string()));
+        self.evicted_through = self.evicted_through.max(old.position());
+        if old.own {
+            // Own Events arrive in order, so the next held one starts the complete run again.
+            self.own_from = self.events.iter().find(|e| e.own).and_then(|e| e.position());
+        }
     }
 }
 
@@ -145,7 +173,13 @@ mod tests {
     fn ev(session: &str, id: &str, epoch: u64, seq: u64) -> Arc<Stored> {
         let value = json!({"source": "aep://h/agent/a", "id": id, "session": session, "epoch": epoch, "seq": seq});
         let line = value.to_string();
-        Arc::new(Stored::new(Arc::new(Published { value, line }), 0))
+        Arc::new(Stored::new(Arc::new(Published { value, line }), 0, false))
+    }
+
+    fn own(session: &str, id: &str, seq: u64) -> Arc<Stored> {
+        let value = json!({"source": "aep://h/agent/cline", "id": id, "session": session, "seq": seq});
+        let line = value.to_string();
+        Arc::new(Stored::new(Arc::new(Published { value, line }), 0, true))
     }
 
     fn seqs(r: &Replay) -> Vec<u64> {
@@ -190,6 +224,7 @@ mod tests {
                 line: String::new(),
             }),
             0,
+            false,
         ));
         assert!(!b.admit(&agent));
         b.admit(&ev("one", "1", 0, 0));
@@ -202,5 +237,24 @@ mod tests {
             "the least recently written session went"
         );
         assert!(b.replay("two", None).events.is_empty());
+    }
+
+    #[test]
+    fn own_from_marks_where_memory_holds_every_own_event() {
+        let p = |seq| Some(Position { epoch: 0, seq });
+        let mut b = ReplayBuffer::new(3, 10);
+        b.admit(&ev("s", "x", 0, 5));
+        assert_eq!(b.replay("s", None).own_from, None, "collected Events are not the log's");
+        b.admit(&own("s", "a", 7));
+        b.admit(&own("s", "b", 8));
+        assert_eq!(b.replay("s", None).own_from, p(7));
+        b.admit(&own("s", "c", 9));
+        assert_eq!(
+            b.replay("s", None).own_from,
+            p(7),
+            "evicting a collected Event keeps it"
+        );
+        b.admit(&own("s", "d", 10));
+        assert_eq!(b.replay("s", None).own_from, p(8), "evicting an own Event moves it on");
     }
 }

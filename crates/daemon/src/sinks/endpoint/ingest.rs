@@ -68,7 +68,10 @@ pub async fn post(State(endpoint): State<Arc<Endpoint>>, headers: HeaderMap, bod
         Err(e) => return reject(StatusCode::INTERNAL_SERVER_ERROR, "internal", e).into_response(),
     };
     let total = events.len();
-    let held = events.into_iter().filter(|e| endpoint.feed.admit(e.clone())).count();
+    let held = events
+        .into_iter()
+        .filter(|e| endpoint.feed.admit(e.clone(), false))
+        .count();
     (
         StatusCode::ACCEPTED,
         Json(json!({"accepted": total, "duplicates": total - held})),

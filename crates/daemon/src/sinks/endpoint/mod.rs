@@ -9,12 +9,14 @@
 //!
 //! Everything the endpoint delivers passes through its [`feed::Feed`]: the replay buffer and
 //! the live broadcast. The daemon's own Events reach the feed from the bus, so the hook path
-//! never waits on a subscriber.
+//! never waits on a subscriber. A replay reaching back past what memory holds is served from
+//! the session logs ([`crate::history`], [`replay`]), so history survives a restart.
 
 mod auth;
 mod buffer;
 mod feed;
 mod ingest;
+mod replay;
 pub mod settings;
 mod socket;
 mod sse;
@@ -22,7 +24,7 @@ mod stored;
 mod subscription;
 
 use crate::control::{Intake, ACK_WINDOW_MS};
-use crate::lane::Note;
+use crate::lane::{Journal, Note};
 use aep_core::{Capture, AEP_VERSION};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -38,6 +40,8 @@ use tokio::sync::broadcast::Receiver;
 pub struct Endpoint {
     settings: Settings,
     feed: Feed,
+    /// The session logs: the history a replay reads when memory no longer holds it.
+    journal: Journal,
     intake: Arc<Intake>,
     /// `identity.instance` of this daemon's `hello`.
     instance: String,
@@ -47,10 +51,11 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// Builds the endpoint; [`Endpoint::pump`] feeds it from the bus.
-    pub fn new(settings: Settings, intake: Arc<Intake>, instance: String) -> Arc<Endpoint> {
+    pub fn new(settings: Settings, journal: Journal, intake: Arc<Intake>, instance: String) -> Arc<Endpoint> {
         Arc::new(Endpoint {
             feed: Feed::new(settings.buffer, settings.max_sessions),
             settings,
+            journal,
             intake,
             instance,
             closing: tokio::sync::watch::channel(false).0,
@@ -64,7 +69,7 @@ impl Endpoint {
         loop {
             match bus.recv().await {
                 Ok(Note::Event(event)) => {
-                    self.feed.admit(event);
+                    self.feed.admit(event, true);
                 }
                 Ok(Note::Closed(sessions)) => self.feed.forget(&sessions),
                 Err(RecvError::Lagged(missed)) => tracing::error!(
@@ -87,6 +92,22 @@ impl Endpoint {
         async move {
             let _ = closing.wait_for(|closed| *closed).await;
         }
+    }
+
+    /// The sessions a replay-all covers on disk, least recently written first: those `only`
+    /// names (a filter pinned to sessions), else every logged one. Listed before the feed's
+    /// lock is taken.
+    async fn logged(&self, resume: &feed::Resume, only: Option<&[String]>) -> Vec<String> {
+        if *resume != feed::Resume::All {
+            return Vec::new();
+        }
+        if let Some(only) = only {
+            return only.to_vec();
+        }
+        let dir = self.journal.dir().to_path_buf();
+        tokio::task::spawn_blocking(move || crate::history::logged_sessions(&dir))
+            .await
+            .unwrap_or_default()
     }
 
     /// Control flows only on authenticated bindings (AEP-0004 §4.1): here, only when the

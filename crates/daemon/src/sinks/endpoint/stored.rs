@@ -2,6 +2,9 @@
 //! read it) beside the exact line it arrived as (forwarded untouched whenever the subscriber's
 //! ceiling allows: a hop preserves bytes, AEP-0001 §4.2), plus the few attributes fan-out asks
 //! about on every delivery, read once at admission.
+//!
+//! `own` marks the daemon's own Events (from the bus, or read back from a session log): those
+//! are the ones its logs hold, so a replay may serve them from a log instead of memory.
 
 use crate::lane::Published;
 use aep_core::sequence::Position;
@@ -18,10 +21,12 @@ pub struct Stored {
     pub severity: Severity,
     /// The declared level (absent = `metadata`, AEP-0001 §8.2d).
     pub capture: Capture,
+    /// One of this daemon's own Events (its session logs hold it), not a collected one.
+    pub own: bool,
 }
 
 impl Stored {
-    pub fn new(event: Arc<Published>, n: u64) -> Self {
+    pub fn new(event: Arc<Published>, n: u64, own: bool) -> Self {
         let v = &event.value;
         let severity = v
             .get("severity")
@@ -39,6 +44,7 @@ impl Stored {
             n,
             severity,
             capture,
+            own,
         }
     }
 
@@ -57,6 +63,13 @@ impl Stored {
     /// `(epoch, seq)` for a sequenced session Event: a resumable position (AEP-0001 §7.6).
     pub fn position(&self) -> Option<Position> {
         position_of(self.value())
+    }
+
+    /// A control ack (`control.accepted`/`control.rejected`): the only Event the daemon
+    /// publishes twice (a recorded ack re-emitted, AEP-0004 §3), so the one a replay's join
+    /// must never hold back as already delivered.
+    pub fn is_ack(&self) -> bool {
+        matches!(self.ty(), "control.accepted" | "control.rejected")
     }
 
     /// `source` + `id`: the identity buffer admission dedupes on (AEP-0001 §7.4).
