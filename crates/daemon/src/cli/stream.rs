@@ -27,7 +27,7 @@ const EXIT_MALFORMED: i32 = 3;
 /// null and the summary says why.
 ///
 /// A malformed line is reported on standard error with its line number and the reason, and the
-/// stream goes on.
+/// stream goes on; a line longer than 64 MiB is malformed too, read through without being held.
 ///
 /// Exit status: 0 when every line was read; 3 when the stream was read to its end but some
 /// lines were malformed and skipped (the output is otherwise complete); 1 when the input or
