@@ -61,6 +61,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let endpoint_settings = args.endpoint.settings();
     let relay_settings = args.relay.settings(&args.endpoint)?;
     let hub_settings = args.hub.settings()?;
+    let limits = args.connections.limits()?;
     let redactor = Redactor::new(config.redact.clone())
         .context("the redaction settings (HOME, AEP_REDACT_SECRET_ENV) cannot be used")?;
 
@@ -70,6 +71,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     writable(journal.dir())?;
 
     // 2. The listener.
+    let connections = crate::http::serve::Gauge::new(limits.fit_open_files());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {} (AEP_LISTEN)", config.listen))?;
@@ -241,6 +243,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         relay,
         hub: hub_status,
         capture: config.capture.to_string().into(),
+        connections: connections.clone(),
     };
     let dashboard = args.dashboard.dashboard.then(|| {
         let health = state.clone();
@@ -268,7 +271,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             dashboard.close();
         }
     };
-    let served = axum::serve(listener, app).with_graceful_shutdown(stopping).await;
+    crate::http::serve::serve(listener, app, connections, stopping).await;
     supervisor.shutdown().await;
     // Leaving the hub is a disconnect: what is pending is dismissed (AEP-0002 §7.2).
     let dismissed = sessions.clone();
@@ -276,7 +279,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     me.remove_if_ours(&config.state_dir);
     drop(lock);
     tracing::info!("aep-cline daemon stopped");
-    served.context("the HTTP server failed")
+    Ok(())
 }
 
 /// Returns memory freed by sessions that left to the system: glibc keeps freed pages in its

@@ -6,6 +6,7 @@
 //! The subsystems keep plain runtime structs (`sinks::endpoint::settings::Settings`, ...);
 //! this file is the only place that reads the environment for them.
 
+use crate::http::serve::Limits;
 use crate::hub::settings::{Settings as HubSettings, Source};
 use crate::lane::Lifetime;
 use crate::sinks::{endpoint, relay};
@@ -35,6 +36,8 @@ pub struct DaemonArgs {
     pub logs: LogArgs,
     #[command(flatten)]
     pub sessions: SessionArgs,
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
     #[command(flatten)]
@@ -117,6 +120,41 @@ pub struct SessionArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Connections")]
+pub struct ConnectionArgs {
+    /// Open connections at most (hooks, streams, sockets, posts); beyond it a new connection is
+    /// closed at once and a warning logged.
+    #[arg(long, env = "AEP_MAX_CONNECTIONS", default_value = "512", value_name = "CONNECTIONS",
+          value_parser = positive("AEP_MAX_CONNECTIONS", "connections"))]
+    pub max_connections: usize,
+    /// Of AEP_MAX_CONNECTIONS, how many are kept for hooks: observers never take them.
+    #[arg(long, env = "AEP_HOOK_CONNECTIONS", default_value = "64", value_name = "CONNECTIONS",
+          value_parser = positive("AEP_HOOK_CONNECTIONS", "connections"))]
+    pub hook_connections: usize,
+    /// A connection that has not sent a whole request head within this is closed (e.g. 10s).
+    #[arg(long, env = "AEP_HEADER_TIMEOUT", default_value = "10s", value_name = "DURATION",
+          value_parser = duration("AEP_HEADER_TIMEOUT"))]
+    pub header_timeout: Duration,
+}
+
+impl ConnectionArgs {
+    pub fn limits(&self) -> anyhow::Result<Limits> {
+        if self.hook_connections >= self.max_connections {
+            bail!(
+                "AEP_HOOK_CONNECTIONS={} must be less than AEP_MAX_CONNECTIONS={}: observers need a share too",
+                self.hook_connections,
+                self.max_connections
+            );
+        }
+        Ok(Limits {
+            max_connections: self.max_connections,
+            hook_connections: self.hook_connections,
+            header_timeout: self.header_timeout,
+        })
+    }
+}
+
+#[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Embedded AEP endpoint (AEP-0003)")]
 pub struct EndpointArgs {
     /// 0 turns the endpoint off (the hook door and /healthz stay): 1 or 0.
@@ -135,6 +173,15 @@ pub struct EndpointArgs {
     #[arg(long, env = "AEP_MAX_SESSIONS", default_value = "500", value_name = "SESSIONS",
           value_parser = positive("AEP_MAX_SESSIONS", "sessions"))]
     pub max_sessions: usize,
+    /// The replay buffer's memory in all, about (the Events' lines and parsed values); the
+    /// oldest Events held are let go first. The daemon's own come back from its logs.
+    #[arg(long, env = "AEP_BUFFER_BYTES", default_value = "67108864", value_name = "BYTES",
+          value_parser = positive("AEP_BUFFER_BYTES", "bytes"))]
+    pub buffer_bytes: usize,
+    /// One Event's size: a longer one is refused (413, or an error frame on the socket).
+    #[arg(long, env = "AEP_MAX_EVENT", default_value = "4194304", value_name = "BYTES",
+          value_parser = positive("AEP_MAX_EVENT", "bytes"))]
+    pub max_event: usize,
     /// `POST /events` bodies above this many bytes get 413.
     #[arg(long, env = "AEP_MAX_BODY", default_value = "16777216", value_name = "BYTES",
           value_parser = positive("AEP_MAX_BODY", "bytes"))]
@@ -262,6 +309,8 @@ impl EndpointArgs {
             token: self.token.as_deref().map(Arc::from),
             buffer: self.buffer,
             max_sessions: self.max_sessions,
+            buffer_bytes: self.buffer_bytes,
+            max_event: self.max_event,
             max_body: self.max_events_body,
             max_batch: self.max_batch,
             max_from: self.max_from,
@@ -438,6 +487,19 @@ mod tests {
         assert!(args.hub.settings().unwrap().is_none());
         assert!(args.relay.settings(&args.endpoint).unwrap().is_none());
         assert_eq!(args.logs.log_retain, None, "every log is kept");
+        let limits = args.connections.limits().unwrap();
+        assert_eq!((limits.max_connections, limits.hook_connections), (512, 64));
+        assert_eq!(limits.header_timeout, Duration::from_secs(10));
+        let err = parse(&["--max-connections", "8", "--hook-connections", "8"])
+            .unwrap()
+            .connections
+            .limits()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("AEP_HOOK_CONNECTIONS") && err.contains("AEP_MAX_CONNECTIONS"),
+            "{err}"
+        );
         let args = parse(&["--log-retain", "30d"]).unwrap();
         assert_eq!(args.logs.log_retain, Some(Duration::from_secs(30 * 86400)));
     }
@@ -449,10 +511,14 @@ mod tests {
             (&["--capture", "everything"], "AEP_CAPTURE"),
             (&["--buffer", "0"], "AEP_BUFFER"),
             (&["--buffer", "lots"], "AEP_BUFFER"),
+            (&["--buffer-bytes", "0"], "AEP_BUFFER_BYTES"),
+            (&["--max-event", "big"], "AEP_MAX_EVENT"),
             (&["--endpoint", "yes"], "AEP_ENDPOINT"),
             (&["--session-idle", "forever"], "AEP_SESSION_IDLE"),
             (&["--log-retain", "forever"], "AEP_LOG_RETAIN"),
             (&["--log-retain", "0s"], "AEP_LOG_RETAIN"),
+            (&["--max-connections", "0"], "AEP_MAX_CONNECTIONS"),
+            (&["--header-timeout", "soon"], "AEP_HEADER_TIMEOUT"),
             (&["--hub-ack-guard-ms", "10000"], "AEP_CLINE_HUB_ACK_GUARD_MS"),
             (&["--hub-ack-guard-ms", "0"], "AEP_CLINE_HUB_ACK_GUARD_MS"),
             (&["--listen", "localhost"], "AEP_LISTEN"),

@@ -1,10 +1,12 @@
 //! The daemon's HTTP surface on its listener: the shim's door (`POST /hook`), `GET /healthz`,
-//! `POST /control`, and the embedded AEP endpoint's routes (`sinks::endpoint`).
+//! `POST /control`, and the embedded AEP endpoint's routes (`sinks::endpoint`), served by
+//! [`serve`] (connection cap, header timeout).
 
 pub mod auth;
 pub mod control;
 pub mod error;
 mod hook;
+pub mod serve;
 
 use crate::control::Intake;
 use crate::lane::spool::Spool;
@@ -36,6 +38,8 @@ pub struct AppState {
     pub hub: Option<Arc<crate::hub::Status>>,
     /// The capture ceiling (`AEP_CAPTURE`), as set.
     pub capture: Arc<str>,
+    /// The listener's open connections.
+    pub connections: Arc<serve::Gauge>,
 }
 
 pub fn router(state: AppState, max_body: usize) -> Router {
@@ -68,5 +72,7 @@ pub fn health(state: &AppState) -> serde_json::Value {
         "hub": state.hub.as_ref().map(|h| h.json()),
         "capture": &*state.capture,
         "control": !state.intake.accepts().is_empty(),
+        "endpoint": state.endpoint.as_ref().map(|e| e.status()),
+        "connections": state.connections.status(),
     })
 }

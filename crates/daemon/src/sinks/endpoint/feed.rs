@@ -75,10 +75,11 @@ pub struct Snapshot {
 }
 
 impl Feed {
-    pub fn new(depth: usize, max_sessions: usize) -> Self {
+    /// The replay buffer's bounds: Events per session, sessions, bytes in all, bytes per Event.
+    pub fn new(depth: usize, max_sessions: usize, max_bytes: usize, max_event: usize) -> Self {
         Feed {
             inner: Mutex::new(Inner {
-                buffer: ReplayBuffer::new(depth, max_sessions),
+                buffer: ReplayBuffer::new(depth, max_sessions, max_bytes, max_event),
                 n: 0,
             }),
             tx: broadcast::channel(CAPACITY).0,
@@ -96,6 +97,11 @@ impl Feed {
         // No subscriber is not an error.
         let _ = self.tx.send(stored);
         held
+    }
+
+    /// The replay buffer's weight, about (bytes).
+    pub fn held_bytes(&self) -> usize {
+        self.inner.lock().buffer.bytes()
     }
 
     /// Lets go of sessions the registry closed.

@@ -47,18 +47,26 @@ pub struct Endpoint {
     instance: String,
     /// Set when the daemon stops: open streams and sockets end so the server can.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Turns to read a `POST /events` body ([`ingest::INGESTS`]).
+    ingests: tokio::sync::Semaphore,
 }
 
 impl Endpoint {
     /// Builds the endpoint; [`Endpoint::pump`] feeds it from the bus.
     pub fn new(settings: Settings, journal: Journal, intake: Arc<Intake>, instance: String) -> Arc<Endpoint> {
         Arc::new(Endpoint {
-            feed: Feed::new(settings.buffer, settings.max_sessions),
+            feed: Feed::new(
+                settings.buffer,
+                settings.max_sessions,
+                settings.buffer_bytes,
+                settings.max_event,
+            ),
             settings,
             journal,
             intake,
             instance,
             closing: tokio::sync::watch::channel(false).0,
+            ingests: tokio::sync::Semaphore::new(ingest::INGESTS),
         })
     }
 
@@ -79,6 +87,11 @@ impl Endpoint {
                 Err(RecvError::Closed) => return,
             }
         }
+    }
+
+    /// For `/healthz`: what the replay buffer holds.
+    pub fn status(&self) -> Value {
+        json!({"buffer_bytes": self.feed.held_bytes(), "buffer_max_bytes": self.settings.buffer_bytes})
     }
 
     /// Ends every open SSE stream and WebSocket (the daemon is stopping).

@@ -213,7 +213,7 @@ mod tests {
         std::fs::create_dir_all(journal.dir()).unwrap();
         let lines: Vec<String> = (0..6).map(|seq| own(seq, "x.a.b.c").line.clone()).collect();
         std::fs::write(journal.path("s"), lines.join("\n") + "\n").unwrap();
-        let feed = Feed::new(10, 10);
+        let feed = Feed::new(10, 10, usize::MAX, usize::MAX);
         // 0..=2 reached the feed before the restart's memory began; 3..=5 are in the log but
         // still on their way to the feed when the subscription is planned.
         let (mut snapshot, mut rx) = feed.subscribe(&Resume::Sessions(vec![("s".into(), None)]), &[]);

@@ -20,12 +20,14 @@ use super::stored::Stored;
 use super::subscription::{Subscription, LIMIT_EXCEEDED};
 use super::{one_line, Endpoint};
 use crate::control::Refusal;
+use crate::http::serve::Slot;
 use crate::lane::Published;
 use aep_core::sequence::Position;
 use aep_core::{EventType, Scope, Severity, AEP_VERSION};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
+use axum::Extension;
 use futures_util::SinkExt;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
@@ -42,8 +44,24 @@ const UNSUPPORTED_DATA: u16 = 1003;
 const GOING_AWAY: u16 = 1001;
 const TRY_AGAIN_LATER: u16 = 1013;
 
-pub async fn upgrade(State(endpoint): State<Arc<Endpoint>>, ws: WebSocketUpgrade) -> Response {
-    ws.on_upgrade(move |socket| Connection::new(endpoint).run(socket))
+/// Room in a frame beside one Event (`AEP_MAX_EVENT`): a subscription with every resume
+/// position it may name fits, and an Event a little over the limit still gets its refusal
+/// in-band; a frame beyond that closes the socket.
+const FRAME_SLACK: usize = 1 << 20;
+
+pub async fn upgrade(
+    State(endpoint): State<Arc<Endpoint>>,
+    slot: Option<Extension<Slot>>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let max = endpoint.settings.max_event + FRAME_SLACK;
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| async move {
+            // The socket keeps its connection's place under the cap until it closes.
+            let _slot = slot;
+            Connection::new(endpoint).run(socket).await
+        })
 }
 
 struct Connection {
@@ -267,6 +285,16 @@ impl Connection {
         let command =
             EventType::parse(ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter) && ty != "attention.routed";
         if !command {
+            let max = self.endpoint.settings.max_event;
+            if raw.len() > max {
+                return refuse(
+                    "payload-too-large",
+                    format!(
+                        "the Event is {} bytes; this endpoint takes Events up to {max} bytes (AEP_MAX_EVENT)",
+                        raw.len()
+                    ),
+                );
+            }
             if let Err(v) = aep_core::validate::validate_event(&event) {
                 return refuse("invalid-event", v.to_string());
             }

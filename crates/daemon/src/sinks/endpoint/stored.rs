@@ -23,6 +23,8 @@ pub struct Stored {
     pub capture: Capture,
     /// One of this daemon's own Events (its session logs hold it), not a collected one.
     pub own: bool,
+    /// About how many bytes of memory holding it takes (its line and its parsed value).
+    pub weight: usize,
 }
 
 impl Stored {
@@ -39,12 +41,14 @@ impl Stored {
             None => Capture::default(),
             Some(c) => c.as_str().and_then(|s| s.parse().ok()).unwrap_or(Capture::Full),
         };
+        let weight = HELD + event.line.len() + heap(v);
         Stored {
             event,
             n,
             severity,
             capture,
             own,
+            weight,
         }
     }
 
@@ -76,6 +80,23 @@ impl Stored {
     pub fn key(&self) -> (&str, &str) {
         let s = |k: &str| self.value().get(k).and_then(Value::as_str).unwrap_or_default();
         (s("source"), s("id"))
+    }
+}
+
+/// What holding any Event costs beside its content (the `Stored`, the `Published`, the
+/// buffer's slot and its `(source, id)` key), about.
+const HELD: usize = 256;
+
+/// About how many heap bytes a parsed JSON value takes (serde_json's `Value`, a B-tree map per
+/// object).
+fn heap(value: &Value) -> usize {
+    const SLOT: usize = std::mem::size_of::<Value>();
+    match value {
+        Value::String(s) => s.capacity(),
+        Value::Array(items) => items.capacity() * SLOT + items.iter().map(heap).sum::<usize>(),
+        // Per entry: the key, the value's slot, and the tree's share of node overhead.
+        Value::Object(map) => map.iter().map(|(k, v)| k.capacity() + SLOT + 24 + heap(v)).sum(),
+        _ => 0,
     }
 }
 
