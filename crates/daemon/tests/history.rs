@@ -58,7 +58,7 @@ fn seqs(events: &[Value]) -> Vec<u64> {
 fn after_a_restart_every_logged_event_is_replayed_in_order() {
     let sb = Sandbox::new();
     let daemon = sb.start();
-    for name in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+    for name in ["agent_start", "tool_call", "tool_result"] {
         hook(&sb, name);
     }
     for i in 0..5 {
@@ -105,7 +105,7 @@ fn after_a_restart_every_logged_event_is_replayed_in_order() {
     let frames = ws.recv_until(WAIT, |f| f["seq"].as_u64() == Some(first.len() as u64 - 1));
     let replayed: Vec<Value> = frames.into_iter().filter(|f| f.get("aep").is_some()).collect();
     assert_eq!(replayed, first);
-    hook(&sb, "tool_call");
+    hook(&sb, "agent_end");
     let log = sb.log(SESSION);
     let live = ws.recv_until(WAIT, |f| f.get("aep").is_some());
     assert_eq!(
@@ -124,7 +124,7 @@ fn a_quiet_session_the_registry_let_go_resumes_from_its_log() {
         .with_env("AEP_SESSION_GRACE", "100ms")
         .with_env("AEP_SESSION_IDLE", "300ms");
     let daemon = sb.start();
-    for name in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+    for name in ["agent_start", "tool_call", "tool_result"] {
         hook(&sb, name);
     }
     let log = sb.log(SESSION);
@@ -145,7 +145,7 @@ fn a_quiet_session_the_registry_let_go_resumes_from_its_log() {
     let events: Vec<Value> = frames.into_iter().filter(|f| f.get("aep").is_some()).collect();
     assert_eq!(events, log[1..]);
     // The session speaks again: the live Event follows the replay without a repeat.
-    hook(&sb, "tool_call");
+    hook(&sb, "agent_end");
     let next = ws.recv_until(WAIT, |f| f.get("aep").is_some()).pop().unwrap();
     assert_eq!(&next, sb.log(SESSION).last().unwrap());
     assert_eq!(next["seq"].as_u64(), Some(log.len() as u64));
