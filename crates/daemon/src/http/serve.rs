@@ -213,6 +213,8 @@ pub async fn serve(listener: TcpListener, router: Router, gauge: Arc<Gauge>, sto
             stopped.clone(),
         ));
     }
+    // New connections are refused at once (a shim spools its hook) while open ones finish.
+    drop(listener);
     let _ = stopping.send(true);
     tracker.close();
     if tokio::time::timeout(DRAIN_WITHIN, tracker.wait()).await.is_err() {
