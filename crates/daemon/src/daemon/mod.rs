@@ -62,6 +62,16 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let relay_settings = args.relay.settings(&args.endpoint)?;
     let hub_settings = args.hub.settings()?;
     let limits = args.connections.limits()?;
+    // Observation is open on loopback without a token (the machine's own users; browsers are
+    // kept out by `http::origin`); beyond it, anyone who can reach the port could read every
+    // session, so a token is required there.
+    if !config.listen.ip().is_loopback() && endpoint_settings.enabled && endpoint_settings.token.is_none() {
+        anyhow::bail!(
+            "AEP_LISTEN={} reaches beyond loopback but AEP_TOKEN is not set: anyone who can reach the port could read \
+             every session and post Events. Set AEP_TOKEN, listen on 127.0.0.1, or turn the endpoint off with AEP_ENDPOINT=0",
+            config.listen
+        );
+    }
     let redactor = Redactor::new(config.redact.clone())
         .context("the redaction settings (HOME, AEP_REDACT_SECRET_ENV) cannot be used")?;
 
@@ -77,7 +87,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {} (AEP_LISTEN)", config.listen))?;
     let addr = listener.local_addr()?;
     if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "listening beyond loopback (AEP_LISTEN): hooks are still refused without the token");
+        tracing::warn!(%addr, "listening beyond loopback (AEP_LISTEN): every request needs its token");
     }
     let url = format!("http://{addr}");
     lock.record(&Holder {
@@ -257,7 +267,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             Arc::new(move || crate::http::health(&health)),
         )
     });
-    let mut app = router(state, config.max_body);
+    let mut app = router(state, config.max_body, addr);
     if let Some(dashboard) = &dashboard {
         app = app.merge(crate::dashboard::routes(dashboard.clone()));
     }

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod control;
 pub mod error;
 mod hook;
+pub mod origin;
 pub mod serve;
 
 use crate::control::Intake;
@@ -42,7 +43,9 @@ pub struct AppState {
     pub connections: Arc<serve::Gauge>,
 }
 
-pub fn router(state: AppState, max_body: usize) -> Router {
+/// Every route, behind the guard against browsers ([`origin`]); `addr` is where the daemon
+/// listens.
+pub fn router(state: AppState, max_body: usize, addr: std::net::SocketAddr) -> Router {
     let endpoint = state.endpoint.clone();
     let proven = axum::middleware::from_fn_with_state(state.clone(), hook::prove);
     let daemon = Router::new()
@@ -51,10 +54,14 @@ pub fn router(state: AppState, max_body: usize) -> Router {
         .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state);
-    match endpoint {
+    let routes = match endpoint {
         Some(endpoint) => daemon.merge(endpoint::routes(endpoint)),
         None => daemon,
-    }
+    };
+    routes.layer(axum::middleware::from_fn_with_state(
+        origin::Doors::new(addr),
+        origin::guard,
+    ))
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {
