@@ -203,9 +203,14 @@ pub struct EndpointArgs {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Relay binding")]
 pub struct RelayArgs {
-    /// An AEP relay to emit on (ws://host:8787/socket); the binding is off without it.
+    /// An AEP relay to emit on (ws://host:8787/socket, or wss:// with TLS); the binding is off
+    /// without it.
     #[arg(long, env = "AEP_RELAY_URL", value_name = "WS_URL", hide_env_values = true)]
     pub relay_url: Option<String>,
+    /// For a wss:// relay whose certificate a private CA signed: that CA's certificate (PEM),
+    /// trusted beside the system's roots.
+    #[arg(long, env = "AEP_RELAY_CA", value_name = "PEM_FILE")]
+    pub relay_ca: Option<PathBuf>,
     /// The relay's bearer token [default: AEP_TOKEN]
     #[arg(long, env = "AEP_RELAY_TOKEN", value_name = "TOKEN", hide_env_values = true)]
     pub relay_token: Option<String>,
@@ -331,16 +336,32 @@ impl RelayArgs {
             return Ok(None);
         };
         let shown = url.split('?').next().unwrap_or_default();
-        if url.starts_with("wss://") {
+        let secure = url.starts_with("wss://");
+        if !secure && !url.starts_with("ws://") {
+            bail!("AEP_RELAY_URL={shown:?} is not a WebSocket URL: use ws://host:port/socket (or wss://)");
+        }
+        let uri: axum::http::Uri = url
+            .parse()
+            .map_err(|_| anyhow::anyhow!("AEP_RELAY_URL={shown:?} is not a URL: use ws://host:port/socket"))?;
+        if uri.host().is_none_or(str::is_empty) {
+            bail!("AEP_RELAY_URL={shown:?} names no host: use ws://host:port/socket");
+        }
+        if matches!(uri.path(), "" | "/") {
             bail!(
-                "AEP_RELAY_URL={shown:?}: this build speaks ws:// only; reach an off-host relay through a local TLS tunnel (AEP-0003 §8.1 wants TLS off-host)"
+                "AEP_RELAY_URL={shown:?} names no path: an AEP relay's WebSocket is at /socket, e.g. {}/socket",
+                shown.trim_end_matches('/')
             );
         }
-        if !url.starts_with("ws://") {
-            bail!("AEP_RELAY_URL={shown:?} is not a WebSocket URL: use ws://host:port/socket");
-        }
+        let tls = match (secure, &self.relay_ca) {
+            (true, ca) => Some(relay::tls::client_config(ca.as_deref())?),
+            (false, Some(_)) => {
+                bail!("AEP_RELAY_CA is set but AEP_RELAY_URL={shown:?} is not wss://: the CA is for a TLS relay")
+            }
+            (false, None) => None,
+        };
         Ok(Some(relay::settings::Settings {
             url,
+            tls,
             token: self.relay_token.clone().or_else(|| endpoint.token.clone()),
             outbox: self.relay_outbox,
             ping: endpoint.ping(),
@@ -567,10 +588,23 @@ mod tests {
     }
 
     #[test]
-    fn a_relay_url_must_be_plain_websocket_and_never_shows_its_query() {
-        let args = parse(&["--relay-url", "http://r/socket?access_token=s3cret"]).unwrap();
-        let err = args.relay.settings(&args.endpoint).unwrap_err().to_string();
-        assert!(err.contains("AEP_RELAY_URL") && !err.contains("s3cret"), "{err}");
+    fn a_relay_url_must_be_a_websocket_with_a_path_and_never_shows_its_query() {
+        let err = |flags: &[&str]| {
+            let args = parse(flags).unwrap();
+            format!("{:#}", args.relay.settings(&args.endpoint).unwrap_err())
+        };
+        let e = err(&["--relay-url", "http://r/socket?access_token=s3cret"]);
+        assert!(e.contains("AEP_RELAY_URL") && !e.contains("s3cret"), "{e}");
+        let e = err(&["--relay-url", "ws://r:8787"]);
+        assert!(e.contains("no path") && e.contains("ws://r:8787/socket"), "{e}");
+        let e = err(&["--relay-url", "ws://r:8787/?access_token=s3cret"]);
+        assert!(e.contains("/socket") && !e.contains("s3cret"), "{e}");
+        let e = err(&["--relay-url", "ws://r/socket", "--relay-ca", "/ca.pem"]);
+        assert!(e.contains("AEP_RELAY_CA") && e.contains("wss://"), "{e}");
+        let e = err(&["--relay-url", "wss://r/socket", "--relay-ca", "/nowhere/ca.pem"]);
+        assert!(e.contains("AEP_RELAY_CA=/nowhere/ca.pem"), "{e}");
+        let args = parse(&["--relay-url", "wss://r/socket"]).unwrap();
+        assert!(args.relay.settings(&args.endpoint).unwrap().unwrap().tls.is_some());
         let args = parse(&["--relay-url", "ws://r/socket", "--token", "t"]).unwrap();
         let relay = args.relay.settings(&args.endpoint).unwrap().unwrap();
         assert_eq!(relay.token.as_deref(), Some("t"), "the relay falls back to AEP_TOKEN");
