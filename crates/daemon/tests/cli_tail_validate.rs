@@ -185,3 +185,57 @@ fn validate_passes_a_daemon_log_and_names_every_violation() {
     let out = sb.run(&["validate"], &[]);
     assert!(!out.status.success(), "at least one file is required");
 }
+
+#[test]
+fn a_stream_put_on_the_daemons_session_is_a_second_emitter_that_validates_with_it() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+        assert!(sb.hook(&real_payload("hooks-local", hook)).status.success());
+    }
+    let log_path = aep_cline::lane::Journal::new(&sb.log_dir).path(SESSION);
+    let stream_input = format!(
+        "{}/../cline-stream/tests/data/json-stream-local.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new(BIN)
+        .args(["stream", &stream_input, "--aep", "--session", SESSION])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let streamed = sb.root.path().join("stream.aep.jsonl");
+    std::fs::write(&streamed, &out.stdout).unwrap();
+    let validate = |files: &[&std::path::Path]| Command::new(BIN).arg("validate").args(files).output().unwrap();
+    let both = validate(&[&log_path, &streamed]);
+    assert!(
+        both.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&both.stdout),
+        String::from_utf8_lossy(&both.stderr)
+    );
+    // The distinct source is what makes it valid: on the daemon's own source the positions clash.
+    let own_source = String::from_utf8_lossy(&out.stdout).replace(&format!("{SESSION}/stream"), SESSION);
+    let clashing = sb.root.path().join("clash.jsonl");
+    std::fs::write(&clashing, own_source).unwrap();
+    assert!(!validate(&[&log_path, &clashing]).status.success());
+    // Collected by the daemon's endpoint, both emitters show, each position once per emitter.
+    let (status, _) = support::endpoint::post(
+        &daemon.addr(),
+        None,
+        "application/x-ndjson",
+        &String::from_utf8_lossy(&out.stdout),
+    );
+    assert_eq!(status, 202);
+    let stream_events = String::from_utf8_lossy(&out.stdout).lines().count();
+    let log = sb.log(SESSION);
+    let (mut shown, rx) = tail(&sb, &["--replay", "--session", SESSION]);
+    let lines = lines(&rx, log.len() + stream_events);
+    shown.kill().unwrap();
+    let _ = shown.wait();
+    let own = lines.iter().filter(|l| l.contains(&format!(" {SESSION}:"))).count();
+    let second = lines
+        .iter()
+        .filter(|l| l.contains(&format!(" {SESSION}/stream:")))
+        .count();
+    assert_eq!((own, second), (log.len(), stream_events), "{lines:#?}");
+}

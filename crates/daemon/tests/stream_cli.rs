@@ -303,7 +303,10 @@ fn aep_events_go_on_the_session_the_caller_names() {
     assert!(!events.is_empty());
     for e in &events {
         assert_eq!(e["session"], "1796007203184_6l7jh");
-        assert_eq!(e["source"], "aep://test-host/agent/cline/session/1796007203184_6l7jh");
+        assert_eq!(
+            e["source"],
+            "aep://test-host/agent/cline/session/1796007203184_6l7jh/stream"
+        );
     }
     // --session only means something for AEP output.
     let out = stream(&[real(name).to_str().unwrap(), "--session", "s"], None);

@@ -65,7 +65,9 @@ pub struct StreamArgs {
 
     /// With --aep: put the events on this AEP session instead of a fresh one. Cline 3.0.65's
     /// --json output names no session; pass the run's `sessionContext.rootSessionId` (the id the
-    /// hooks and the hub use) to join this run to the daemon's session.
+    /// hooks and the hub use) to show this run beside the daemon's session. The stream stays
+    /// its own emitter (`source` …/session/ID/stream, positions from 0), so the daemon's log and
+    /// this output validate together (AEP-0001 §5.2).
     #[arg(long, value_name = "ID", requires = "aep")]
     pub session: Option<String>,
 
