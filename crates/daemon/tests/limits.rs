@@ -164,27 +164,41 @@ fn observers_at_the_cap_never_starve_hooks_and_the_cap_is_reported() {
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(sb.spooled(), 0, "the hook was taken, not spooled");
     assert_eq!(sb.log(SESSION).len(), 2);
-    // Idle connections fill the hook slots for a moment; beyond them a connection is closed
-    // at once, and the daemon says why.
-    let mut idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    // Silent sockets on every hook slot cannot keep a hook out: the oldest is closed for it.
+    let mut silent: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = sb.hook(&real_payload("hooks-local", "tool_call"));
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    assert_eq!((sb.spooled(), sb.log(SESSION).len()), (0, 3), "taken at once");
+    assert!(
+        closed_within(&mut silent[0], Duration::from_secs(1)),
+        "the oldest silent one made room"
+    );
+    // Hook slots busy with requests (a body still coming) are not taken from anyone: a new
+    // connection is closed at once, and the daemon says why.
+    std::thread::sleep(Duration::from_millis(1200)); // the other silent ones time out (1 s)
+    let auth = format!("Bearer {}", daemon.token);
+    let busy: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            let head = format!(
+                "POST /hook HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {auth}\r\nContent-Length: 100\r\n\r\n{{"
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s
+        })
+        .collect();
     std::thread::sleep(Duration::from_millis(200));
     let mut over = TcpStream::connect(&addr).unwrap();
-    assert!(closed_within(&mut over, Duration::from_secs(2)), "refused at the cap");
-    // A hook slot's idle connection is let go within a second, so hooks flow again.
-    for s in &mut idle {
-        assert!(closed_within(s, Duration::from_secs(3)), "a silent hook slot is freed");
-    }
-    let out = sb.hook(&real_payload("hooks-local", "tool_call"));
-    assert!(out.status.success());
-    assert_eq!(sb.log(SESSION).len(), 3);
-    assert_eq!(sb.spooled(), 0);
+    assert!(closed_within(&mut over, Duration::from_secs(1)), "refused at the cap");
+    drop(busy);
     // An observer slot's silent connection is closed after the header timeout (2 s).
     drop(streams);
     std::thread::sleep(Duration::from_millis(200));
-    let mut silent = TcpStream::connect(&addr).unwrap();
-    silent.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let mut half = TcpStream::connect(&addr).unwrap();
+    half.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n").unwrap();
     let t = Instant::now();
-    assert!(closed_within(&mut silent, Duration::from_secs(6)));
+    assert!(closed_within(&mut half, Duration::from_secs(6)));
     assert!(t.elapsed() >= Duration::from_millis(1500), "{:?}", t.elapsed());
     let connections = &health(&daemon)["connections"];
     assert_eq!(
@@ -192,6 +206,10 @@ fn observers_at_the_cap_never_starve_hooks_and_the_cap_is_reported() {
         (Some(12), Some(4))
     );
     assert!(connections["refused"].as_u64().unwrap() >= 1, "{connections}");
+    assert!(
+        connections["silent_closed_for_hooks"].as_u64().unwrap() >= 1,
+        "{connections}"
+    );
     let (_, stderr) = daemon.stop();
     assert!(stderr.contains("connection cap reached"), "{stderr}");
 }

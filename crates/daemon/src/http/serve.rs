@@ -6,8 +6,10 @@
 //!   (`AEP_HOOK_CONNECTIONS`): observers (streams, sockets, posts, `/control`) take at most the
 //!   rest, so they can never starve the hook door. A connection that finds the observers' share
 //!   full gets a reserved slot that serves `POST /hook` only (anything else: 503), with a short
-//!   head timeout; when every slot is taken the connection is closed at once (the shim then
-//!   spools its hook) and a warning says so, at most every [`WARN_EVERY`];
+//!   head timeout. When every reserved slot is taken, the oldest one whose connection has not
+//!   sent a request yet is closed to make room (the shim sends at once, so a flood of idle
+//!   sockets cannot keep a hook out); when none can be, the new connection is closed at once
+//!   (the shim then spools its hook) and a warning says so, at most every [`WARN_EVERY`];
 //! - a time limit on each request that is not a stream (three header timeouts): a body sent
 //!   too slowly gets 408.
 //!
@@ -30,6 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
@@ -43,6 +46,8 @@ const HOOK_REQUEST_WITHIN: Duration = Duration::from_secs(5);
 const HOOK_HEAD_WITHIN: Duration = Duration::from_secs(1);
 /// How long a stop waits for open requests to finish.
 const DRAIN_WITHIN: Duration = Duration::from_secs(5);
+/// How long a new connection waits for the reserved slot a silent connection gives up.
+const PREEMPT_WITHIN: Duration = Duration::from_millis(100);
 
 /// The listener's limits (`AEP_MAX_CONNECTIONS`, `AEP_HOOK_CONNECTIONS`, `AEP_HEADER_TIMEOUT`).
 #[derive(Debug, Clone, Copy)]
@@ -107,8 +112,24 @@ pub struct Gauge {
     limits: Limits,
     observers: Arc<Semaphore>,
     hooks: Arc<Semaphore>,
+    /// Connections on reserved slots that have not sent a request yet, the oldest first.
+    silent: Mutex<Silent>,
     refused: AtomicU64,
+    preempted: AtomicU64,
     warned: Mutex<Option<(Instant, u64)>>,
+}
+
+#[derive(Default)]
+struct Silent {
+    next: u64,
+    queue: std::collections::VecDeque<(u64, CancellationToken)>,
+}
+
+/// What a new connection was given.
+struct Admitted {
+    slot: Slot,
+    /// On a reserved slot: its place among the silent ones, until its first request.
+    silent: Option<(u64, CancellationToken)>,
 }
 
 impl Gauge {
@@ -117,7 +138,9 @@ impl Gauge {
             observers: Arc::new(Semaphore::new(limits.max_connections - limits.hook_connections)),
             hooks: Arc::new(Semaphore::new(limits.hook_connections)),
             limits,
+            silent: Mutex::new(Silent::default()),
             refused: AtomicU64::new(0),
+            preempted: AtomicU64::new(0),
             warned: Mutex::new(None),
         })
     }
@@ -129,27 +152,59 @@ impl Gauge {
             "max": l.max_connections,
             "hooks_reserved": l.hook_connections,
             "refused": self.refused.load(Ordering::Relaxed),
+            "silent_closed_for_hooks": self.preempted.load(Ordering::Relaxed),
         })
     }
 
-    /// A slot for a new connection: an observer's, else a hook-only one; `None` at the cap.
-    fn admit(&self) -> Option<(Slot, bool)> {
+    /// A slot for a new connection: an observer's, else a reserved one (a silent holder of one
+    /// closed to make room if need be); `None` at the cap.
+    async fn admit(&self) -> Option<Admitted> {
         if let Ok(permit) = self.observers.clone().try_acquire_owned() {
-            return Some((
-                Slot {
+            return Some(Admitted {
+                slot: Slot {
                     _permit: Arc::new(permit),
                 },
-                false,
-            ));
+                silent: None,
+            });
         }
-        if let Ok(permit) = self.hooks.clone().try_acquire_owned() {
-            return Some((
-                Slot {
-                    _permit: Arc::new(permit),
-                },
-                true,
-            ));
-        }
+        let permit = match self.hooks.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                let oldest = self.silent.lock().queue.pop_front();
+                let Some((_, token)) = oldest else {
+                    self.refuse();
+                    return None;
+                };
+                token.cancel();
+                self.preempted.fetch_add(1, Ordering::Relaxed);
+                match tokio::time::timeout(PREEMPT_WITHIN, self.hooks.clone().acquire_owned()).await {
+                    Ok(Ok(permit)) => permit,
+                    _ => {
+                        self.refuse();
+                        return None;
+                    }
+                }
+            }
+        };
+        let token = CancellationToken::new();
+        let mut silent = self.silent.lock();
+        silent.next += 1;
+        let id = silent.next;
+        silent.queue.push_back((id, token.clone()));
+        Some(Admitted {
+            slot: Slot {
+                _permit: Arc::new(permit),
+            },
+            silent: Some((id, token)),
+        })
+    }
+
+    /// A connection on a reserved slot sent its first request: it is no longer silent.
+    fn spoke(&self, id: u64) {
+        self.silent.lock().queue.retain(|(i, _)| *i != id);
+    }
+
+    fn refuse(&self) {
         let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
         let mut warned = self.warned.lock();
         if warned.is_none_or(|(at, _)| at.elapsed() >= WARN_EVERY) {
@@ -162,7 +217,6 @@ impl Gauge {
             );
             *warned = Some((Instant::now(), refused));
         }
-        None
     }
 }
 
@@ -190,10 +244,11 @@ pub async fn serve(listener: TcpListener, router: Router, gauge: Arc<Gauge>, sto
             },
             _ = &mut stop => break,
         };
-        let Some((slot, hooks_only)) = gauge.admit() else {
+        let Some(admitted) = gauge.admit().await else {
             drop(stream);
             continue;
         };
+        let hooks_only = admitted.silent.is_some();
         let head = gauge.limits.header_timeout;
         let (head, request) = if hooks_only {
             (
@@ -204,14 +259,13 @@ pub async fn serve(listener: TcpListener, router: Router, gauge: Arc<Gauge>, sto
             (head, head * REQUEST_HEADS)
         };
         let within = Within { head, request };
-        tracker.spawn(connection(
-            stream,
-            router.clone(),
-            slot,
-            hooks_only,
+        let conn = Conn {
+            router: router.clone(),
+            gauge: gauge.clone(),
+            admitted,
             within,
-            stopped.clone(),
-        ));
+        };
+        tracker.spawn(conn.serve(stream, stopped.clone()));
     }
     // New connections are refused at once (a shim spools its hook) while open ones finish.
     drop(listener);
@@ -229,38 +283,62 @@ struct Within {
     request: Duration,
 }
 
-async fn connection(
-    stream: TcpStream,
+/// One accepted connection and what it was given.
+struct Conn {
     router: Router,
-    slot: Slot,
-    hooks_only: bool,
+    gauge: Arc<Gauge>,
+    admitted: Admitted,
     within: Within,
-    mut stopped: tokio::sync::watch::Receiver<bool>,
-) {
-    let conn_slot = slot.clone();
-    let service = hyper::service::service_fn(move |request: axum::http::Request<Incoming>| {
-        let (router, slot) = (router.clone(), conn_slot.clone());
-        async move {
-            let mut request = request.map(Body::new);
-            request.extensions_mut().insert(slot);
-            Ok::<_, Infallible>(handle(router, request, hooks_only, within.request).await)
+}
+
+impl Conn {
+    async fn serve(self, stream: TcpStream, mut stopped: tokio::sync::watch::Receiver<bool>) {
+        let Conn {
+            router,
+            gauge,
+            admitted: Admitted { slot, silent },
+            within,
+        } = self;
+        let hooks_only = silent.is_some();
+        let (id, preempted) = match silent {
+            Some((id, token)) => (Some(id), token),
+            None => (None, CancellationToken::new()),
+        };
+        let conn_slot = slot.clone();
+        let ours = gauge.clone();
+        let service = hyper::service::service_fn(move |request: axum::http::Request<Incoming>| {
+            let (router, slot, gauge) = (router.clone(), conn_slot.clone(), gauge.clone());
+            async move {
+                if let Some(id) = id {
+                    gauge.spoke(id);
+                }
+                let mut request = request.map(Body::new);
+                request.extensions_mut().insert(slot);
+                Ok::<_, Infallible>(handle(router, request, hooks_only, within.request).await)
+            }
+        });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder.timer(TokioTimer::new()).header_read_timeout(within.head);
+        let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
+        tokio::pin!(conn);
+        let stop = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        tokio::select! {
+            _ = conn.as_mut() => {}
+            // Closed to make room for a hook: it had sent nothing.
+            _ = preempted.cancelled() => {}
+            _ = stop => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
         }
-    });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(within.head);
-    let conn = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
-    tokio::pin!(conn);
-    let stop = async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    };
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = stop => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+        if let Some(id) = id {
+            // Silent to its end (a head timeout, a hang-up): no longer one to close.
+            ours.spoke(id);
         }
+        drop(slot);
     }
-    drop(slot);
 }
 
 async fn handle(router: Router, request: Request, hooks_only: bool, within: Duration) -> Response {
