@@ -177,6 +177,7 @@ impl Gauge {
                 };
                 token.cancel();
                 self.preempted.fetch_add(1, Ordering::Relaxed);
+                self.warn();
                 match tokio::time::timeout(PREEMPT_WITHIN, self.hooks.clone().acquire_owned()).await {
                     Ok(Ok(permit)) => permit,
                     _ => {
@@ -205,17 +206,25 @@ impl Gauge {
     }
 
     fn refuse(&self) {
-        let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.warn();
+    }
+
+    /// Says the cap was reached, at most every [`WARN_EVERY`], with what it cost since.
+    fn warn(&self) {
+        let hit = self.refused.load(Ordering::Relaxed) + self.preempted.load(Ordering::Relaxed);
         let mut warned = self.warned.lock();
         if warned.is_none_or(|(at, _)| at.elapsed() >= WARN_EVERY) {
-            let since = refused - warned.map_or(0, |(_, n)| n);
             tracing::warn!(
                 max = self.limits.max_connections,
-                refused_since_last_warning = since,
-                "connection cap reached (AEP_MAX_CONNECTIONS): new connections are closed at once; \
-                 hooks that find no slot are spooled and recorded later"
+                refused = self.refused.load(Ordering::Relaxed),
+                silent_closed_for_hooks = self.preempted.load(Ordering::Relaxed),
+                since_last_warning = hit - warned.map_or(0, |(_, n)| n),
+                "connection cap reached (AEP_MAX_CONNECTIONS): connections that sent nothing are closed for new \
+                 ones, and when none can be, new connections are closed at once (hooks are then spooled and \
+                 recorded later)"
             );
-            *warned = Some((Instant::now(), refused));
+            *warned = Some((Instant::now(), hit));
         }
     }
 }
