@@ -42,6 +42,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
+    return_large_blocks();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         // Hooks, drains and hub frames do their file I/O on blocking threads; each thread that
@@ -316,6 +317,21 @@ fn retain_logs(sessions: &Sessions, retain: Duration) {
         Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot look for expired logs (AEP_LOG_RETAIN)"),
     }
 }
+
+/// Blocks of 1 MiB and more (a large Event, a request body) are mapped apart and given back
+/// to the system when freed. glibc would otherwise raise its threshold after the first such
+/// free and keep later ones in the heap, so a flood of large Events left the daemon's memory
+/// high long after the replay buffer had let them go.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn return_large_blocks() {
+    // SAFETY: mallopt only sets an allocator parameter; no thread exists yet.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn return_large_blocks() {}
 
 /// A bus subscription taken now, for a sink's first run (later runs subscribe afresh).
 fn subscription(
