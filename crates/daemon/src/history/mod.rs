@@ -15,7 +15,7 @@ use aep_core::sequence::Position;
 use serde::Deserialize;
 use serde_json::Value;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -143,8 +143,7 @@ pub fn logged_sessions(dir: &Path) -> Vec<String> {
     let mut found: Vec<(std::time::SystemTime, String)> = entries
         .filter_map(Result::ok)
         .filter_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            let session = session_of(name.strip_suffix(".jsonl")?)?;
+            let session = logged_session(&entry.path())?;
             let modified = entry.metadata().ok()?.modified().ok()?;
             Some((modified, session))
         })
@@ -153,9 +152,36 @@ pub fn logged_sessions(dir: &Path) -> Vec<String> {
     found.into_iter().map(|(_, session)| session).collect()
 }
 
-/// The session a log's file stem names: the inverse of [`file_stem`], `None` for a name
-/// [`file_stem`] never makes (a stray file in the folder, `.relay.json`, ...).
-pub fn session_of(stem: &str) -> Option<String> {
+/// The session whose log `path` is: read from its name, or, for a name [`file_stem`] cut short
+/// and tagged with a hash (a very long id), from the log's first line; `None` for a file that
+/// is no session log (a stray file in the folder, `.relay.json`, ...).
+pub fn logged_session(path: &Path) -> Option<String> {
+    let stem = path.file_name()?.to_str()?.strip_suffix(".jsonl")?;
+    if let Some(session) = session_of(stem) {
+        return Some(session);
+    }
+    if !stem.contains('~') {
+        return None;
+    }
+    #[derive(Deserialize)]
+    struct Named {
+        session: Option<String>,
+    }
+    let mut first = Vec::new();
+    BufReader::new(File::open(path).ok()?)
+        .take(FIRST_LINE)
+        .read_until(b'\n', &mut first)
+        .ok()?;
+    let session = serde_json::from_slice::<Named>(&first).ok()?.session?;
+    (file_stem(&session) == stem).then_some(session)
+}
+
+/// How much of a cut log's first line is read for its session (a `session.started`).
+const FIRST_LINE: u64 = 1 << 20;
+
+/// The session a log's file stem names: the inverse of [`file_stem`] for names it does not cut,
+/// `None` for any other name.
+fn session_of(stem: &str) -> Option<String> {
     let bytes = stem.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -226,9 +252,19 @@ mod tests {
         for name in ["b.jsonl", "a%20b.jsonl", ".relay.json", "notes.txt", "%zz.jsonl"] {
             std::fs::write(dir.path().join(name), "").unwrap();
         }
+        // A very long id: its file name is cut and hashed, its lines name it.
+        let long = "l".repeat(300);
+        let stem = file_stem(&long);
+        assert!(stem.contains('~'));
+        std::fs::write(
+            dir.path().join(format!("{stem}.jsonl")),
+            format!("{{\"session\":\"{long}\",\"seq\":0}}\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(format!("{stem}x.jsonl")), "{\"session\":\"other\"}\n").unwrap();
         let mut got = logged_sessions(dir.path());
         got.sort();
-        assert_eq!(got, ["a b", "b"]);
+        assert_eq!(got, ["a b".to_string(), "b".into(), long]);
         assert!(logged_sessions(&dir.path().join("missing")).is_empty());
     }
 }

@@ -4,7 +4,7 @@
 //! sequence positions must never be reused, AEP-0001 §7), so it is kept. A session the
 //! registry holds is never touched.
 
-use super::session_of;
+use super::logged_session;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -32,12 +32,7 @@ pub fn sweep(dir: &Path, retain: Duration, now: SystemTime, live: impl Fn(&str) 
         return Ok(removed);
     };
     for entry in entries.filter_map(Result::ok) {
-        let Some(session) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_suffix(".jsonl"))
-            .and_then(session_of)
-        else {
+        let Some(session) = logged_session(&entry.path()) else {
             continue;
         };
         let Ok(meta) = entry.metadata() else { continue };
