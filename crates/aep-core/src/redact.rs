@@ -371,10 +371,12 @@ impl Redactor {
         out
     }
 
-    /// Runs the pipeline over a JSON value: every string through [`Redactor::redact_text`];
-    /// under a credential-named key (or one of the operator's secret names) the value is
-    /// replaced whatever it is; in an array, the element after a credential flag
-    /// (`["--password", "hunter2"]`) is replaced. Keys, numbers, booleans and null are kept.
+    /// Runs the pipeline over a JSON value: every string through [`Redactor::redact_text`],
+    /// object keys too (a key is free text: `{"AKIA…": 2}`, `{"bob@example.org": 1}`); under
+    /// a credential-named key (or one of the operator's secret names) the value is replaced
+    /// whatever it is; in an array, the element after a credential flag
+    /// (`["--password", "hunter2"]`) is replaced. Numbers, booleans and null are kept. Two keys
+    /// that redact to the same text both stay, the later one suffixed `#2`, `#3`…
     pub fn redact_value(&self, value: &Value) -> Value {
         match value {
             Value::String(text) => Value::String(self.redact_text(text)),
@@ -390,18 +392,26 @@ impl Redactor {
                 }
                 Value::Array(out)
             }
-            Value::Object(map) => Value::Object(
-                map.iter()
-                    .map(|(key, value)| {
-                        let value = if self.is_credential_key(key) {
-                            Value::String(SECRET.to_owned())
-                        } else {
-                            self.redact_value(value)
-                        };
-                        (key.clone(), value)
-                    })
-                    .collect(),
-            ),
+            Value::Object(map) => {
+                let mut out = serde_json::Map::new();
+                for (key, value) in map {
+                    let value = if self.is_credential_key(key) {
+                        Value::String(SECRET.to_owned())
+                    } else {
+                        self.redact_value(value)
+                    };
+                    let redacted = self.redact_text(key);
+                    let mut name = redacted.clone();
+                    // A redacted key never takes the place of another key.
+                    let mut n = 1;
+                    while out.contains_key(&name) || (name != *key && map.contains_key(&name)) {
+                        n += 1;
+                        name = format!("{redacted}#{n}");
+                    }
+                    out.insert(name, value);
+                }
+                Value::Object(out)
+            }
             Value::Null | Value::Bool(_) | Value::Number(_) => value.clone(),
         }
     }

@@ -308,3 +308,40 @@ fn odd_unicode_never_panics_and_passes_through() {
     );
     assert_eq!(r.redact_text("é/home/opé"), "é~");
 }
+
+#[test]
+fn object_keys_are_redacted_too_and_never_collide() {
+    let r = redactor(RedactOptions {
+        home: Some("/home/bob".into()),
+        pii: true,
+        ..Default::default()
+    });
+    let value = json!({
+        "AKIAJ7EXAMPLEKEY1234": 2,
+        "bob.key@example.org": 1,
+        "ann@example.org": {"nested@example.org": "x"},
+        "/home/bob/notes": 3,
+        "~/notes": 4,
+        "password": "hunter2",
+        "plain": "kept",
+    });
+    let out = r.redact_value(&value);
+    assert_eq!(
+        out,
+        json!({
+            SECRET: 2,
+            PII: {PII: "x"},
+            format!("{PII}#2"): 1,
+            "~/notes": 4,
+            "~/notes#2": 3,
+            "password": SECRET,
+            "plain": "kept",
+        }),
+        "{out}"
+    );
+    let text = out.to_string();
+    for leaked in ["AKIAJ7", "bob.key", "ann@", "/home/bob"] {
+        assert!(!text.contains(leaked), "{leaked} in {text}");
+    }
+    assert_eq!(r.redact_value(&out), out, "idempotent");
+}

@@ -18,6 +18,11 @@
 //! reserved), so they are not projected. A tool call is one AEP tool call however many commands
 //! or files it names: AEP's tool identity is the call (`tool.call_id`).
 //!
+//! The stream is its own emitter, apart from the hooks daemon: its `source` is the session's
+//! with `/stream` appended, so when the caller puts it on a session the daemon also emits
+//! (`--session`), the two streams stay distinct sessions that share a name, each with its own
+//! positions (AEP-0001 §5.2: consumers and validators key sessions by `(source, session)`).
+//!
 //! Cline 3.0.65 writes no session id into the stream, so the session is the first
 //! `sessionId`/`session_id`/`id` seen, else a fresh ULID for this stream. `taskId` is Cline's
 //! conversation id, not the session (see the cline README). `gen_ai.usage.input_tokens` counts
@@ -38,6 +43,8 @@ use std::sync::LazyLock;
 
 /// The `agent` of every event (AEP-0001 §5 attribute 7).
 const AGENT: &str = "cline";
+/// What follows the session in this emitter's `source`, setting it apart from the daemon's.
+pub const SOURCE_SUFFIX: &str = "/stream";
 
 /// An RFC 3339 date-time with a zone, as the envelope's `time` requires (AEP-0001 §5).
 static RFC3339: LazyLock<Regex> = LazyLock::new(|| {
@@ -278,7 +285,7 @@ impl<'p> Projector<'p> {
             event_id.clone(),
             ty,
             time,
-            source::session_source(&self.host, AGENT, &session),
+            format!("{}{SOURCE_SUFFIX}", source::session_source(&self.host, AGENT, &session)),
             AGENT,
         )?;
         let position = self.sequencer.next(&session);
@@ -366,7 +373,10 @@ mod tests {
             assert_eq!(ev["run"], e[0]["run"]);
             assert_eq!(ev["agent"], "cline");
             assert_eq!(ev["capture"], "metadata");
-            assert_eq!(ev["source"], format!("aep://test-host/agent/cline/session/{session}"));
+            assert_eq!(
+                ev["source"],
+                format!("aep://test-host/agent/cline/session/{session}/stream")
+            );
         }
         assert_eq!(e[0]["time"], "2026-11-30T02:36:39.893Z");
         assert_eq!(e[0]["data"], serde_json::json!({"trigger": "user"}));
@@ -554,8 +564,8 @@ mod tests {
         assert!(!e.is_empty());
         assert!(e.iter().all(|ev| ev["session"] == "1796007203184_6l7jh"), "{e:?}");
         assert_eq!(
-            e[0]["source"],
-            "aep://test-host/agent/cline/session/1796007203184_6l7jh"
+            e[0]["source"], "aep://test-host/agent/cline/session/1796007203184_6l7jh/stream",
+            "its own emitter beside the daemon's"
         );
     }
 

@@ -1,5 +1,7 @@
 //! Reads a stream line by line and writes the chosen output. Memory stays flat: one line is
-//! held at a time (its buffer is reused), plus the tool calls still waiting for their end.
+//! held at a time (its buffer is reused), plus the tool calls still waiting for their end. A
+//! line longer than [`MAX_LINE`] is not held: it is read through, reported as malformed and
+//! skipped, so an endless line (`/dev/zero`) cannot exhaust memory.
 
 use crate::aep::Projector;
 use crate::normalize::{Fact, LineError, Normalizer, Origin, PushError, Sink};
@@ -7,6 +9,11 @@ use crate::summary::{Lines, Summary};
 use crate::PriceTable;
 use aep_core::{Envelope, EnvelopeError};
 use std::io::{self, BufRead, Write};
+
+/// The longest line read (64 MiB); a longer one is reported as malformed and skipped.
+pub const MAX_LINE: usize = 64 << 20;
+/// A line buffer grown past this by a long line is given back afterwards.
+const KEEP_BUFFER: usize = 1 << 20;
 
 /// What [`run`] writes to its output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,21 +66,98 @@ pub fn run<R: BufRead, W: Write>(
     }
 }
 
+/// One line as [`read_line`] found it.
+enum Line {
+    /// In the buffer, with its newline if it had one.
+    Read,
+    /// Longer than the cap: this many bytes were read through and dropped.
+    TooLong(u64),
+    End,
+}
+
+/// Reads one line into `buf` (cleared first), holding at most `max` bytes of it.
+fn read_line<R: BufRead>(reader: &mut R, buf: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+    buf.clear();
+    let mut dropped = 0u64;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(match (dropped, buf.is_empty()) {
+                (0, true) => Line::End,
+                (0, false) => Line::Read,
+                (n, _) => Line::TooLong(n),
+            });
+        }
+        let (part, ended) = match newline(available) {
+            Some(at) => (&available[..=at], true),
+            None => (available, false),
+        };
+        let used = part.len();
+        if dropped == 0 && buf.len() + used <= max {
+            buf.extend_from_slice(part);
+        } else {
+            dropped += (buf.len() + used) as u64;
+            buf.clear();
+        }
+        reader.consume(used);
+        if ended {
+            return Ok(if dropped == 0 {
+                Line::Read
+            } else {
+                Line::TooLong(dropped)
+            });
+        }
+    }
+}
+
+fn newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|b| *b == b'\n')
+}
+
 fn drive<R: BufRead, S: Sink + Flush>(
+    reader: R,
+    sink: S,
+    prices: &PriceTable,
+    on_malformed: &mut dyn FnMut(&LineError),
+) -> Result<Summary, StreamError> {
+    drive_capped(reader, sink, prices, on_malformed, MAX_LINE)
+}
+
+fn drive_capped<R: BufRead, S: Sink + Flush>(
     mut reader: R,
     mut sink: S,
     prices: &PriceTable,
     on_malformed: &mut dyn FnMut(&LineError),
+    max_line: usize,
 ) -> Result<Summary, StreamError> {
     let mut normalizer = Normalizer::default();
     let mut lines = Lines::default();
     let mut buf = Vec::with_capacity(16 * 1024);
     loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf).map_err(StreamError::Read)? == 0 {
-            break;
+        if buf.capacity() > KEEP_BUFFER {
+            buf = Vec::with_capacity(16 * 1024);
         }
-        lines.total += 1;
+        let line = read_line(&mut reader, &mut buf, max_line).map_err(StreamError::Read)?;
+        match line {
+            Line::End => break,
+            Line::Read => lines.total += 1,
+            Line::TooLong(bytes) => {
+                lines.total += 1;
+                lines.malformed += 1;
+                on_malformed(&LineError {
+                    line: lines.total,
+                    reason: format!(
+                        "longer than the {} MiB line limit ({bytes} bytes read through); skipped",
+                        max_line >> 20
+                    ),
+                });
+                continue;
+            }
+        }
         let mut bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
         bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
         if lines.total == 1 {
@@ -223,6 +307,33 @@ mod tests {
         .unwrap();
         assert!(out.is_empty());
         assert_eq!(s.events["command"], 1);
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_reported_and_skipped_and_the_next_one_read() {
+        let ok = "{\"type\":\"say\",\"say\":\"text\",\"text\":\"ok\"}\n";
+        let mut input = ok.as_bytes().to_vec();
+        input.extend(std::iter::repeat_n(b'x', 5000));
+        input.push(b'\n');
+        input.extend_from_slice(ok.as_bytes());
+        input.extend(std::iter::repeat_n(b'y', 5000));
+        // A small reader buffer makes the long lines span many reads.
+        let reader = io::BufReader::with_capacity(64, &input[..]);
+        let mut out = Vec::new();
+        let mut bad = Vec::new();
+        let summary = drive_capped(
+            reader,
+            EventWriter { out: &mut out },
+            &PriceTable::bundled(),
+            &mut |e| bad.push(e.clone()),
+            4096,
+        )
+        .unwrap();
+        assert_eq!(String::from_utf8(out).unwrap().lines().count(), 2, "both short lines");
+        assert_eq!(bad.iter().map(|e| e.line).collect::<Vec<_>>(), [2, 4]);
+        assert!(bad[0].reason.contains("5001 bytes"), "{}", bad[0].reason);
+        assert!(bad[1].reason.contains("5000 bytes"), "the unterminated last one too");
+        assert_eq!((summary.lines.total, summary.lines.malformed), (4, 2));
     }
 
     /// A writer that fails, as a closed pipe does.

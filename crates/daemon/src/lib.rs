@@ -6,6 +6,7 @@
 //! - [`lane`]: the session lane, the one owner of each session's life: registry, sequencing,
 //!   the JSONL log (the first sink, written before a hook is answered) and the bus.
 //! - [`sinks`]: what the bus feeds, the embedded AEP endpoint and the relay binding.
+//! - [`history`]: the logs read back (replays reaching past memory) and their retention.
 //! - [`daemon`]: settings, start order and supervision; [`cli`]: the user commands.
 
 pub mod backoff;
@@ -14,6 +15,7 @@ pub mod control;
 pub mod daemon;
 pub mod dashboard;
 pub mod firing;
+pub mod history;
 pub mod http;
 pub mod hub;
 pub mod lane;

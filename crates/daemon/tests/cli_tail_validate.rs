@@ -47,6 +47,37 @@ fn lines(rx: &mpsc::Receiver<String>, n: usize) -> Vec<String> {
 }
 
 #[test]
+fn tail_replay_shows_the_history_a_restart_left_in_the_logs() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    for hook in ["agent_start", "tool_call", "tool_result"] {
+        assert!(sb.hook(&real_payload("hooks-local", hook)).status.success());
+    }
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    let log = sb.log(SESSION);
+    let daemon = sb.start();
+    let (mut all, all_rx) = tail(&sb, &["--json", "--replay"]);
+    let (mut one, one_rx) = tail(&sb, &["--replay", "--session", SESSION]);
+    let got: Vec<Value> = lines(&all_rx, log.len())
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got, log, "every logged Event, after the restart");
+    let shown = lines(&one_rx, log.len());
+    assert_eq!(shown.len(), log.len());
+    assert!(shown[0].contains(" session.started ") && shown[0].contains(&format!("{SESSION}:0")));
+    // Then it follows live, nothing repeated.
+    assert!(sb.hook(&real_payload("hooks-local", "agent_end")).status.success());
+    let next: Value = serde_json::from_str(&lines(&all_rx, 1)[0]).unwrap();
+    assert_eq!(&next, sb.log(SESSION).last().unwrap());
+    all.kill().unwrap();
+    one.kill().unwrap();
+    let _ = (all.wait(), one.wait());
+    drop(daemon);
+}
+
+#[test]
 fn tail_follows_the_daemon_raw_or_readable() {
     let sb = Sandbox::new();
     let daemon = sb.start();
@@ -153,4 +184,58 @@ fn validate_passes_a_daemon_log_and_names_every_violation() {
     assert!(found[3].starts_with("/no/such/file: cannot read"));
     let out = sb.run(&["validate"], &[]);
     assert!(!out.status.success(), "at least one file is required");
+}
+
+#[test]
+fn a_stream_put_on_the_daemons_session_is_a_second_emitter_that_validates_with_it() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+        assert!(sb.hook(&real_payload("hooks-local", hook)).status.success());
+    }
+    let log_path = aep_cline::lane::Journal::new(&sb.log_dir).path(SESSION);
+    let stream_input = format!(
+        "{}/../cline-stream/tests/data/json-stream-local.jsonl",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = Command::new(BIN)
+        .args(["stream", &stream_input, "--aep", "--session", SESSION])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let streamed = sb.root.path().join("stream.aep.jsonl");
+    std::fs::write(&streamed, &out.stdout).unwrap();
+    let validate = |files: &[&std::path::Path]| Command::new(BIN).arg("validate").args(files).output().unwrap();
+    let both = validate(&[&log_path, &streamed]);
+    assert!(
+        both.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&both.stdout),
+        String::from_utf8_lossy(&both.stderr)
+    );
+    // The distinct source is what makes it valid: on the daemon's own source the positions clash.
+    let own_source = String::from_utf8_lossy(&out.stdout).replace(&format!("{SESSION}/stream"), SESSION);
+    let clashing = sb.root.path().join("clash.jsonl");
+    std::fs::write(&clashing, own_source).unwrap();
+    assert!(!validate(&[&log_path, &clashing]).status.success());
+    // Collected by the daemon's endpoint, both emitters show, each position once per emitter.
+    let (status, _) = support::endpoint::post(
+        &daemon.addr(),
+        None,
+        "application/x-ndjson",
+        &String::from_utf8_lossy(&out.stdout),
+    );
+    assert_eq!(status, 202);
+    let stream_events = String::from_utf8_lossy(&out.stdout).lines().count();
+    let log = sb.log(SESSION);
+    let (mut shown, rx) = tail(&sb, &["--replay", "--session", SESSION]);
+    let lines = lines(&rx, log.len() + stream_events);
+    shown.kill().unwrap();
+    let _ = shown.wait();
+    let own = lines.iter().filter(|l| l.contains(&format!(" {SESSION}:"))).count();
+    let second = lines
+        .iter()
+        .filter(|l| l.contains(&format!(" {SESSION}/stream:")))
+        .count();
+    assert_eq!((own, second), (log.len(), stream_events), "{lines:#?}");
 }

@@ -5,7 +5,9 @@ mod support;
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::daemon::{http, real_payload, Sandbox};
 use support::endpoint::{command, Ws};
@@ -15,19 +17,43 @@ use tokio_tungstenite::tungstenite::{self, Message, WebSocket};
 const SESSION: &str = "1796007203184_6l7jh";
 const WAIT: Duration = Duration::from_secs(15);
 
-/// The relay side of one connection from the daemon.
-struct Peer {
-    socket: WebSocket<TcpStream>,
+/// The relay side of one connection from the daemon (plain, or over TLS).
+struct Peer<S: Read + Write = TcpStream> {
+    socket: WebSocket<S>,
     authorization: Option<String>,
 }
 
+type TlsStream = rustls::StreamOwned<rustls::ServerConnection, TcpStream>;
+
 impl Peer {
-    // The handshake callback's error type is tungstenite's, not ours to shrink.
-    #[allow(clippy::result_large_err)]
     fn accept(listener: &TcpListener) -> Peer {
         listener.set_nonblocking(false).unwrap();
         let (stream, _) = listener.accept().expect("the daemon connects");
         stream.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        Peer::handshake(stream)
+    }
+}
+
+impl Peer<TlsStream> {
+    /// A relay behind TLS; `None` when the daemon gave up during the TLS handshake.
+    fn accept_tls(listener: &TcpListener, config: &Arc<rustls::ServerConfig>) -> Option<Peer<TlsStream>> {
+        let (stream, _) = listener.accept().expect("the daemon connects");
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut tls = rustls::StreamOwned::new(rustls::ServerConnection::new(config.clone()).unwrap(), stream);
+        while tls.conn.is_handshaking() {
+            if tls.conn.complete_io(&mut tls.sock).is_err() {
+                return None;
+            }
+        }
+        tls.sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        Some(Peer::handshake(tls))
+    }
+}
+
+impl<S: Read + Write> Peer<S> {
+    // The handshake callback's error type is tungstenite's, not ours to shrink.
+    #[allow(clippy::result_large_err)]
+    fn handshake(stream: S) -> Peer<S> {
         let mut authorization = None;
         let socket = tungstenite::accept_hdr(stream, |req: &Request, resp: Response| {
             authorization = req
@@ -36,6 +62,7 @@ impl Peer {
                 .map(|v| v.to_str().unwrap().to_string());
             Ok(resp)
         })
+        .map_err(|e| e.to_string())
         .expect("WebSocket handshake");
         Peer { socket, authorization }
     }
@@ -138,6 +165,11 @@ fn the_binding_says_hello_waits_for_the_relay_answers_and_takes_commands() {
         (Some("control.rejected"), &cmd["id"])
     );
     assert_eq!(ack["data"]["reason"], "unsupported");
+    // The sender lost that ack and redelivers: the recorded ack goes to the relay again,
+    // byte for byte, though its position was sent already (AEP-0004 §3, AEP-0003 §5).
+    relay.send(&cmd);
+    let again = relay.events_until(WAIT, |e| !e.is_empty()).pop();
+    assert_eq!(again.as_ref(), Some(&ack), "the re-ack traverses the binding");
     // The relay goes away; a hook fires meanwhile; the binding comes back and resends.
     drop(relay);
     hook(&sb, "tool_call");
@@ -299,4 +331,144 @@ fn a_relay_down_for_thirty_seconds_loses_nothing() {
         "{health}"
     );
     drop(b);
+}
+
+#[test]
+fn what_the_relay_lacked_when_the_daemon_stopped_is_resent_after_a_restart() {
+    let port = free_port();
+    let url = format!("ws://127.0.0.1:{port}/socket");
+    let sb = Sandbox::new()
+        .with_env("AEP_RELAY_URL", &url)
+        .with_env("AEP_PING_MS", "300");
+    // The relay is down: hooks are logged, the binding holds them, the daemon stops.
+    let daemon = sb.start();
+    for name in ["agent_start", "tool_call", "tool_result"] {
+        hook(&sb, name);
+    }
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    let logged = sb.log(SESSION);
+    assert_eq!(logged.len(), 4);
+    let marks = std::fs::read_to_string(sb.log_dir.join("cline/.relay.json")).unwrap();
+    assert!(
+        marks.contains(SESSION) && marks.contains(&format!("127.0.0.1:{port}")),
+        "{marks}"
+    );
+    // Restarted, the relay now up: everything of the last run arrives, then the new hook.
+    let daemon = sb.start();
+    let stub = TcpListener::bind(format!("127.0.0.1:{port}")).unwrap();
+    let mut relay = Peer::accept(&stub);
+    assert_eq!(relay.recv(WAIT).unwrap()["type"], "hello");
+    relay.send(&json!({"type": "hello", "versions": ["0.1"], "role": "both"}));
+    let got = relay.events_until(WAIT, |e| e.len() >= logged.len());
+    assert_eq!(got, logged, "every Event the relay lacked, in order, byte for byte");
+    hook(&sb, "agent_end");
+    let next = relay.events_until(WAIT, |e| !e.is_empty());
+    assert_eq!(next.last(), sb.log(SESSION).last());
+    // Once the relay confirms everything (a pong), a restart resends nothing more.
+    let log = sb.log(SESSION);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let marks: Value =
+            serde_json::from_str(&std::fs::read_to_string(sb.log_dir.join("cline/.relay.json")).unwrap()).unwrap();
+        if marks["sessions"][SESSION]["confirmed"]["seq"] == log.last().unwrap()["seq"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never confirmed: {marks}");
+        relay.events_until(Duration::from_millis(200), |_| false);
+    }
+    drop(relay);
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    let _daemon = sb.start();
+    let mut relay = Peer::accept(&stub);
+    assert_eq!(relay.recv(WAIT).unwrap()["type"], "hello");
+    relay.send(&json!({"type": "hello", "versions": ["0.1"], "role": "both"}));
+    assert!(
+        relay.events_until(Duration::from_secs(2), |e| !e.is_empty()).is_empty(),
+        "nothing to resend"
+    );
+}
+
+#[test]
+fn a_relay_url_without_a_path_is_refused_with_what_to_write() {
+    let sb = Sandbox::new();
+    let out = sb.run(&["daemon"], &[("AEP_RELAY_URL", "ws://127.0.0.1:8787")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("ws://127.0.0.1:8787/socket"), "{stderr}");
+}
+
+/// A private CA and a certificate it signed for `localhost` and 127.0.0.1.
+fn private_ca(dir: &std::path::Path) -> (std::path::PathBuf, Arc<rustls::ServerConfig>) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "aep test CA");
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let pem = dir.join("ca.pem");
+    std::fs::write(&pem, ca.pem()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    (pem, Arc::new(config))
+}
+
+#[test]
+fn a_wss_relay_is_reached_through_a_private_ca_and_a_bad_certificate_names_the_host() {
+    let sb = Sandbox::new();
+    let (ca, server) = private_ca(sb.root.path());
+    let stub = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("wss://localhost:{}/socket", stub.local_addr().unwrap().port());
+    // Without the CA the system's roots do not vouch for the relay: a clear error, no hello.
+    let daemon = Sandbox {
+        env: vec![
+            ("AEP_RELAY_URL".into(), url.clone()),
+            ("AEP_RELAY_TOKEN".into(), "tls-relay-token".into()),
+        ],
+        ..Sandbox::new()
+    };
+    let running = daemon.start();
+    assert!(
+        Peer::accept_tls(&stub, &server).is_none(),
+        "the daemon refused the certificate"
+    );
+    let (_, stderr) = running.stop();
+    assert!(
+        stderr.contains("TLS certificate of the relay at localhost") && stderr.contains("AEP_RELAY_CA"),
+        "{stderr}"
+    );
+    // With AEP_RELAY_CA it connects over TLS and emits.
+    let sb = sb
+        .with_env("AEP_RELAY_URL", &url)
+        .with_env("AEP_RELAY_CA", ca.to_str().unwrap())
+        .with_env("AEP_RELAY_TOKEN", "tls-relay-token");
+    let _daemon = sb.start();
+    let mut relay = Peer::accept_tls(&stub, &server).expect("a TLS connection");
+    assert_eq!(relay.authorization.as_deref(), Some("Bearer tls-relay-token"));
+    assert_eq!(relay.recv(WAIT).unwrap()["type"], "hello");
+    relay.send(&json!({"type": "hello", "versions": ["0.1"], "role": "both"}));
+    hook(&sb, "agent_start");
+    let got = relay.events_until(WAIT, |e| e.len() >= 2);
+    assert_eq!(got, sb.log(SESSION));
+    // A CA file that is not PEM is refused at start, naming the setting.
+    std::fs::write(&ca, "not a certificate").unwrap();
+    let out = sb.run(
+        &["daemon"],
+        &[("AEP_RELAY_URL", &url), ("AEP_RELAY_CA", ca.to_str().unwrap())],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("AEP_RELAY_CA"), "{stderr}");
 }

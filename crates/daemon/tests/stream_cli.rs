@@ -303,7 +303,10 @@ fn aep_events_go_on_the_session_the_caller_names() {
     assert!(!events.is_empty());
     for e in &events {
         assert_eq!(e["session"], "1796007203184_6l7jh");
-        assert_eq!(e["source"], "aep://test-host/agent/cline/session/1796007203184_6l7jh");
+        assert_eq!(
+            e["source"],
+            "aep://test-host/agent/cline/session/1796007203184_6l7jh/stream"
+        );
     }
     // --session only means something for AEP output.
     let out = stream(&[real(name).to_str().unwrap(), "--session", "s"], None);
@@ -329,4 +332,53 @@ fn a_reader_that_closes_early_ends_the_command_quietly() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_line_over_64_mib_is_reported_as_malformed_and_the_stream_goes_on() {
+    let ok = std::fs::read(real("json-stream.jsonl")).unwrap();
+    let mut input = Vec::with_capacity(ok.len() + (65 << 20));
+    input.extend(std::iter::repeat_n(b'x', 65 << 20));
+    input.push(b'\n');
+    input.extend_from_slice(&ok);
+    let out = stream(&[], Some(&input));
+    assert_eq!(out.status.code(), Some(3), "read to the end, one line malformed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("line 1") && stderr.contains("64 MiB line limit"),
+        "{stderr}"
+    );
+    assert!(stderr.len() < 1000, "the line is not echoed");
+    assert_eq!(
+        types(&json_lines(&out.stdout)),
+        ["agent_message", "command", "agent_message"],
+        "every line after it is read"
+    );
+}
+
+#[test]
+fn an_endless_line_keeps_memory_flat() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aep-cline"))
+        .args(["stream", "/dev/zero"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rss_mib = || -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            / 1024
+    };
+    // Seconds of /dev/zero are gigabytes read: a held line would be far past this bound.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let peak = rss_mib();
+    assert!(child.try_wait().unwrap().is_none(), "still reading");
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(peak > 0 && peak < 100, "peak RSS {peak} MiB");
 }

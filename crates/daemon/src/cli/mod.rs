@@ -122,11 +122,33 @@ fn blank_settings_are_unset() {
     }
 }
 
+/// Libraries whose debug and trace output prints WebSocket handshakes whole: the relay's
+/// `Authorization: Bearer`, the hub's `Sec-WebSocket-Protocol: cline-hub-auth.<token>`. They log
+/// at `info` and above only, whatever `RUST_LOG` says, so no token reaches a log.
+const HANDSHAKE_PRINTERS: [&str; 4] = ["tungstenite", "tokio_tungstenite", "hyper", "rustls"];
+
 /// Logs to stderr; `RUST_LOG` adjusts the level (default `info`).
 fn init_tracing() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let quiet = tracing_subscriber::filter::filter_fn(|meta| {
+        *meta.level() <= tracing::Level::INFO || !HANDSHAKE_PRINTERS.iter().any(|t| is_within(meta.target(), t))
+    });
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(quiet),
+        )
         .init();
+}
+
+/// Whether `target` is the module `module` or inside it.
+fn is_within(target: &str, module: &str) -> bool {
+    target
+        .strip_prefix(module)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
 }

@@ -27,7 +27,7 @@ const EXIT_MALFORMED: i32 = 3;
 /// null and the summary says why.
 ///
 /// A malformed line is reported on standard error with its line number and the reason, and the
-/// stream goes on.
+/// stream goes on; a line longer than 64 MiB is malformed too, read through without being held.
 ///
 /// Exit status: 0 when every line was read; 3 when the stream was read to its end but some
 /// lines were malformed and skipped (the output is otherwise complete); 1 when the input or
@@ -65,7 +65,9 @@ pub struct StreamArgs {
 
     /// With --aep: put the events on this AEP session instead of a fresh one. Cline 3.0.65's
     /// --json output names no session; pass the run's `sessionContext.rootSessionId` (the id the
-    /// hooks and the hub use) to join this run to the daemon's session.
+    /// hooks and the hub use) to show this run beside the daemon's session. The stream stays
+    /// its own emitter (`source` …/session/ID/stream, positions from 0), so the daemon's log and
+    /// this output validate together (AEP-0001 §5.2).
     #[arg(long, value_name = "ID", requires = "aep")]
     pub session: Option<String>,
 

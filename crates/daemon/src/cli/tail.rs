@@ -35,7 +35,8 @@ pub struct TailArgs {
     /// Print each Event as its raw JSON line.
     #[arg(long)]
     json: bool,
-    /// Show what the endpoint still holds first, then follow.
+    /// Show the history first (the daemon serves it from its logs, also from before a
+    /// restart), then follow.
     #[arg(long)]
     replay: bool,
     /// The endpoint's base URL (default: the running daemon's).
@@ -225,6 +226,14 @@ pub fn render(event: &Value, colour: bool) -> String {
     if let Some(session) = event.get("session").and_then(Value::as_str) {
         line.push(' ');
         line.push_str(session);
+        // A second emitter of the session name (`…/session/S/stream`) is told apart.
+        if let Some((_, emitter)) = s("source")
+            .rsplit_once("/session/")
+            .and_then(|(_, rest)| rest.split_once('/'))
+        {
+            line.push('/');
+            line.push_str(emitter);
+        }
         if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
             line.push_str(&format!(":{seq}"));
         }
@@ -327,6 +336,15 @@ mod tests {
             "{}",
             render(&finished, false)
         );
+        let mut streamed = event.clone();
+        streamed["source"] = json!("aep://h/agent/cline/session/s1/stream");
+        assert!(
+            render(&streamed, false).contains(" s1/stream:3 "),
+            "{}",
+            render(&streamed, false)
+        );
+        streamed["source"] = json!("aep://h/agent/cline/session/s1");
+        assert!(render(&streamed, false).contains(" s1:3 "));
         assert_eq!(
             socket_url("http://127.0.0.1:8789/").unwrap(),
             "ws://127.0.0.1:8789/socket"

@@ -32,6 +32,8 @@ use supervise::Supervisor;
 /// How often the spool is drained while the daemon runs (a hung-then-recovered daemon
 /// catches up), and how often the registry lets go of ended and idle sessions.
 const TICK: Duration = Duration::from_secs(1);
+/// How often expired logs are looked for (`AEP_LOG_RETAIN`), after once at start.
+const RETENTION_TICK: Duration = Duration::from_secs(24 * 3600);
 
 pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     // A log that reaches a file size limit must fail the write (and be rolled back), not kill
@@ -40,6 +42,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
+    return_large_blocks();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         // Hooks, drains and hub frames do their file I/O on blocking threads; each thread that
@@ -59,6 +62,17 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let endpoint_settings = args.endpoint.settings();
     let relay_settings = args.relay.settings(&args.endpoint)?;
     let hub_settings = args.hub.settings()?;
+    let limits = args.connections.limits()?;
+    // Observation is open on loopback without a token (the machine's own users; browsers are
+    // kept out by `http::origin`); beyond it, anyone who can reach the port could read every
+    // session, so a token is required there.
+    if !config.listen.ip().is_loopback() && endpoint_settings.enabled && endpoint_settings.token.is_none() {
+        anyhow::bail!(
+            "AEP_LISTEN={} reaches beyond loopback but AEP_TOKEN is not set: anyone who can reach the port could read \
+             every session and post Events. Set AEP_TOKEN, listen on 127.0.0.1, or turn the endpoint off with AEP_ENDPOINT=0",
+            config.listen
+        );
+    }
     let redactor = Redactor::new(config.redact.clone())
         .context("the redaction settings (HOME, AEP_REDACT_SECRET_ENV) cannot be used")?;
 
@@ -68,12 +82,13 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     writable(journal.dir())?;
 
     // 2. The listener.
+    let connections = crate::http::serve::Gauge::new(limits.fit_open_files());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {} (AEP_LISTEN)", config.listen))?;
     let addr = listener.local_addr()?;
     if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "listening beyond loopback (AEP_LISTEN): hooks are still refused without the token");
+        tracing::warn!(%addr, "listening beyond loopback (AEP_LISTEN): every request needs its token");
     }
     let url = format!("http://{addr}");
     lock.record(&Holder {
@@ -101,9 +116,14 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let supervisor = Supervisor::new();
 
     // The live sinks subscribe to the bus before the spool drain publishes anything.
-    let endpoint = endpoint_settings
-        .enabled
-        .then(|| Endpoint::new(endpoint_settings, intake.clone(), instance.clone()));
+    let endpoint = endpoint_settings.enabled.then(|| {
+        Endpoint::new(
+            endpoint_settings,
+            sessions.journal().clone(),
+            intake.clone(),
+            instance.clone(),
+        )
+    });
     if let Some(endpoint) = &endpoint {
         let endpoint = endpoint.clone();
         let first = subscription(&sessions);
@@ -198,6 +218,10 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             }
         });
     }
+    if let Some(retain) = args.logs.log_retain {
+        let sessions = sessions.clone();
+        supervisor.every("log retention", RETENTION_TICK, move || retain_logs(&sessions, retain));
+    }
     let hub_status = hub_settings.as_ref().map(|s| Arc::new(hub::Status::new(s.control)));
     if let (Some(settings), Some(status)) = (hub_settings, hub_status.clone()) {
         let (sessions, intake) = (sessions.clone(), intake.clone());
@@ -230,6 +254,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         relay,
         hub: hub_status,
         capture: config.capture.to_string().into(),
+        connections: connections.clone(),
     };
     let dashboard = args.dashboard.dashboard.then(|| {
         let health = state.clone();
@@ -243,7 +268,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             Arc::new(move || crate::http::health(&health)),
         )
     });
-    let mut app = router(state, config.max_body);
+    let mut app = router(state, config.max_body, addr);
     if let Some(dashboard) = &dashboard {
         app = app.merge(crate::dashboard::routes(dashboard.clone()));
     }
@@ -257,7 +282,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             dashboard.close();
         }
     };
-    let served = axum::serve(listener, app).with_graceful_shutdown(stopping).await;
+    crate::http::serve::serve(listener, app, connections, stopping).await;
     supervisor.shutdown().await;
     // Leaving the hub is a disconnect: what is pending is dismissed (AEP-0002 §7.2).
     let dismissed = sessions.clone();
@@ -265,7 +290,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     me.remove_if_ours(&config.state_dir);
     drop(lock);
     tracing::info!("aep-cline daemon stopped");
-    served.context("the HTTP server failed")
+    Ok(())
 }
 
 /// Returns memory freed by sessions that left to the system: glibc keeps freed pages in its
@@ -277,6 +302,36 @@ fn give_back_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// Removes the logs of sessions that ended longer than `retain` ago (`AEP_LOG_RETAIN`).
+fn retain_logs(sessions: &Sessions, retain: Duration) {
+    let live: std::collections::HashSet<String> = sessions.live_sessions().into_iter().collect();
+    let dir = sessions.journal().dir();
+    match crate::history::retain::sweep(dir, retain, std::time::SystemTime::now(), |s| live.contains(s)) {
+        Ok(removed) if removed.logs > 0 => tracing::info!(
+            logs = removed.logs,
+            bytes = removed.bytes,
+            "removed the logs of sessions that ended longer ago than AEP_LOG_RETAIN"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot look for expired logs (AEP_LOG_RETAIN)"),
+    }
+}
+
+/// Blocks of 1 MiB and more (a large Event, a request body) are mapped apart and given back
+/// to the system when freed. glibc would otherwise raise its threshold after the first such
+/// free and keep later ones in the heap, so a flood of large Events left the daemon's memory
+/// high long after the replay buffer had let them go.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn return_large_blocks() {
+    // SAFETY: mallopt only sets an allocator parameter; no thread exists yet.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn return_large_blocks() {}
 
 /// A bus subscription taken now, for a sink's first run (later runs subscribe afresh).
 fn subscription(

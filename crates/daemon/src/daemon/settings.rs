@@ -6,6 +6,7 @@
 //! The subsystems keep plain runtime structs (`sinks::endpoint::settings::Settings`, ...);
 //! this file is the only place that reads the environment for them.
 
+use crate::http::serve::Limits;
 use crate::hub::settings::{Settings as HubSettings, Source};
 use crate::lane::Lifetime;
 use crate::sinks::{endpoint, relay};
@@ -32,7 +33,11 @@ pub struct DaemonArgs {
     #[command(flatten)]
     pub core: CoreArgs,
     #[command(flatten)]
+    pub logs: LogArgs,
+    #[command(flatten)]
     pub sessions: SessionArgs,
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
     #[command(flatten)]
     pub endpoint: EndpointArgs,
     #[command(flatten)]
@@ -90,6 +95,16 @@ pub struct CoreArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Hooks and logs")]
+pub struct LogArgs {
+    /// Remove the logs of sessions that ended and were last written longer ago than this
+    /// (e.g. 30d), checked at start and daily; logs of sessions that never ended are kept
+    /// [default: keep every log]
+    #[arg(long, env = "AEP_LOG_RETAIN", value_name = "DURATION", value_parser = duration("AEP_LOG_RETAIN"))]
+    pub log_retain: Option<Duration>,
+}
+
+#[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Session lifetime")]
 pub struct SessionArgs {
     /// How long an ended session stays in memory, for late hooks, hub frames and acks
@@ -102,6 +117,41 @@ pub struct SessionArgs {
     #[arg(long, env = "AEP_SESSION_IDLE", default_value = "4h", value_name = "DURATION",
           value_parser = duration("AEP_SESSION_IDLE"))]
     pub session_idle: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Connections")]
+pub struct ConnectionArgs {
+    /// Open connections at most (hooks, streams, sockets, posts); beyond it a new connection is
+    /// closed at once and a warning logged.
+    #[arg(long, env = "AEP_MAX_CONNECTIONS", default_value = "512", value_name = "CONNECTIONS",
+          value_parser = positive("AEP_MAX_CONNECTIONS", "connections"))]
+    pub max_connections: usize,
+    /// Of AEP_MAX_CONNECTIONS, how many are kept for hooks: observers never take them.
+    #[arg(long, env = "AEP_HOOK_CONNECTIONS", default_value = "64", value_name = "CONNECTIONS",
+          value_parser = positive("AEP_HOOK_CONNECTIONS", "connections"))]
+    pub hook_connections: usize,
+    /// A connection that has not sent a whole request head within this is closed (e.g. 10s).
+    #[arg(long, env = "AEP_HEADER_TIMEOUT", default_value = "10s", value_name = "DURATION",
+          value_parser = duration("AEP_HEADER_TIMEOUT"))]
+    pub header_timeout: Duration,
+}
+
+impl ConnectionArgs {
+    pub fn limits(&self) -> anyhow::Result<Limits> {
+        if self.hook_connections >= self.max_connections {
+            bail!(
+                "AEP_HOOK_CONNECTIONS={} must be less than AEP_MAX_CONNECTIONS={}: observers need a share too",
+                self.hook_connections,
+                self.max_connections
+            );
+        }
+        Ok(Limits {
+            max_connections: self.max_connections,
+            hook_connections: self.hook_connections,
+            header_timeout: self.header_timeout,
+        })
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -123,6 +173,15 @@ pub struct EndpointArgs {
     #[arg(long, env = "AEP_MAX_SESSIONS", default_value = "500", value_name = "SESSIONS",
           value_parser = positive("AEP_MAX_SESSIONS", "sessions"))]
     pub max_sessions: usize,
+    /// The replay buffer's memory in all, about (the Events' lines and parsed values); the
+    /// oldest Events held are let go first. The daemon's own come back from its logs.
+    #[arg(long, env = "AEP_BUFFER_BYTES", default_value = "67108864", value_name = "BYTES",
+          value_parser = positive("AEP_BUFFER_BYTES", "bytes"))]
+    pub buffer_bytes: usize,
+    /// One Event's size: a longer one is refused (413, or an error frame on the socket).
+    #[arg(long, env = "AEP_MAX_EVENT", default_value = "4194304", value_name = "BYTES",
+          value_parser = positive("AEP_MAX_EVENT", "bytes"))]
+    pub max_event: usize,
     /// `POST /events` bodies above this many bytes get 413.
     #[arg(long, env = "AEP_MAX_BODY", default_value = "16777216", value_name = "BYTES",
           value_parser = positive("AEP_MAX_BODY", "bytes"))]
@@ -144,9 +203,14 @@ pub struct EndpointArgs {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Relay binding")]
 pub struct RelayArgs {
-    /// An AEP relay to emit on (ws://host:8787/socket); the binding is off without it.
+    /// An AEP relay to emit on (ws://host:8787/socket, or wss:// with TLS); the binding is off
+    /// without it.
     #[arg(long, env = "AEP_RELAY_URL", value_name = "WS_URL", hide_env_values = true)]
     pub relay_url: Option<String>,
+    /// For a wss:// relay whose certificate a private CA signed: that CA's certificate (PEM),
+    /// trusted beside the system's roots.
+    #[arg(long, env = "AEP_RELAY_CA", value_name = "PEM_FILE")]
+    pub relay_ca: Option<PathBuf>,
     /// The relay's bearer token [default: AEP_TOKEN]
     #[arg(long, env = "AEP_RELAY_TOKEN", value_name = "TOKEN", hide_env_values = true)]
     pub relay_token: Option<String>,
@@ -250,6 +314,8 @@ impl EndpointArgs {
             token: self.token.as_deref().map(Arc::from),
             buffer: self.buffer,
             max_sessions: self.max_sessions,
+            buffer_bytes: self.buffer_bytes,
+            max_event: self.max_event,
             max_body: self.max_events_body,
             max_batch: self.max_batch,
             max_from: self.max_from,
@@ -270,16 +336,32 @@ impl RelayArgs {
             return Ok(None);
         };
         let shown = url.split('?').next().unwrap_or_default();
-        if url.starts_with("wss://") {
+        let secure = url.starts_with("wss://");
+        if !secure && !url.starts_with("ws://") {
+            bail!("AEP_RELAY_URL={shown:?} is not a WebSocket URL: use ws://host:port/socket (or wss://)");
+        }
+        let uri: axum::http::Uri = url
+            .parse()
+            .map_err(|_| anyhow::anyhow!("AEP_RELAY_URL={shown:?} is not a URL: use ws://host:port/socket"))?;
+        if uri.host().is_none_or(str::is_empty) {
+            bail!("AEP_RELAY_URL={shown:?} names no host: use ws://host:port/socket");
+        }
+        if matches!(uri.path(), "" | "/") {
             bail!(
-                "AEP_RELAY_URL={shown:?}: this build speaks ws:// only; reach an off-host relay through a local TLS tunnel (AEP-0003 §8.1 wants TLS off-host)"
+                "AEP_RELAY_URL={shown:?} names no path: an AEP relay's WebSocket is at /socket, e.g. {}/socket",
+                shown.trim_end_matches('/')
             );
         }
-        if !url.starts_with("ws://") {
-            bail!("AEP_RELAY_URL={shown:?} is not a WebSocket URL: use ws://host:port/socket");
-        }
+        let tls = match (secure, &self.relay_ca) {
+            (true, ca) => Some(relay::tls::client_config(ca.as_deref())?),
+            (false, Some(_)) => {
+                bail!("AEP_RELAY_CA is set but AEP_RELAY_URL={shown:?} is not wss://: the CA is for a TLS relay")
+            }
+            (false, None) => None,
+        };
         Ok(Some(relay::settings::Settings {
             url,
+            tls,
             token: self.relay_token.clone().or_else(|| endpoint.token.clone()),
             outbox: self.relay_outbox,
             ping: endpoint.ping(),
@@ -425,6 +507,22 @@ mod tests {
         assert_eq!(args.sessions.lifetime().idle, Duration::from_secs(4 * 3600));
         assert!(args.hub.settings().unwrap().is_none());
         assert!(args.relay.settings(&args.endpoint).unwrap().is_none());
+        assert_eq!(args.logs.log_retain, None, "every log is kept");
+        let limits = args.connections.limits().unwrap();
+        assert_eq!((limits.max_connections, limits.hook_connections), (512, 64));
+        assert_eq!(limits.header_timeout, Duration::from_secs(10));
+        let err = parse(&["--max-connections", "8", "--hook-connections", "8"])
+            .unwrap()
+            .connections
+            .limits()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("AEP_HOOK_CONNECTIONS") && err.contains("AEP_MAX_CONNECTIONS"),
+            "{err}"
+        );
+        let args = parse(&["--log-retain", "30d"]).unwrap();
+        assert_eq!(args.logs.log_retain, Some(Duration::from_secs(30 * 86400)));
     }
 
     #[test]
@@ -434,8 +532,14 @@ mod tests {
             (&["--capture", "everything"], "AEP_CAPTURE"),
             (&["--buffer", "0"], "AEP_BUFFER"),
             (&["--buffer", "lots"], "AEP_BUFFER"),
+            (&["--buffer-bytes", "0"], "AEP_BUFFER_BYTES"),
+            (&["--max-event", "big"], "AEP_MAX_EVENT"),
             (&["--endpoint", "yes"], "AEP_ENDPOINT"),
             (&["--session-idle", "forever"], "AEP_SESSION_IDLE"),
+            (&["--log-retain", "forever"], "AEP_LOG_RETAIN"),
+            (&["--log-retain", "0s"], "AEP_LOG_RETAIN"),
+            (&["--max-connections", "0"], "AEP_MAX_CONNECTIONS"),
+            (&["--header-timeout", "soon"], "AEP_HEADER_TIMEOUT"),
             (&["--hub-ack-guard-ms", "10000"], "AEP_CLINE_HUB_ACK_GUARD_MS"),
             (&["--hub-ack-guard-ms", "0"], "AEP_CLINE_HUB_ACK_GUARD_MS"),
             (&["--listen", "localhost"], "AEP_LISTEN"),
@@ -484,10 +588,23 @@ mod tests {
     }
 
     #[test]
-    fn a_relay_url_must_be_plain_websocket_and_never_shows_its_query() {
-        let args = parse(&["--relay-url", "http://r/socket?access_token=s3cret"]).unwrap();
-        let err = args.relay.settings(&args.endpoint).unwrap_err().to_string();
-        assert!(err.contains("AEP_RELAY_URL") && !err.contains("s3cret"), "{err}");
+    fn a_relay_url_must_be_a_websocket_with_a_path_and_never_shows_its_query() {
+        let err = |flags: &[&str]| {
+            let args = parse(flags).unwrap();
+            format!("{:#}", args.relay.settings(&args.endpoint).unwrap_err())
+        };
+        let e = err(&["--relay-url", "http://r/socket?access_token=s3cret"]);
+        assert!(e.contains("AEP_RELAY_URL") && !e.contains("s3cret"), "{e}");
+        let e = err(&["--relay-url", "ws://r:8787"]);
+        assert!(e.contains("no path") && e.contains("ws://r:8787/socket"), "{e}");
+        let e = err(&["--relay-url", "ws://r:8787/?access_token=s3cret"]);
+        assert!(e.contains("/socket") && !e.contains("s3cret"), "{e}");
+        let e = err(&["--relay-url", "ws://r/socket", "--relay-ca", "/ca.pem"]);
+        assert!(e.contains("AEP_RELAY_CA") && e.contains("wss://"), "{e}");
+        let e = err(&["--relay-url", "wss://r/socket", "--relay-ca", "/nowhere/ca.pem"]);
+        assert!(e.contains("AEP_RELAY_CA=/nowhere/ca.pem"), "{e}");
+        let args = parse(&["--relay-url", "wss://r/socket"]).unwrap();
+        assert!(args.relay.settings(&args.endpoint).unwrap().unwrap().tls.is_some());
         let args = parse(&["--relay-url", "ws://r/socket", "--token", "t"]).unwrap();
         let relay = args.relay.settings(&args.endpoint).unwrap().unwrap();
         assert_eq!(relay.token.as_deref(), Some("t"), "the relay falls back to AEP_TOKEN");

@@ -1,10 +1,13 @@
 //! The daemon's HTTP surface on its listener: the shim's door (`POST /hook`), `GET /healthz`,
-//! `POST /control`, and the embedded AEP endpoint's routes (`sinks::endpoint`).
+//! `POST /control`, and the embedded AEP endpoint's routes (`sinks::endpoint`), served by
+//! [`serve`] (connection cap, header timeout).
 
 pub mod auth;
 pub mod control;
 pub mod error;
 mod hook;
+pub mod origin;
+pub mod serve;
 
 use crate::control::Intake;
 use crate::lane::spool::Spool;
@@ -36,9 +39,13 @@ pub struct AppState {
     pub hub: Option<Arc<crate::hub::Status>>,
     /// The capture ceiling (`AEP_CAPTURE`), as set.
     pub capture: Arc<str>,
+    /// The listener's open connections.
+    pub connections: Arc<serve::Gauge>,
 }
 
-pub fn router(state: AppState, max_body: usize) -> Router {
+/// Every route, behind the guard against browsers ([`origin`]); `addr` is where the daemon
+/// listens.
+pub fn router(state: AppState, max_body: usize, addr: std::net::SocketAddr) -> Router {
     let endpoint = state.endpoint.clone();
     let proven = axum::middleware::from_fn_with_state(state.clone(), hook::prove);
     let daemon = Router::new()
@@ -47,10 +54,14 @@ pub fn router(state: AppState, max_body: usize) -> Router {
         .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state);
-    match endpoint {
+    let routes = match endpoint {
         Some(endpoint) => daemon.merge(endpoint::routes(endpoint)),
         None => daemon,
-    }
+    };
+    routes.layer(axum::middleware::from_fn_with_state(
+        origin::Doors::new(addr),
+        origin::guard,
+    ))
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {
@@ -68,5 +79,7 @@ pub fn health(state: &AppState) -> serde_json::Value {
         "hub": state.hub.as_ref().map(|h| h.json()),
         "capture": &*state.capture,
         "control": !state.intake.accepts().is_empty(),
+        "endpoint": state.endpoint.as_ref().map(|e| e.status()),
+        "connections": state.connections.status(),
     })
 }

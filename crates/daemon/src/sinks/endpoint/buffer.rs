@@ -1,6 +1,8 @@
 //! The bounded replay buffer (AEP-0003 §5): per session, the last `depth` sequenced Events in
 //! `(epoch, seq)` order, for at most `max_sessions` sessions (the least recently written one
-//! is let go first). Memory is therefore bounded by `depth × max_sessions` Events.
+//! is let go first), and at most `max_bytes` of memory in all (the oldest Events held are let
+//! go first, whatever their session). An Event longer than `max_event` bytes is never held:
+//! the collector refuses such Events (413), and the daemon's own are read from their log.
 //!
 //! Admission dedupes on `(source, id)` (AEP-0001 §7.4): a redelivery is not held twice (live
 //! fan-out still forwards it, §5). Agent-scoped Events and commands carry no position and are
@@ -10,6 +12,10 @@
 //! so the consumer knows it missed something (§3.3.3); a gap the emitter left, or a position
 //! from an epoch the buffer never held, is not reported as one. A session let go as a whole
 //! is simply absent, as the reference relay does.
+//!
+//! The daemon's own Events are also in its session logs, so memory need not hold all of them:
+//! per session the buffer knows from which position on it holds every own Event admitted
+//! (`own_from`), and a replay reads what lies before that from the log.
 
 use super::stored::Stored;
 use aep_core::sequence::Position;
@@ -19,6 +25,10 @@ use std::sync::Arc;
 pub struct ReplayBuffer {
     depth: usize,
     max_sessions: usize,
+    max_bytes: usize,
+    max_event: usize,
+    /// The weight of everything held.
+    bytes: usize,
     sessions: HashMap<String, SessionBuffer>,
     /// Writes so far: the recency clock of session eviction.
     clock: u64,
@@ -29,6 +39,10 @@ struct SessionBuffer {
     ids: HashSet<(String, String)>,
     /// The highest position evicted for depth.
     evicted_through: Option<Position>,
+    /// Every own Event admitted at or after this position is held (`None`: none is).
+    own_from: Option<Position>,
+    /// The weight of its Events.
+    bytes: usize,
     written: u64,
 }
 
@@ -39,24 +53,37 @@ pub struct Replay {
     pub exhausted: Option<Position>,
     /// Held Events strictly after the position, ascending.
     pub events: Vec<Arc<Stored>>,
+    /// Every own Event of the session at or after this position is among the held ones.
+    pub own_from: Option<Position>,
 }
 
 impl ReplayBuffer {
-    pub fn new(depth: usize, max_sessions: usize) -> Self {
+    /// The bounds: Events per session, sessions, memory in all, one Event's line in bytes.
+    pub fn new(depth: usize, max_sessions: usize, max_bytes: usize, max_event: usize) -> Self {
         ReplayBuffer {
             depth: depth.max(1),
             max_sessions: max_sessions.max(1),
+            max_bytes,
+            max_event,
+            bytes: 0,
             sessions: HashMap::new(),
             clock: 0,
         }
     }
 
-    /// Holds a sequenced session Event; `false` when it holds that `(source, id)` already or
-    /// the Event has no position.
+    /// Holds a sequenced session Event; `false` when it holds that `(source, id)` already, the
+    /// Event has no position, or it is too large to hold.
     pub fn admit(&mut self, stored: &Arc<Stored>) -> bool {
         let (Some(session), Some(position)) = (stored.session(), stored.position()) else {
             return false;
         };
+        if stored.event.line.len() > self.max_event {
+            if let Some(buffer) = self.sessions.get_mut(session).filter(|_| stored.own) {
+                // Memory no longer holds every own Event from `own_from` on: the log does.
+                buffer.own_from = None;
+            }
+            return false;
+        }
         self.clock += 1;
         if !self.sessions.contains_key(session) && self.sessions.len() >= self.max_sessions {
             self.evict_least_recent();
@@ -68,6 +95,8 @@ impl ReplayBuffer {
                 events: VecDeque::new(),
                 ids: HashSet::new(),
                 evicted_through: None,
+                own_from: None,
+                bytes: 0,
                 written: 0,
             });
         buffer.written = self.clock;
@@ -81,19 +110,44 @@ impl ReplayBuffer {
             at -= 1;
         }
         buffer.events.insert(at, stored.clone());
+        buffer.bytes += stored.weight;
+        self.bytes += stored.weight;
+        if stored.own && buffer.own_from.is_none() {
+            buffer.own_from = Some(position);
+        }
         if buffer.events.len() > self.depth {
-            if let Some(old) = buffer.events.pop_front() {
-                let (source, id) = old.key();
-                buffer.ids.remove(&(source.to_string(), id.to_string()));
-                buffer.evicted_through = buffer.evicted_through.max(old.position());
-            }
+            self.bytes -= buffer.evict_oldest();
+        }
+        while self.bytes > self.max_bytes {
+            self.evict_oldest_held();
         }
         true
     }
 
+    /// The weight of everything held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Lets go of the oldest Event held, whatever its session.
+    fn evict_oldest_held(&mut self) {
+        let oldest = self
+            .sessions
+            .values_mut()
+            .filter_map(|b| Some((b.events.front()?.n, b)))
+            .min_by_key(|(n, _)| *n)
+            .map(|(_, b)| b);
+        match oldest {
+            Some(buffer) => self.bytes -= buffer.evict_oldest(),
+            None => self.bytes = 0,
+        }
+    }
+
     /// Drops a session whole (the registry closed it).
     pub fn forget(&mut self, session: &str) {
-        self.sessions.remove(session);
+        if let Some(buffer) = self.sessions.remove(session) {
+            self.bytes -= buffer.bytes;
+        }
         if self.sessions.capacity() > 4 * self.sessions.len().max(16) {
             self.sessions.shrink_to_fit();
         }
@@ -105,12 +159,13 @@ impl ReplayBuffer {
             .iter()
             .min_by_key(|(_, b)| b.written)
             .map(|(s, _)| s.clone());
-        if let Some(session) = oldest {
-            self.sessions.remove(&session);
+        if let Some(buffer) = oldest.and_then(|session| self.sessions.remove(&session)) {
+            self.bytes -= buffer.bytes;
         }
     }
 
-    /// The held Events of `session` strictly after `after` (all of them for `None`).
+    /// The held Events of `session` strictly after `after` (all of them for `None`), and from
+    /// where on it holds every own Event.
     pub fn replay(&self, session: &str, after: Option<Position>) -> Replay {
         let Some(buffer) = self.sessions.get(session) else {
             return Replay::default();
@@ -125,7 +180,11 @@ impl ReplayBuffer {
             (Some(after), Some(evicted)) if evicted > after => buffer.events.front().and_then(|e| e.position()),
             _ => None,
         };
-        Replay { exhausted, events }
+        Replay {
+            exhausted,
+            events,
+            own_from: buffer.own_from,
+        }
     }
 
     /// Every session held, for replay-all (AEP-0003 §5).
@@ -133,6 +192,24 @@ impl ReplayBuffer {
         let mut sessions: Vec<(&String, u64)> = self.sessions.iter().map(|(s, b)| (s, b.written)).collect();
         sessions.sort_by_key(|(_, written)| *written);
         sessions.into_iter().map(|(s, _)| s.clone()).collect()
+    }
+}
+
+impl SessionBuffer {
+    /// Lets go of its oldest Event; returns the weight freed.
+    fn evict_oldest(&mut self) -> usize {
+        let Some(old) = self.events.pop_front() else {
+            return 0;
+        };
+        self.bytes -= old.weight;
+        let (source, id) = old.key();
+        self.ids.remove(&(source.to_string(), id.to_string()));
+        self.evicted_through = self.evicted_through.max(old.position());
+        if old.own {
+            // Own Events arrive in order, so the next held one starts the complete run again.
+            self.own_from = self.events.iter().find(|e| e.own).and_then(|e| e.position());
+        }
+        old.weight
     }
 }
 
@@ -145,7 +222,13 @@ mod tests {
     fn ev(session: &str, id: &str, epoch: u64, seq: u64) -> Arc<Stored> {
         let value = json!({"source": "aep://h/agent/a", "id": id, "session": session, "epoch": epoch, "seq": seq});
         let line = value.to_string();
-        Arc::new(Stored::new(Arc::new(Published { value, line }), 0))
+        Arc::new(Stored::new(Arc::new(Published { value, line }), 0, false))
+    }
+
+    fn own(session: &str, id: &str, seq: u64) -> Arc<Stored> {
+        let value = json!({"source": "aep://h/agent/cline", "id": id, "session": session, "seq": seq});
+        let line = value.to_string();
+        Arc::new(Stored::new(Arc::new(Published { value, line }), 0, true))
     }
 
     fn seqs(r: &Replay) -> Vec<u64> {
@@ -154,7 +237,7 @@ mod tests {
 
     #[test]
     fn admission_dedupes_orders_and_evicts_with_an_exhausted_marker() {
-        let mut b = ReplayBuffer::new(3, 10);
+        let mut b = ReplayBuffer::new(3, 10, usize::MAX, usize::MAX);
         assert!(b.admit(&ev("s", "a", 0, 0)));
         assert!(b.admit(&ev("s", "c", 0, 2)));
         assert!(b.admit(&ev("s", "b", 0, 1)), "a late Event is slotted by position");
@@ -183,13 +266,14 @@ mod tests {
 
     #[test]
     fn unsequenced_events_are_not_held_and_sessions_are_bounded() {
-        let mut b = ReplayBuffer::new(10, 2);
+        let mut b = ReplayBuffer::new(10, 2, usize::MAX, usize::MAX);
         let agent = Arc::new(Stored::new(
             Arc::new(Published {
                 value: json!({"id": "x", "type": "agent.heartbeat"}),
                 line: String::new(),
             }),
             0,
+            false,
         ));
         assert!(!b.admit(&agent));
         b.admit(&ev("one", "1", 0, 0));
@@ -202,5 +286,63 @@ mod tests {
             "the least recently written session went"
         );
         assert!(b.replay("two", None).events.is_empty());
+    }
+
+    #[test]
+    fn own_from_marks_where_memory_holds_every_own_event() {
+        let p = |seq| Some(Position { epoch: 0, seq });
+        let mut b = ReplayBuffer::new(3, 10, usize::MAX, usize::MAX);
+        b.admit(&ev("s", "x", 0, 5));
+        assert_eq!(b.replay("s", None).own_from, None, "collected Events are not the log's");
+        b.admit(&own("s", "a", 7));
+        b.admit(&own("s", "b", 8));
+        assert_eq!(b.replay("s", None).own_from, p(7));
+        b.admit(&own("s", "c", 9));
+        assert_eq!(
+            b.replay("s", None).own_from,
+            p(7),
+            "evicting a collected Event keeps it"
+        );
+        b.admit(&own("s", "d", 10));
+        assert_eq!(b.replay("s", None).own_from, p(8), "evicting an own Event moves it on");
+    }
+
+    fn sized(session: &str, id: &str, seq: u64, bytes: usize, own: bool) -> Arc<Stored> {
+        let value = json!({"source": "aep://h/agent/a", "id": id, "session": session, "seq": seq, "data": {"x": "y".repeat(bytes)}});
+        let line = value.to_string();
+        Arc::new(Stored::new(Arc::new(Published { value, line }), seq + 1, own))
+    }
+
+    #[test]
+    fn memory_is_bounded_by_bytes_the_oldest_going_first() {
+        let one = sized("a", "0", 0, 10_000, false).weight;
+        assert!(one > 20_000, "the line and the parsed value both count: {one}");
+        let mut b = ReplayBuffer::new(100, 10, 3 * one + one / 2, one + 100);
+        b.admit(&sized("a", "0", 0, 10_000, false));
+        b.admit(&sized("b", "1", 1, 10_000, false));
+        b.admit(&sized("a", "2", 2, 10_000, false));
+        assert_eq!(b.bytes(), 3 * one);
+        b.admit(&sized("b", "3", 3, 10_000, false));
+        assert_eq!(b.bytes(), 3 * one, "the oldest Event went, from whichever session");
+        let r = b.replay("a", Some(Position { epoch: 0, seq: 0 }));
+        assert_eq!(seqs(&r), [2]);
+        assert!(b.replay("a", None).events.len() == 1 && b.replay("b", None).events.len() == 2);
+        assert!(
+            !b.admit(&sized("a", "big", 4, 30_000, false)),
+            "over the per-Event limit"
+        );
+        assert_eq!(b.bytes(), 3 * one);
+        b.admit(&own("c", "o1", 5));
+        assert_eq!(b.replay("c", None).own_from, Some(Position { epoch: 0, seq: 5 }));
+        assert!(!b.admit(&sized("c", "o2", 6, 30_000, true)));
+        assert_eq!(
+            b.replay("c", None).own_from,
+            None,
+            "an own Event too large to hold leaves it to the log"
+        );
+        b.forget("b");
+        b.forget("a");
+        b.forget("c");
+        assert_eq!(b.bytes(), 0);
     }
 }

@@ -9,12 +9,14 @@
 //!
 //! Everything the endpoint delivers passes through its [`feed::Feed`]: the replay buffer and
 //! the live broadcast. The daemon's own Events reach the feed from the bus, so the hook path
-//! never waits on a subscriber.
+//! never waits on a subscriber. A replay reaching back past what memory holds is served from
+//! the session logs ([`crate::history`], [`replay`]), so history survives a restart.
 
 mod auth;
 mod buffer;
 mod feed;
 mod ingest;
+mod replay;
 pub mod settings;
 mod socket;
 mod sse;
@@ -22,7 +24,7 @@ mod stored;
 mod subscription;
 
 use crate::control::{Intake, ACK_WINDOW_MS};
-use crate::lane::Note;
+use crate::lane::{Journal, Note};
 use aep_core::{Capture, AEP_VERSION};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -38,22 +40,33 @@ use tokio::sync::broadcast::Receiver;
 pub struct Endpoint {
     settings: Settings,
     feed: Feed,
+    /// The session logs: the history a replay reads when memory no longer holds it.
+    journal: Journal,
     intake: Arc<Intake>,
     /// `identity.instance` of this daemon's `hello`.
     instance: String,
     /// Set when the daemon stops: open streams and sockets end so the server can.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Turns to read a `POST /events` body ([`ingest::INGESTS`]).
+    ingests: tokio::sync::Semaphore,
 }
 
 impl Endpoint {
     /// Builds the endpoint; [`Endpoint::pump`] feeds it from the bus.
-    pub fn new(settings: Settings, intake: Arc<Intake>, instance: String) -> Arc<Endpoint> {
+    pub fn new(settings: Settings, journal: Journal, intake: Arc<Intake>, instance: String) -> Arc<Endpoint> {
         Arc::new(Endpoint {
-            feed: Feed::new(settings.buffer, settings.max_sessions),
+            feed: Feed::new(
+                settings.buffer,
+                settings.max_sessions,
+                settings.buffer_bytes,
+                settings.max_event,
+            ),
             settings,
+            journal,
             intake,
             instance,
             closing: tokio::sync::watch::channel(false).0,
+            ingests: tokio::sync::Semaphore::new(ingest::INGESTS),
         })
     }
 
@@ -64,7 +77,7 @@ impl Endpoint {
         loop {
             match bus.recv().await {
                 Ok(Note::Event(event)) => {
-                    self.feed.admit(event);
+                    self.feed.admit(event, true);
                 }
                 Ok(Note::Closed(sessions)) => self.feed.forget(&sessions),
                 Err(RecvError::Lagged(missed)) => tracing::error!(
@@ -74,6 +87,11 @@ impl Endpoint {
                 Err(RecvError::Closed) => return,
             }
         }
+    }
+
+    /// For `/healthz`: what the replay buffer holds.
+    pub fn status(&self) -> Value {
+        json!({"buffer_bytes": self.feed.held_bytes(), "buffer_max_bytes": self.settings.buffer_bytes})
     }
 
     /// Ends every open SSE stream and WebSocket (the daemon is stopping).
@@ -87,6 +105,22 @@ impl Endpoint {
         async move {
             let _ = closing.wait_for(|closed| *closed).await;
         }
+    }
+
+    /// The sessions a replay-all covers on disk, least recently written first: those `only`
+    /// names (a filter pinned to sessions), else every logged one. Listed before the feed's
+    /// lock is taken.
+    async fn logged(&self, resume: &feed::Resume, only: Option<&[String]>) -> Vec<String> {
+        if *resume != feed::Resume::All {
+            return Vec::new();
+        }
+        if let Some(only) = only {
+            return only.to_vec();
+        }
+        let dir = self.journal.dir().to_path_buf();
+        tokio::task::spawn_blocking(move || crate::history::logged_sessions(&dir))
+            .await
+            .unwrap_or_default()
     }
 
     /// Control flows only on authenticated bindings (AEP-0004 §4.1): here, only when the

@@ -20,6 +20,10 @@ pub struct Settings {
     pub buffer: usize,
     /// Sessions held in the replay buffer; the least recently written is let go first.
     pub max_sessions: usize,
+    /// The replay buffer's memory in all, about; the oldest Events held are let go first.
+    pub buffer_bytes: usize,
+    /// One Event's size: larger ones are refused (413), and never held.
+    pub max_event: usize,
     /// `POST /events` bodies above this get 413.
     pub max_body: usize,
     /// Events per `POST /events` batch; more get 413.

@@ -3,7 +3,9 @@
 //! The first frame each way is `hello` (§4): anything else gets `hello-required`, a hello
 //! naming no version we speak gets `version-unsupported`, and the socket closes. Then a
 //! consumer manages any number of subscriptions (`subscribe`/`unsubscribe`, §6.5), refused
-//! in-band from the closed code set while the connection and its other subscriptions go on;
+//! in-band from the closed code set while the connection and its other subscriptions go on.
+//! A subscription's replay (memory, and the session logs when it reaches back further) is
+//! streamed between the connection's other work; its live Events wait until it is done;
 //! an emitter sends Events, which the endpoint admits as `POST /events` does. `ping` is
 //! answered with `pong`; unknown frame types are ignored (§2); binary frames are refused.
 //!
@@ -12,20 +14,23 @@
 //! Its ack reaches every subscriber as an ordinary session Event; a session this daemon does
 //! not emit gets a `no-route` error frame (§4.2), never an Event.
 
-use super::feed::{Resume, CAPACITY};
+use super::feed::CAPACITY;
+use super::replay::{Covered, Item, Replay};
 use super::stored::Stored;
 use super::subscription::{Subscription, LIMIT_EXCEEDED};
 use super::{one_line, Endpoint};
 use crate::control::Refusal;
+use crate::http::serve::Slot;
 use crate::lane::Published;
 use aep_core::sequence::Position;
 use aep_core::{EventType, Scope, Severity, AEP_VERSION};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
+use axum::Extension;
 use futures_util::SinkExt;
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -39,13 +44,31 @@ const UNSUPPORTED_DATA: u16 = 1003;
 const GOING_AWAY: u16 = 1001;
 const TRY_AGAIN_LATER: u16 = 1013;
 
-pub async fn upgrade(State(endpoint): State<Arc<Endpoint>>, ws: WebSocketUpgrade) -> Response {
-    ws.on_upgrade(move |socket| Connection::new(endpoint).run(socket))
+/// Room in a frame beside one Event (`AEP_MAX_EVENT`): a subscription with every resume
+/// position it may name fits, and an Event a little over the limit still gets its refusal
+/// in-band; a frame beyond that closes the socket.
+const FRAME_SLACK: usize = 1 << 20;
+
+pub async fn upgrade(
+    State(endpoint): State<Arc<Endpoint>>,
+    slot: Option<Extension<Slot>>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let max = endpoint.settings.max_event + FRAME_SLACK;
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| async move {
+            // The socket keeps its connection's place under the cap until it closes.
+            let _slot = slot;
+            Connection::new(endpoint).run(socket).await
+        })
 }
 
 struct Connection {
     endpoint: Arc<Endpoint>,
     subs: Vec<Sub>,
+    /// Replays still streaming, by subscription key, the oldest first.
+    replays: VecDeque<(String, Replay)>,
     /// The last position delivered per subscription and session, for a `closing` frame.
     delivered: HashMap<String, HashMap<String, Position>>,
 }
@@ -55,6 +78,10 @@ struct Sub {
     key: String,
     sub: Subscription,
     after_n: u64,
+    /// While its replay streams, its live Events wait here.
+    pending: Option<VecDeque<Arc<Stored>>>,
+    /// What its replay's logs already delivered.
+    covered: Covered,
 }
 
 /// What a handled frame asks of the connection.
@@ -77,6 +104,7 @@ impl Connection {
         Connection {
             endpoint,
             subs: Vec::new(),
+            replays: VecDeque::new(),
             delivered: HashMap::new(),
         }
     }
@@ -113,17 +141,25 @@ impl Connection {
                     }
                     _ => return,
                 },
+                items = next_replay(&mut self.replays), if !self.replays.is_empty() => {
+                    Next::Send(self.replayed(items))
+                }
                 received = rx.recv() => match received {
                     Ok(event) => {
                         let mut frames = Vec::new();
-                        self.deliver(&event, rx.len(), &mut frames);
+                        let mut overflow = self.deliver(&event, rx.len(), &mut frames);
                         while let Ok(event) = rx.try_recv() {
-                            self.deliver(&event, rx.len(), &mut frames);
+                            overflow |= self.deliver(&event, rx.len(), &mut frames);
                             if frames.len() >= 256 {
                                 break;
                             }
                         }
-                        Next::Send(frames)
+                        if overflow {
+                            tracing::warn!("a WebSocket subscriber's replay fell a whole feed behind the live Events; closing it so it resumes exactly");
+                            Next::Close(vec![self.closing("backpressure: the replay fell a whole feed behind")], TRY_AGAIN_LATER)
+                        } else {
+                            Next::Send(frames)
+                        }
                     }
                     Err(RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "a WebSocket subscriber fell behind; closing it so it resumes exactly");
@@ -228,10 +264,10 @@ impl Connection {
             return Next::Send(reply.into_iter().map(|f| f.to_string()).collect());
         }
         let frames = match ty {
-            "subscribe" => self.subscribe(&frame),
+            "subscribe" => self.subscribe(&frame).await,
             "unsubscribe" => {
                 let id = frame.get("id").cloned().unwrap_or(Value::Null);
-                self.subs.retain(|s| s.id != id);
+                self.drop_sub(&id);
                 self.delivered.remove(&id.to_string());
                 vec![json!({"type": "unsubscribed", "id": id}).to_string()]
             }
@@ -249,11 +285,23 @@ impl Connection {
         let command =
             EventType::parse(ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter) && ty != "attention.routed";
         if !command {
+            let max = self.endpoint.settings.max_event;
+            if raw.len() > max {
+                return refuse(
+                    "payload-too-large",
+                    format!(
+                        "the Event is {} bytes; this endpoint takes Events up to {max} bytes (AEP_MAX_EVENT)",
+                        raw.len()
+                    ),
+                );
+            }
             if let Err(v) = aep_core::validate::validate_event(&event) {
                 return refuse("invalid-event", v.to_string());
             }
             let line = one_line(raw, &event);
-            self.endpoint.feed.admit(Arc::new(Published { value: event, line }));
+            self.endpoint
+                .feed
+                .admit(Arc::new(Published { value: event, line }), false);
             return None;
         }
         if !self.endpoint.authenticated() {
@@ -270,7 +318,7 @@ impl Connection {
         match outcome {
             Ok(Ok(())) => {
                 // Live audit for subscribers; a command has no position, so it is not held.
-                self.endpoint.feed.admit(command);
+                self.endpoint.feed.admit(command, false);
                 None
             }
             Ok(Err(Refusal::NoRoute(session))) => refuse(
@@ -286,10 +334,17 @@ impl Connection {
         }
     }
 
-    fn subscribe(&mut self, frame: &Value) -> Vec<String> {
+    /// Forgets a subscription and its replay.
+    fn drop_sub(&mut self, id: &Value) {
+        let key = id.to_string();
+        self.subs.retain(|s| s.id != *id);
+        self.replays.retain(|(k, _)| *k != key);
+    }
+
+    async fn subscribe(&mut self, frame: &Value) -> Vec<String> {
         let id = frame.get("id").cloned().unwrap_or(Value::Null);
         let refuse = |code: &str, detail: String| vec![with(error(code, detail), "id", id.clone()).to_string()];
-        self.subs.retain(|s| s.id != id); // a repeated id replaces its subscription
+        self.drop_sub(&id); // a repeated id replaces its subscription
         let max = self.endpoint.settings.max_subscriptions;
         if self.subs.len() >= max {
             return refuse(
@@ -306,42 +361,90 @@ impl Connection {
             Ok(sub) => sub,
             Err(r) => return refuse(r.code, r.detail),
         };
-        let snapshot = self.endpoint.feed.snapshot(&sub.resume);
+        let logged = self.endpoint.logged(&sub.resume, sub.sessions.as_deref()).await;
+        let mut snapshot = self.endpoint.feed.snapshot(&sub.resume, &logged);
         let key = id.to_string();
-        let mut frames = vec![json!({"type": "subscribed", "id": id}).to_string()];
-        for replay in &snapshot.replays {
-            if let (Some(earliest), false) = (replay.exhausted, sub.resume == Resume::All) {
-                frames.push(
-                    json!({
-                        "type": "replay-exhausted", "sub": id, "session": replay.session,
-                        "earliest": {"epoch": earliest.epoch, "seq": earliest.seq},
-                    })
-                    .to_string(),
-                );
-            }
-            for event in &replay.events {
-                if let Some(line) = sub.render(event) {
-                    frames.push(line.into_owned());
-                    remember(&mut self.delivered, &key, event);
-                }
-            }
+        let replaying = !snapshot.plans.is_empty();
+        if replaying {
+            let replay = Replay::new(self.endpoint.journal.clone(), &mut snapshot);
+            self.replays.push_back((key.clone(), replay));
         }
         self.subs.push(Sub {
-            id,
+            id: id.clone(),
             key,
             sub,
             after_n: snapshot.after_n,
+            pending: replaying.then(VecDeque::new),
+            covered: Covered::default(),
         });
+        vec![json!({"type": "subscribed", "id": id}).to_string()]
+    }
+
+    /// Frames for what the oldest streaming replay produced; when it is over, the live Events
+    /// its subscription held back.
+    fn replayed(&mut self, items: Option<Vec<Item>>) -> Vec<String> {
+        let Some((key, _)) = self.replays.front() else {
+            return Vec::new();
+        };
+        let key = key.clone();
+        let Some(at) = self.subs.iter().position(|s| s.key == key) else {
+            self.replays.pop_front();
+            return Vec::new();
+        };
+        let mut frames = Vec::new();
+        let Some(items) = items else {
+            let (_, replay) = self.replays.pop_front().expect("the front replay");
+            let s = &mut self.subs[at];
+            s.covered = replay.into_covered();
+            for event in s.pending.take().unwrap_or_default() {
+                if event.n > s.after_n && !s.covered.covers(&event) {
+                    if let Some(line) = s.sub.render(&event) {
+                        frames.push(line.into_owned());
+                        remember(&mut self.delivered, &s.key, &event);
+                    }
+                }
+            }
+            return frames;
+        };
+        let s = &self.subs[at];
+        for item in items {
+            match item {
+                Item::Exhausted { session, earliest } => frames.push(
+                    json!({
+                        "type": "replay-exhausted", "sub": s.id, "session": session,
+                        "earliest": {"epoch": earliest.epoch, "seq": earliest.seq},
+                    })
+                    .to_string(),
+                ),
+                Item::Event(event) => {
+                    if let Some(line) = s.sub.render(&event) {
+                        frames.push(line.into_owned());
+                        remember(&mut self.delivered, &s.key, &event);
+                    }
+                }
+            }
+        }
         frames
     }
 
-    fn deliver(&mut self, event: &Stored, backlog: usize, frames: &mut Vec<String>) {
+    /// Live delivery of one Event to every subscription; `true` when a replaying
+    /// subscription's held-back Events overflowed.
+    fn deliver(&mut self, event: &Arc<Stored>, backlog: usize, frames: &mut Vec<String>) -> bool {
         // §8.4: a connection half a feed behind loses debug/info before anything else.
         if event.severity < Severity::Notice && backlog > CAPACITY / 2 {
-            return;
+            return false;
         }
-        for s in &self.subs {
+        let mut overflow = false;
+        for s in &mut self.subs {
             if event.n <= s.after_n {
+                continue;
+            }
+            if let Some(pending) = &mut s.pending {
+                pending.push_back(event.clone());
+                overflow |= pending.len() > CAPACITY;
+                continue;
+            }
+            if s.covered.covers(event) {
                 continue;
             }
             if let Some(line) = s.sub.render(event) {
@@ -349,6 +452,7 @@ impl Connection {
                 remember(&mut self.delivered, &s.key, event);
             }
         }
+        overflow
     }
 
     /// The orderly-close frame with the last position delivered per subscription (§3.5.4).
@@ -380,6 +484,14 @@ fn remember(delivered: &mut HashMap<String, HashMap<String, Position>>, sub: &st
         None => {
             sessions.insert(session.to_string(), p);
         }
+    }
+}
+
+/// The next items of the oldest streaming replay (cancel-safe: see [`Replay::next`]).
+async fn next_replay(replays: &mut VecDeque<(String, Replay)>) -> Option<Vec<Item>> {
+    match replays.front_mut() {
+        Some((_, replay)) => replay.next().await,
+        None => std::future::pending().await,
     }
 }
 

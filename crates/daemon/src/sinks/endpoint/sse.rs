@@ -3,13 +3,16 @@
 //! the `Last-Event-ID` header resumes its session when `from` is absent.
 //!
 //! Each message is `event: <type>`, `data: <the Event on one line>` and, for a sequenced
-//! session Event, `id: {session}:{epoch}:{seq}`. A requested position that predates the buffer
-//! gets `: replay-exhausted {session} {epoch}:{seq}` before what is held. `: ping` keeps the
+//! session Event, `id: {session}:{epoch}:{seq}`. A replay is streamed (the session logs are read
+//! as the client takes the body); a requested position its log (or, for a session other
+//! emitters sent, the buffer) no longer has gets `: replay-exhausted {session} {epoch}:{seq}`
+//! before what is held. `: ping` keeps the
 //! stream alive. A subscriber that falls too far behind loses `debug`/`info` first; past the
 //! feed's capacity the stream ends (never a silent gap in `notice`-and-above, §8.4), and the
 //! client resumes with `Last-Event-ID`.
 
 use super::feed::{Resume, CAPACITY};
+use super::replay::{Covered, Item, Replay};
 use super::stored::Stored;
 use super::subscription::{parse_last_event_id, Refused, Subscription};
 use super::Endpoint;
@@ -80,46 +83,29 @@ pub async fn stream(
         }
     }
 
-    let (snapshot, rx) = endpoint.feed.subscribe(&sub.resume);
-    let mut head = String::new();
-    for replay in &snapshot.replays {
-        if let (Some(earliest), false) = (replay.exhausted, sub.resume == Resume::All) {
-            head.push_str(&format!(
-                ": replay-exhausted {} {}:{}\n\n",
-                replay.session, earliest.epoch, earliest.seq
-            ));
-        }
-        for event in &replay.events {
-            if let Some(line) = sub.render(event) {
-                message(&mut head, event, &line);
-            }
-        }
-    }
-    let response = |body: Body| {
-        (
-            [
-                (header::CONTENT_TYPE, "text/event-stream"),
-                (header::CACHE_CONTROL, "no-cache"),
-            ],
-            body,
-        )
-            .into_response()
-    };
-    if !live {
-        head.push_str(": replay-complete\n\n");
-        return response(Body::from(head));
-    }
+    let logged = endpoint.logged(&sub.resume, sub.sessions.as_deref()).await;
+    let (mut snapshot, rx) = endpoint.feed.subscribe(&sub.resume, &logged);
+    let replay = Replay::new(endpoint.journal.clone(), &mut snapshot);
     let ping = endpoint.settings.ping;
     let state = Live {
         rx,
         sub,
         after_n: snapshot.after_n,
         ping: interval_at(Instant::now() + ping, ping),
-        head: Some(head),
+        replay: Some(replay),
+        covered: Covered::default(),
+        live,
         ended: false,
         closed: Box::pin(endpoint.closed()),
     };
-    response(Body::from_stream(futures_util::stream::unfold(state, Live::next)))
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(futures_util::stream::unfold(state, Live::next)),
+    )
+        .into_response()
 }
 
 /// One SSE message (§3.3.2). The `id:` is left out when the session holds a line break, which
@@ -138,13 +124,16 @@ fn message(out: &mut String, event: &Stored, line: &str) {
     out.push('\n');
 }
 
-/// The live part of one SSE subscription.
+/// One SSE subscription: its replay, then (unless `live=0`) the live feed.
 struct Live {
     rx: Receiver<Arc<Stored>>,
     sub: Subscription,
     after_n: u64,
     ping: Interval,
-    head: Option<String>,
+    replay: Option<Replay>,
+    /// What the replay's logs already delivered (the join skips it).
+    covered: Covered,
+    live: bool,
     ended: bool,
     closed: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 }
@@ -154,8 +143,39 @@ impl Live {
         if self.ended {
             return None;
         }
-        if let Some(head) = self.head.take().filter(|h| !h.is_empty()) {
-            return Some((Ok(Bytes::from(head)), self));
+        while let Some(replay) = self.replay.as_mut() {
+            let items = tokio::select! {
+                items = replay.next() => items,
+                _ = &mut self.closed => {
+                    self.ended = true;
+                    return Some((Ok(Bytes::from(": shutting-down\n\n")), self));
+                }
+            };
+            let Some(items) = items else {
+                self.covered = self.replay.take().expect("replaying").into_covered();
+                if !self.live {
+                    self.ended = true;
+                    return Some((Ok(Bytes::from(": replay-complete\n\n")), self));
+                }
+                break;
+            };
+            let mut chunk = String::new();
+            for item in items {
+                match item {
+                    Item::Exhausted { session, earliest } => chunk.push_str(&format!(
+                        ": replay-exhausted {session} {}:{}\n\n",
+                        earliest.epoch, earliest.seq
+                    )),
+                    Item::Event(event) => {
+                        if let Some(line) = self.sub.render(&event) {
+                            message(&mut chunk, &event, &line);
+                        }
+                    }
+                }
+            }
+            if !chunk.is_empty() {
+                return Some((Ok(Bytes::from(chunk)), self));
+            }
         }
         loop {
             let chunk = tokio::select! {
@@ -194,7 +214,7 @@ impl Live {
     }
 
     fn push(&mut self, chunk: &mut String, event: &Stored) {
-        if event.n <= self.after_n {
+        if event.n <= self.after_n || self.covered.covers(event) {
             return; // covered by the replay
         }
         // §8.4: a subscriber half a feed behind loses debug/info before anything else.

@@ -36,6 +36,9 @@ pub struct Subscription {
     pub filter: Filter,
     pub resume: Resume,
     pub ceiling: Option<Capture>,
+    /// The sessions the filter pins (`session`: a string or an array of them): a replay-all
+    /// reads only their logs.
+    pub sessions: Option<Vec<String>>,
 }
 
 impl Subscription {
@@ -46,6 +49,7 @@ impl Subscription {
         capture: Option<&Value>,
         max_from: usize,
     ) -> Result<Self, Refused> {
+        let filter_value = filter;
         let filter = match filter {
             None => Filter::default(),
             Some(f) => Filter::parse(f).map_err(|e| Refused::invalid(e.to_string()))?,
@@ -68,6 +72,7 @@ impl Subscription {
             }
         };
         Ok(Subscription {
+            sessions: pinned_sessions(filter_value),
             filter,
             resume,
             ceiling,
@@ -80,6 +85,15 @@ impl Subscription {
             return None;
         }
         Some(render(event, self.ceiling))
+    }
+}
+
+/// The sessions an attr-match filter pins: `session` as a string or an array of strings.
+fn pinned_sessions(filter: Option<&Value>) -> Option<Vec<String>> {
+    match filter?.get("session")? {
+        Value::String(s) => Some(vec![s.clone()]),
+        Value::Array(list) => list.iter().map(|s| s.as_str().map(str::to_string)).collect(),
+        _ => None,
     }
 }
 
@@ -176,6 +190,14 @@ mod tests {
         let ok = Subscription::parse(None, Some(&json!("all")), Some(&json!("metadata")), 3).unwrap();
         assert_eq!(ok.resume, Resume::All);
         assert_eq!(ok.ceiling, Some(Capture::Metadata));
+        assert_eq!(ok.sessions, None);
+        let pinned = |f: Value| Subscription::parse(Some(&f), None, None, 3).unwrap().sessions;
+        assert_eq!(pinned(json!({"session": "a"})), Some(vec!["a".to_string()]));
+        assert_eq!(
+            pinned(json!({"session": ["a", "b"]})),
+            Some(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(pinned(json!({"type": "run.*"})), None);
     }
 
     #[test]

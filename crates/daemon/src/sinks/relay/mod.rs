@@ -7,20 +7,27 @@
 //!   `hello`, then go in order.
 //! - A WebSocket acknowledges nothing per Event, so the binding pings the relay itself: a
 //!   `pong` proves every Event sent before its `ping` arrived. After a reconnect (a jittered backoff from
-//!   1 s, doubling to 10 s) it resends, from the JSONL logs, every Event of every session it
-//!   carries past the last confirmed position (the relay dedupes on `(source, id)`), and sends
-//!   the last Event of each live session it has nothing to resend for, so the relay's claims
-//!   (which die with a socket) route commands to us again. An outbox overflow of `notice`+
-//!   Events, or a lag behind the bus, triggers the same resend without a reconnect.
+//!   1 s, doubling to 10 s) it resends, from the JSONL logs (streamed a chunk at a time), every
+//!   Event of every session it carries past the last confirmed position (the relay dedupes on
+//!   `(source, id)`), and sends the last Event of each live session it has nothing to resend
+//!   for, so the relay's claims (which die with a socket) route commands to us again. An outbox
+//!   overflow of `notice`+ Events, or a lag behind the bus, triggers the same resend without a
+//!   reconnect.
+//! - The confirmed positions survive a restart ([`marks`]): what the relay lacked when the
+//!   daemon stopped is resent when it is back.
+//! - A recorded ack re-emitted for a redelivered command goes to the relay although its
+//!   position was sent before: the redelivery must traverse the hop (AEP-0004 §3, AEP-0003 §5).
 //! - Pings are answered, unknown frames ignored, relay `error` frames logged; commands go to
 //!   the daemon's command intake, whose ack comes back here as an ordinary Event.
 
+mod marks;
 mod outbox;
 pub mod settings;
-mod tail;
+pub mod tls;
 
 use crate::backoff::Backoff;
 use crate::control::{Intake, ACK_WINDOW_MS};
+use crate::history::Cursor;
 use crate::lane::Published;
 use crate::lane::{Note, Sessions};
 use aep_core::sequence::Position;
@@ -35,7 +42,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tail::Since;
 use tokio::net::TcpStream;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::Notify;
@@ -49,8 +55,6 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// Connecting, and waiting for the relay's `hello`, give up after this.
 const HANDSHAKE: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
-/// Lines resent per session after a reconnect, at most (the newest are kept).
-const MAX_RESEND: usize = 100_000;
 /// The categories this daemon emits (a routing hint, AEP-0003 §4 rule 5).
 const EMITS: [&str; 7] = [
     "session",
@@ -71,6 +75,8 @@ pub struct Relay {
     wake: Notify,
     connected: AtomicBool,
     resends: AtomicU64,
+    /// One `.relay.json` writer at a time.
+    persisting: Mutex<()>,
 }
 
 struct State {
@@ -83,31 +89,51 @@ struct State {
 
 /// One session this binding carries.
 struct Carried {
-    /// The first position published in this run: where a resend starts without a confirmation.
+    /// The first position published for the relay: where a resend starts without a
+    /// confirmation.
     first: Position,
     /// The last position the relay confirmed (a `pong`).
     confirmed: Option<Position>,
-    /// The last Event published: sent again to re-claim the session after a reconnect.
-    last: Arc<Published>,
+    /// The last position published.
+    high: Option<Position>,
+    /// The last Event published in this run: sent again to re-claim the session after a
+    /// reconnect (none for a session carried over from before a restart).
+    last: Option<Arc<Published>>,
     ended: bool,
-    /// The registry let the session go: once the relay confirms `last`, so does the binding.
+    /// The registry let the session go: once the relay confirms `high`, so does the binding.
     closed: bool,
 }
 
 impl Carried {
     /// Nothing left to resend and nobody to re-claim for.
     fn done(&self) -> bool {
-        self.closed && self.confirmed.is_some() && self.confirmed >= position(&self.last.value)
+        self.closed && self.confirmed.is_some() && self.confirmed >= self.high
+    }
+
+    /// A resend goes strictly after this position (`None`: the log's start).
+    fn resend_after(&self) -> Option<Position> {
+        self.confirmed.or_else(|| before(self.first))
     }
 }
 
-impl Carried {
-    fn since(&self) -> Since {
-        match self.confirmed {
-            Some(p) => Since::After(p),
-            None => Since::From(self.first),
-        }
+/// The position just before `p` (`None` before the very first).
+fn before(p: Position) -> Option<Position> {
+    match (p.epoch, p.seq) {
+        (0, 0) => None,
+        (epoch, 0) => Some(Position {
+            epoch: epoch - 1,
+            seq: u64::MAX,
+        }),
+        (epoch, seq) => Some(Position { epoch, seq: seq - 1 }),
     }
+}
+
+/// Whether an Event is a control ack: the only one published twice (a recorded ack re-emitted).
+fn is_ack(event: &Value) -> bool {
+    matches!(
+        event.get("type").and_then(Value::as_str),
+        Some("control.accepted" | "control.rejected")
+    )
 }
 
 fn position(event: &Value) -> Option<Position> {
@@ -141,10 +167,11 @@ impl Relay {
             },
         })
         .to_string();
+        let carried = restore(&sessions, &settings.url);
         Arc::new(Relay {
             state: Mutex::new(State {
                 outbox: Outbox::new(settings.outbox),
-                carried: HashMap::new(),
+                carried,
                 resync: false,
             }),
             settings,
@@ -154,6 +181,7 @@ impl Relay {
             wake: Notify::new(),
             connected: AtomicBool::new(false),
             resends: AtomicU64::new(0),
+            persisting: Mutex::new(()),
         })
     }
 
@@ -161,9 +189,8 @@ impl Relay {
     pub fn status(&self) -> Value {
         let state = self.state.lock();
         let outbox = &state.outbox;
-        let url = self.settings.url.split('?').next().unwrap_or_default();
         json!({
-            "url": url,
+            "url": shown(&self.settings.url),
             "connected": self.connected.load(Ordering::Relaxed),
             "outbox": outbox.len(),
             "dropped": {"debug_info": outbox.dropped_low(), "notice_resent_from_log": outbox.dropped_high()},
@@ -199,11 +226,13 @@ impl Relay {
             };
             let mut state = self.state.lock();
             let session = event.value.get("session").and_then(Value::as_str);
+            let mut new_session = false;
             if let (Some(session), Some(p)) = (session, position(&event.value)) {
                 let ended = event.value["type"] == "session.ended";
                 match state.carried.get_mut(session) {
                     Some(c) => {
-                        c.last = event.clone();
+                        c.last = Some(event.clone());
+                        c.high = c.high.max(Some(p));
                         c.ended |= ended;
                         c.closed = false;
                     }
@@ -211,11 +240,13 @@ impl Relay {
                         let carried = Carried {
                             first: p,
                             confirmed: None,
-                            last: event.clone(),
+                            high: Some(p),
+                            last: Some(event.clone()),
                             ended,
                             closed: false,
                         };
                         state.carried.insert(session.to_string(), carried);
+                        new_session = true;
                     }
                 }
             }
@@ -240,7 +271,37 @@ impl Relay {
                 }
             }
             drop(state);
+            if new_session {
+                // Where a resend must start is on disk before the relay could need it.
+                self.persist();
+            }
             self.wake.notify_one();
+        }
+    }
+
+    /// Writes what the relay has to `.relay.json` beside the logs.
+    fn persist(&self) {
+        let sessions = {
+            let state = self.state.lock();
+            state
+                .carried
+                .iter()
+                .map(|(s, c)| {
+                    let mark = marks::Mark {
+                        first: c.first.into(),
+                        confirmed: c.confirmed.map(Into::into),
+                    };
+                    (s.clone(), mark)
+                })
+                .collect()
+        };
+        let marks = marks::Marks {
+            relay: shown(&self.settings.url).to_string(),
+            sessions,
+        };
+        let _one_writer = self.persisting.lock();
+        if let Err(e) = marks::save(self.sessions.journal().dir(), &marks) {
+            tracing::warn!(error = %e, "cannot record what the relay confirmed; a restart would resend more than needed");
         }
     }
 
@@ -269,7 +330,7 @@ impl Relay {
             Err(e) => return Ended::BeforeHello(e),
         };
         self.connected.store(true, Ordering::Relaxed);
-        tracing::info!(url = %self.settings.url.split('?').next().unwrap_or_default(), "relay connected");
+        tracing::info!(url = %shown(&self.settings.url), "relay connected");
         Ended::AfterHello(self.serve(&mut socket).await)
     }
 
@@ -289,10 +350,20 @@ impl Relay {
                     .context("the token is not a header value")?,
             );
         }
-        let (mut socket, _) = timeout(HANDSHAKE, tokio_tungstenite::connect_async(request))
-            .await
-            .map_err(|_| anyhow!("no WebSocket handshake within {HANDSHAKE:?}"))?
-            .context("cannot connect to the relay")?;
+        let host = request.uri().host().unwrap_or_default().to_string();
+        let connector = match &self.settings.tls {
+            Some(config) => tokio_tungstenite::Connector::Rustls(config.clone()),
+            None => tokio_tungstenite::Connector::Plain,
+        };
+        let connect = tokio_tungstenite::connect_async_tls_with_config(request, None, false, Some(connector));
+        let (mut socket, _) = match timeout(HANDSHAKE, connect).await {
+            Err(_) => bail!("no WebSocket handshake within {HANDSHAKE:?}"),
+            Ok(Ok(connected)) => connected,
+            Ok(Err(e)) => match tls::explain(&e, &host) {
+                Some(explained) => bail!(explained),
+                None => return Err(handshake_error(e)),
+            },
+        };
         socket.send(Message::text(self.hello.clone())).await?;
         let deadline = Instant::now() + HANDSHAKE;
         loop {
@@ -333,10 +404,11 @@ impl Relay {
             for event in batch {
                 let session = event.value.get("session").and_then(Value::as_str);
                 if let (Some(session), Some(p)) = (session, position(&event.value)) {
-                    if sent.get(session).is_some_and(|s| p <= *s) {
+                    let high = sent.get(session).copied();
+                    if high.is_some_and(|h| p <= h) && !is_ack(&event.value) {
                         continue; // already resent from the log
                     }
-                    sent.insert(session.to_string(), p);
+                    sent.insert(session.to_string(), high.max(Some(p)).unwrap_or(p));
                 }
                 if let Err(e) = socket.feed(Message::text(event.line.clone())).await {
                     return e.into();
@@ -422,14 +494,21 @@ impl Relay {
             return;
         };
         let (_, sent) = pings.drain(..=at).next_back().expect("drained through `at`");
-        let mut state = self.state.lock();
-        for (session, p) in sent {
-            if let Some(c) = state.carried.get_mut(&session) {
-                c.confirmed = c.confirmed.max(Some(p));
-                if c.done() {
-                    state.carried.remove(&session);
+        let mut moved = false;
+        {
+            let mut state = self.state.lock();
+            for (session, p) in sent {
+                if let Some(c) = state.carried.get_mut(&session) {
+                    moved |= c.confirmed < Some(p);
+                    c.confirmed = c.confirmed.max(Some(p));
+                    if c.done() {
+                        state.carried.remove(&session);
+                    }
                 }
             }
+        }
+        if moved {
+            self.persist();
         }
     }
 
@@ -457,34 +536,49 @@ impl Relay {
         sent: &mut HashMap<String, Position>,
         reclaim: bool,
     ) -> anyhow::Result<()> {
-        let plan: Vec<(String, Since, Arc<Published>, bool)> = {
+        type Plan = (String, Option<Position>, Option<Arc<Published>>, bool);
+        let plan: Vec<Plan> = {
             let state = self.state.lock();
             state
                 .carried
                 .iter()
-                .map(|(s, c)| (s.clone(), c.since(), c.last.clone(), c.ended))
+                .map(|(s, c)| (s.clone(), c.resend_after(), c.last.clone(), c.ended))
                 .collect()
         };
         let mut resent = 0usize;
-        for (session, since, last, ended) in plan {
-            let path = self.sessions.journal().path(&session);
-            let read = tokio::task::spawn_blocking(move || tail::lines(&path, since, MAX_RESEND)).await?;
-            let (lines, over) =
-                read.with_context(|| format!("cannot read the log of session {session:?} to resend it"))?;
-            if over > 0 {
-                tracing::warn!(%session, skipped = over, "too much to resend; the oldest Events were not resent");
-            }
-            let mut high = sent.get(&session).copied();
-            for (p, line) in lines {
-                if high.is_some_and(|h| p <= h) {
-                    continue;
+        for (session, after, last, ended) in plan {
+            let before = sent.get(&session).copied();
+            let after = after.max(before);
+            let mut cursor = Cursor::new(self.sessions.journal().path(&session), after, None);
+            let mut high = before;
+            loop {
+                let (back, chunk) = tokio::task::spawn_blocking(move || {
+                    let chunk = cursor.next_chunk();
+                    (cursor, chunk)
+                })
+                .await?;
+                cursor = back;
+                let chunk = match chunk {
+                    Ok(chunk) => chunk,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    Err(e) => {
+                        return Err(
+                            anyhow!(e).context(format!("cannot read the log of session {session:?} to resend it"))
+                        )
+                    }
+                };
+                for (p, event) in chunk.events {
+                    socket.feed(Message::text(event.line.clone())).await?;
+                    high = high.max(Some(p));
+                    resent += 1;
                 }
-                socket.feed(Message::text(line)).await?;
-                high = Some(p);
-                resent += 1;
+                socket.flush().await?;
+                if chunk.done {
+                    break;
+                }
             }
-            let claimed = high.is_some() && high != sent.get(&session).copied();
-            if !claimed && reclaim && !ended {
+            let claimed = high != before;
+            if let (false, true, false, Some(last)) = (claimed, reclaim, ended, last) {
                 socket.feed(Message::text(last.line.clone())).await?;
                 high = high.max(position(&last.value));
             }
@@ -498,6 +592,53 @@ impl Relay {
             tracing::info!(events = resent, "resent from the session logs what the relay may lack");
         }
         Ok(())
+    }
+}
+
+/// The sessions a previous run left the relay short of, from `.relay.json`: resent from the
+/// logs at the first connection.
+fn restore(sessions: &Sessions, url: &str) -> HashMap<String, Carried> {
+    let mut carried = HashMap::new();
+    for (session, mark) in marks::load(sessions.journal().dir(), shown(url)) {
+        let confirmed: Option<Position> = mark.confirmed.map(Into::into);
+        // The log's last position: whether anything is left to send.
+        let mut cursor = Cursor::new(sessions.journal().path(&session), confirmed, None);
+        while cursor.next_chunk().is_ok_and(|chunk| !chunk.done) {}
+        let c = Carried {
+            first: mark.first.into(),
+            confirmed,
+            high: cursor.high(),
+            last: None,
+            ended: false,
+            closed: true,
+        };
+        if !c.done() && c.high.is_some() {
+            carried.insert(session, c);
+        }
+    }
+    if !carried.is_empty() {
+        tracing::info!(
+            sessions = carried.len(),
+            "the relay lacks Events from before this start; they are resent when it is reachable"
+        );
+    }
+    carried
+}
+
+/// The relay's URL as it may be shown: never its query (it may hold `access_token`).
+fn shown(url: &str) -> &str {
+    url.split('?').next().unwrap_or_default()
+}
+
+/// A failed handshake, with what to do when the relay answered but not as a WebSocket.
+fn handshake_error(e: tokio_tungstenite::tungstenite::Error) -> anyhow::Error {
+    use tokio_tungstenite::tungstenite::Error;
+    match e {
+        Error::Http(response) => anyhow!(
+            "the relay answered HTTP {} instead of a WebSocket: check AEP_RELAY_URL's path (an AEP relay's is /socket) and its token",
+            response.status()
+        ),
+        e => anyhow!(e).context("cannot connect to the relay"),
     }
 }
 

@@ -1,0 +1,117 @@
+//! What the relay has, kept beside the logs (`$AEP_LOG_DIR/cline/.relay.json`): per session the
+//! binding carries, the first position it published and the last one the relay confirmed. A
+//! restarted daemon reads it back, so what was still in the outbox when the daemon stopped (the
+//! relay away) is resent from the logs when the relay is back. Written whole to a temporary
+//! file then renamed, so a crash leaves the old or the new file, never half of one.
+
+use aep_core::sequence::Position;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const FILE: &str = ".relay.json";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct At {
+    pub epoch: u64,
+    pub seq: u64,
+}
+
+impl From<Position> for At {
+    fn from(p: Position) -> Self {
+        At {
+            epoch: p.epoch,
+            seq: p.seq,
+        }
+    }
+}
+
+impl From<At> for Position {
+    fn from(a: At) -> Self {
+        Position {
+            epoch: a.epoch,
+            seq: a.seq,
+        }
+    }
+}
+
+/// One session's marks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    pub first: At,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<At>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marks {
+    /// The relay they are for (its URL without the query).
+    pub relay: String,
+    pub sessions: BTreeMap<String, Mark>,
+}
+
+pub fn path(log_dir: &Path) -> PathBuf {
+    log_dir.join(FILE)
+}
+
+/// The marks in `dir` for `relay`; none when there are none, or they are another relay's, or
+/// the file cannot be read (each said in the log).
+pub fn load(dir: &Path, relay: &str) -> BTreeMap<String, Mark> {
+    let file = path(dir);
+    let text = match std::fs::read(&file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return BTreeMap::new(),
+        Err(e) => {
+            tracing::warn!(file = %file.display(), error = %e, "cannot read what the relay confirmed; resending only what this run publishes");
+            return BTreeMap::new();
+        }
+    };
+    match serde_json::from_slice::<Marks>(&text) {
+        Ok(marks) if marks.relay == relay => marks.sessions,
+        Ok(_) => {
+            tracing::warn!(file = %file.display(), "the relay changed (AEP_RELAY_URL): what the previous relay lacked is not resent to this one");
+            BTreeMap::new()
+        }
+        Err(e) => {
+            tracing::warn!(file = %file.display(), error = %e, "what the relay confirmed is unreadable; resending only what this run publishes");
+            BTreeMap::new()
+        }
+    }
+}
+
+/// Writes the marks (replacing the file whole).
+pub fn save(dir: &Path, marks: &Marks) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let file = path(dir);
+    let tmp = dir.join(format!("{FILE}.{}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_vec(marks).expect("serializable"))?;
+    std::fs::rename(&tmp, &file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_survive_a_round_trip_and_belong_to_one_relay() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load(dir.path(), "ws://r/socket").is_empty());
+        let mut sessions = BTreeMap::new();
+        sessions.insert(
+            "s".to_string(),
+            Mark {
+                first: At { epoch: 0, seq: 3 },
+                confirmed: Some(At { epoch: 0, seq: 7 }),
+            },
+        );
+        let marks = Marks {
+            relay: "ws://r/socket".into(),
+            sessions: sessions.clone(),
+        };
+        save(dir.path(), &marks).unwrap();
+        assert_eq!(load(dir.path(), "ws://r/socket"), sessions);
+        assert!(load(dir.path(), "ws://other/socket").is_empty());
+        std::fs::write(path(dir.path()), "{not json").unwrap();
+        assert!(load(dir.path(), "ws://r/socket").is_empty());
+    }
+}
