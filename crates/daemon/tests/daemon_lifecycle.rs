@@ -206,6 +206,7 @@ fn the_help_lists_every_setting_with_its_variable() {
         "AEP_CLINE_HUB_URL",
         "AEP_CLINE_HUB_TOKEN",
         "AEP_CLINE_HUB_ACK_GUARD_MS",
+        "AEP_CLINE_SPOOL_MAX",
     ] {
         assert!(
             help.contains(&format!("[env: {variable}")),

@@ -89,6 +89,11 @@ pub struct CoreArgs {
     #[arg(long, env = "AEP_CLINE_MAX_BODY", default_value = "33554432", value_name = "BYTES",
           value_parser = positive("AEP_CLINE_MAX_BODY", "bytes"))]
     pub max_body: usize,
+    /// Spooled hooks kept at most, in bytes; past it a new hook is not spooled and the oldest
+    /// are kept. The shim reads the same variable, so set it where Cline's hooks see it too.
+    #[arg(long, env = "AEP_CLINE_SPOOL_MAX", default_value = "268435456", value_name = "BYTES",
+          value_parser = positive("AEP_CLINE_SPOOL_MAX", "bytes"))]
+    pub spool_max: usize,
     /// The `{host}` of every `source` URI [default: the hostname]
     #[arg(long, env = "AEP_HOST", value_name = "HOST")]
     pub host: Option<String>,
@@ -473,8 +478,7 @@ pub fn unknown_variables() -> Vec<String> {
 
 /// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh`, the
 /// end-to-end tests and `aep-cline service` (its tests name another service manager).
-const OTHER_READERS: [&str; 5] = [
-    crate::spool_limit::VARIABLE,
+const OTHER_READERS: [&str; 4] = [
     "AEP_CLINE_VERSION",
     "AEP_CLINE_CACHE",
     "AEP_CLINE_TEST_CLI",
@@ -531,6 +535,7 @@ mod tests {
             (&["--capture", "metadata,tools=redacted"][..], "AEP_CAPTURE"),
             (&["--capture", "everything"], "AEP_CAPTURE"),
             (&["--buffer", "0"], "AEP_BUFFER"),
+            (&["--spool-max", "lots"], "AEP_CLINE_SPOOL_MAX"),
             (&["--buffer", "lots"], "AEP_BUFFER"),
             (&["--buffer-bytes", "0"], "AEP_BUFFER_BYTES"),
             (&["--max-event", "big"], "AEP_MAX_EVENT"),
