@@ -358,6 +358,10 @@ fn the_registry_never_hands_out_a_position_twice_while_it_sweeps() {
                         .ingest_hook(&hooks[n % hooks.len()], &Firing::delivery(&format!("w{w}-{n}")))
                         .unwrap();
                     n += 1;
+                    if n % 16 == 0 {
+                        // A breath now and then, so the sweep finds the slot free mid-race.
+                        std::thread::sleep(Duration::from_micros(300));
+                    }
                 }
                 n
             })
