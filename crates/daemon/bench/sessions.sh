@@ -20,7 +20,7 @@ WORK="$(mktemp -d)"
 trap 'kill $DAEMON 2>/dev/null || true; rm -rf "$WORK"' EXIT
 export HOME="$WORK" AEP_LOG_DIR="$WORK/logs" AEP_CLINE_STATE_DIR="$WORK/state"
 
-AEP_LISTEN=127.0.0.1:0 AEP_SESSION_GRACE=1s RUST_LOG=warn "$BIN" daemon 2>"$WORK/daemon.log" & DAEMON=$!
+AEP_LISTEN=127.0.0.1:0 AEP_SESSION_GRACE=1s RUST_LOG=warn ${BENCH_PRELOAD:+env LD_PRELOAD=$BENCH_PRELOAD} "$BIN" daemon 2>"$WORK/daemon.log" & DAEMON=$!
 for _ in $(seq 100); do [ -s "$WORK/state/daemon.json" ] && break; sleep 0.05; done
 
 status=0
