@@ -15,6 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
+/// Ended sessions the view keeps (the most recently moved); live ones are always kept. The
+/// rest stay in their logs (`aep-cline sessions --all`, `show`), so the daemon's memory does
+/// not grow with every session it has ever seen.
+pub const MAX_ENDED: usize = 2000;
+
 /// What changed: a session id, or [`EVERYTHING`] after the logs were read again.
 pub type Change = Arc<str>;
 pub const EVERYTHING: &str = "*";
@@ -55,7 +60,11 @@ impl Index {
                         let summary = all.entry(session.to_string()).or_insert_with(|| Summary::new(session));
                         let before = summary.events;
                         summary.apply(e);
-                        summary.events != before
+                        let changed = summary.events != before;
+                        if changed && !summary.live() {
+                            keep_recent_ended(&mut all);
+                        }
+                        changed
                     };
                     if changed {
                         let _ = self.changes.send(session.into());
@@ -86,6 +95,7 @@ impl Index {
                         }
                     }
                 }
+                keep_recent_ended(&mut sessions);
             }
             Err(e) => tracing::error!(error = %e, "the dashboard's view could not read the logs"),
         }
@@ -124,6 +134,28 @@ impl Index {
 
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changes.subscribe()
+    }
+}
+
+/// Lets go of the ended sessions beyond [`MAX_ENDED`], the least recently moved first.
+fn keep_recent_ended(all: &mut HashMap<String, Summary>) {
+    let ended = all.values().filter(|s| !s.live()).count();
+    if ended <= MAX_ENDED {
+        return;
+    }
+    let mut oldest: Vec<(String, String)> = all
+        .values()
+        .filter(|s| !s.live())
+        .map(|s| (s.last.clone(), s.session.clone()))
+        .collect();
+    oldest.sort();
+    // Down to 90 % of the bound, so the scan is not paid again at every next end.
+    let drop = ended - MAX_ENDED * 9 / 10;
+    for (_, session) in oldest.into_iter().take(drop) {
+        all.remove(&session);
+    }
+    if all.capacity() > 2 * all.len().max(64) {
+        all.shrink_to_fit();
     }
 }
 
@@ -176,5 +208,33 @@ mod tests {
         assert_eq!(index.list().len(), 1);
         assert!(changes.try_recv().is_err(), "a repeat announces nothing");
         task.abort();
+    }
+
+    #[test]
+    fn only_the_most_recent_ended_sessions_are_kept_and_live_ones_always() {
+        let mut all = HashMap::new();
+        let mut add = |session: &str, time: &str, ended: bool| {
+            let mut s = Summary::new(session);
+            let mut e = json!({"type": "session.started", "session": session, "seq": 0, "time": time, "id": "a"});
+            s.apply(&e);
+            if ended {
+                e = json!({"type": "session.ended", "session": session, "seq": 1, "time": time, "id": "b"});
+                s.apply(&e);
+            }
+            all.insert(session.to_string(), s);
+        };
+        add("live-old", "2026-01-01T00:00:00Z", false);
+        for n in 0..=MAX_ENDED {
+            add(
+                &format!("e{n:05}"),
+                &format!("2026-06-01T00:{:02}:{:02}Z", n / 60 % 60, n % 60),
+                true,
+            );
+        }
+        keep_recent_ended(&mut all);
+        assert!(all.contains_key("live-old"), "a live session is never let go");
+        assert!(!all.contains_key("e00000"), "the oldest ended one went");
+        assert!(all.contains_key(&format!("e{MAX_ENDED:05}")), "the newest stayed");
+        assert!(all.len() <= MAX_ENDED);
     }
 }

@@ -77,7 +77,16 @@ impl Endpoint {
         loop {
             match bus.recv().await {
                 Ok(Note::Event(event)) => {
+                    // An ended session's history is its log's to serve (a resume past memory is
+                    // read from the log): the buffer keeps live sessions, so a burst of short
+                    // sessions does not hold hundreds of them while they wait out their grace.
+                    let ended = (event.value.get("type").and_then(Value::as_str) == Some("session.ended"))
+                        .then(|| event.value.get("session").and_then(Value::as_str).map(str::to_string))
+                        .flatten();
                     self.feed.admit(event, true);
+                    if let Some(session) = ended {
+                        self.feed.forget(&[session]);
+                    }
                 }
                 Ok(Note::Closed(sessions)) => self.feed.forget(&sessions),
                 Err(RecvError::Lagged(missed)) => tracing::error!(
