@@ -165,6 +165,15 @@ fn an_unusable_log_folder_or_a_category_typo_is_refused_at_start() {
     assert!(err.contains("AEP_LOG_DIR"), "{err}");
     assert!(!sb.state_dir.join("daemon.json").exists(), "it never said it was ready");
 
+    // An address this machine does not have (TEST-NET-1): the error is said, not guessed at.
+    let out = sb.run(&["daemon"], &[("AEP_LISTEN", "192.0.2.1:9"), ("AEP_TOKEN", "t")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("AEP_LISTEN") && err.contains("192.0.2.1:9") && !err.contains("another daemon"),
+        "{err}"
+    );
+
     let out = sb.run(&["daemon"], &[("AEP_CAPTURE", "metadata,tools=redacted")]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
