@@ -21,11 +21,6 @@ impl Parent {
         (pid > 1).then_some(Parent { pid, started })
     }
 
-    /// The process `pid` as it is now.
-    pub fn of(pid: u32) -> Option<Parent> {
-        Parent::new(pid, start_time(pid))
-    }
-
     /// Whether this very process still runs (a zombie counts as gone).
     pub fn alive(&self) -> bool {
         if cfg!(target_os = "linux") {
@@ -62,20 +57,22 @@ fn stat(pid: u32) -> Option<(char, u64)> {
 mod tests {
     use super::*;
 
+    /// The process `pid` as it is now.
+    fn now(pid: u32) -> Option<Parent> {
+        Parent::new(pid, start_time(pid))
+    }
+
     #[test]
     fn a_live_process_is_alive_and_a_reaped_one_is_not() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let parent = Parent::of(child.id()).expect("a running child");
+        let parent = now(child.id()).expect("a running child");
         assert!(parent.alive());
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!parent.alive());
-        assert!(
-            !Parent::of(child.id()).unwrap().alive(),
-            "gone before it was first seen"
-        );
-        assert!(Parent::of(1).is_none(), "init is nobody's Cline");
-        let me = Parent::of(std::process::id()).unwrap();
+        assert!(!now(child.id()).unwrap().alive(), "gone before it was first seen");
+        assert!(now(1).is_none(), "init is nobody's Cline");
+        let me = now(std::process::id()).unwrap();
         let reused = Parent {
             started: me.started.map(|s| s + 1),
             ..me

@@ -182,12 +182,14 @@ impl Sessions {
         let mut guard = slot.lock();
         let state = match guard.as_mut() {
             Some(state) => state,
-            None => guard.insert(self.load(session)?),
+            None => {
+                // A live state learns it is hub-hosted from `hosted_by_hub`; a loaded one here.
+                let mut loaded = self.load(session)?;
+                loaded.tracker.set_hosted(self.hosted.lock().contains(session));
+                guard.insert(loaded)
+            }
         };
         state.touched = Instant::now();
-        if !state.tracker.is_hosted() && self.hosted.lock().contains(session) {
-            state.tracker.set_hosted(true);
-        }
         let done = work(state);
         if done.is_err() {
             // The tracker and sequencer moved on but the log did not: forget them, so the
@@ -257,7 +259,10 @@ impl Sessions {
                 .parent
                 .filter(|p| state.parent.is_none_or(|known| known.pid != *p))
             {
-                state.parent = Parent::of(pid);
+                // The shim's own reading of its parent's start time, taken while the hook ran:
+                // a pid reused by the time a spooled hook is ingested is not taken for Cline.
+                let started = firing.parent_started.or_else(|| crate::lane::parent::start_time(pid));
+                state.parent = Parent::new(pid, started);
             }
             if state.tracker.has_ended() && state.ended.is_none() {
                 state.ended = Some(Instant::now());
@@ -316,10 +321,13 @@ impl Sessions {
     /// the open runs, and the session goes on until the hub says it is over. Only remembered
     /// here; a session's state is never created for it.
     pub fn hosted_by_hub(&self, session: &str) {
-        if self.hosted.lock().contains(session) {
-            return;
+        {
+            let mut hosted = self.hosted.lock();
+            if hosted.contains(session) {
+                return;
+            }
+            hosted.insert(session.to_string());
         }
-        self.hosted.lock().insert(session.to_string());
         let slot = self.live.get(session).map(|s| s.value().clone());
         if let Some(slot) = slot {
             if let Some(state) = slot.lock().as_mut() {
