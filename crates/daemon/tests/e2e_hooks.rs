@@ -247,19 +247,7 @@ fn a_killed_cline_gets_its_run_and_session_ended_as_killed() {
     cline.kill().unwrap(); // SIGKILL: no hook will ever say the run ended
     cline.wait().unwrap();
     let events = wait_for_type(&rig, &session, "session.ended");
-    assert_eq!(
-        types(&events),
-        [
-            "session.started",
-            "run.started",
-            "tool.requested",
-            "run.cancelled",
-            "session.ended"
-        ]
-    );
-    assert_eq!(events[3]["data"]["by"], "shutdown");
-    assert_eq!(events[4]["data"]["reason"], "killed");
-    assert_valid_stream(&events);
+    support::daemon::assert_cut_short(&events);
     drop(daemon);
 }
 

@@ -373,20 +373,7 @@ fn a_killed_cline_ends_its_open_run_and_its_session_within_seconds() {
     cline.kill().unwrap();
     cline.wait().unwrap();
     let events = sb.wait_for_events(SESSION, 5);
-    assert_eq!(
-        types(&events),
-        [
-            "session.started",
-            "run.started",
-            "tool.requested",
-            "run.cancelled",
-            "session.ended"
-        ]
-    );
-    assert_eq!(events[3]["data"]["by"], "shutdown");
-    assert_eq!(events[3]["run"], events[1]["run"]);
-    assert_eq!(events[4]["data"]["reason"], "killed");
-    support::daemon::assert_valid_stream(&events);
+    support::daemon::assert_cut_short(&events);
     drop(daemon);
 }
 

@@ -232,3 +232,22 @@ pub fn assert_valid_stream(events: &[Value]) {
         v.push(e).unwrap_or_else(|err| panic!("{err}: {e}"));
     }
 }
+
+/// Asserts the log of a run cut short by its Cline's death while a tool ran: the open run got
+/// `run.cancelled {by: shutdown}`, then the session `session.ended {reason: killed}`.
+pub fn assert_cut_short(events: &[Value]) {
+    assert_eq!(
+        types(events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "run.cancelled",
+            "session.ended"
+        ]
+    );
+    assert_eq!(events[3]["data"]["by"], "shutdown");
+    assert_eq!(events[3]["run"], events[1]["run"]);
+    assert_eq!(events[4]["data"]["reason"], "killed");
+    assert_valid_stream(events);
+}
