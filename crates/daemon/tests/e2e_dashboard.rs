@@ -8,10 +8,10 @@
 mod support;
 
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::browser::Browser;
 use support::cline::ClineSandbox;
-use support::daemon::{types, Sandbox, BIN};
+use support::daemon::{of, types, Sandbox, BIN};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
 use support::real_hub::RealHub;
@@ -31,24 +31,8 @@ fn setup() -> (FakeModel, ClineSandbox, Sandbox) {
     (model, cline, aep)
 }
 
-fn of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == ty).collect()
-}
-
 fn wait_log(aep: &Sandbox, session: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let events = aep.log(session);
-        if done(&events) {
-            return events;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "waited 60 s for {what}; the log holds {:?}",
-            types(&events)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    aep.wait_log(session, what, Duration::from_secs(60), done)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

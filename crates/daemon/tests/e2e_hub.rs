@@ -14,9 +14,9 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::cline::ClineSandbox;
-use support::daemon::{assert_valid_stream, http, types, Daemon, Sandbox};
+use support::daemon::{assert_valid_stream, http, of, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
 use support::real_hub::RealHub;
@@ -42,25 +42,9 @@ fn setup() -> (FakeModel, ClineSandbox, Sandbox) {
     (model, cline, aep)
 }
 
-fn of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == ty).collect()
-}
-
 /// Polls the session's log until `done` holds (60 s at most).
 fn wait_log(aep: &Sandbox, session: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let events = aep.log(session);
-        if done(&events) {
-            return events;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "waited 60 s for {what}; the log holds {:?}",
-            types(&events)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    aep.wait_log(session, what, Duration::from_secs(60), done)
 }
 
 fn command(id: &str, ty: &str, session: &str, subject: Option<&str>, data: Value) -> Value {

@@ -5,8 +5,8 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
-use support::daemon::{http, real_payload, Daemon, Sandbox};
+use std::time::Duration;
+use support::daemon::{has, http, real_payload, Daemon, Sandbox};
 use support::stub_hub::{real_frame, StubHub};
 
 const SESSION: &str = "1796007217803_dxv4z";
@@ -33,19 +33,7 @@ fn command(id: &str, ty: &str, subject: Option<&str>, data: Value) -> Value {
 }
 
 fn wait_for(sandbox: &Sandbox, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let events = sandbox.log(SESSION);
-        if done(&events) {
-            return events;
-        }
-        assert!(Instant::now() < deadline, "no {what}: {events:#?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn has(events: &[Value], ty: &str) -> bool {
-    events.iter().any(|e| e["type"] == ty)
+    sandbox.wait_log(SESSION, what, Duration::from_secs(20), done)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,8 +7,8 @@ mod support;
 
 use serde_json::{json, Value};
 use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
-use support::daemon::{real_payload, Sandbox, BIN};
+use std::time::Duration;
+use support::daemon::{has, real_payload, Sandbox, BIN};
 use support::stub_hub::{real_frame, StubHub};
 
 const SESSION: &str = "1796007217803_dxv4z";
@@ -49,19 +49,7 @@ async fn cli(sandbox: &Sandbox, args: &[&str]) -> Output {
 }
 
 fn wait_for(sandbox: &Sandbox, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let events = sandbox.log(SESSION);
-        if done(&events) {
-            return events;
-        }
-        assert!(Instant::now() < deadline, "no {what}: {events:#?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn has(events: &[Value], ty: &str) -> bool {
-    events.iter().any(|e| e["type"] == ty)
+    sandbox.wait_log(SESSION, what, Duration::from_secs(20), done)
 }
 
 fn control_sandbox(hub: &StubHub) -> Sandbox {

@@ -128,6 +128,24 @@ impl Sandbox {
         }
     }
 
+    /// Polls a session's log until `done` holds; past `within` it panics naming `what` and
+    /// what the log holds.
+    pub fn wait_log(&self, session: &str, what: &str, within: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            let events = self.log(session);
+            if done(&events) {
+                return events;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited {within:?} for {what}; the log holds {:?}",
+                types(&events)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn spooled(&self) -> usize {
         std::fs::read_dir(self.state_dir.join("spool"))
             .map(|d| {
@@ -250,4 +268,14 @@ pub fn assert_cut_short(events: &[Value]) {
     assert_eq!(events[3]["run"], events[1]["run"]);
     assert_eq!(events[4]["data"]["reason"], "killed");
     assert_valid_stream(events);
+}
+
+/// Whether any Event is of type `ty`.
+pub fn has(events: &[Value], ty: &str) -> bool {
+    events.iter().any(|e| e["type"] == ty)
+}
+
+/// The Events of type `ty`.
+pub fn of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
 }
