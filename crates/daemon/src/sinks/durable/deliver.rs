@@ -170,3 +170,127 @@ async fn gather(durable: &Durable, feed: &mut super::Feed, batching: Batching) -
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lane::{Bus, Journal};
+    use crate::sinks::durable::{Config, Overflow};
+    use std::io::Write;
+
+    /// Refuses its first `fail` attempts (retry), refuses batches holding `refuse_seq` for
+    /// good, and records what it was given.
+    struct Peer {
+        fail: usize,
+        refuse_seq: Option<u64>,
+        got: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Publisher for Peer {
+        async fn publish(&mut self, batch: &[Arc<Published>]) -> Outcome {
+            if self.fail > 0 {
+                self.fail -= 1;
+                return Outcome::Retry {
+                    error: "down".into(),
+                    after: Some(Duration::from_millis(5)),
+                };
+            }
+            let seqs: Vec<u64> = batch.iter().map(|e| e.value["seq"].as_u64().unwrap()).collect();
+            if self.refuse_seq.is_some_and(|r| seqs.contains(&r)) {
+                return Outcome::Refused("400".into());
+            }
+            self.got.lock().extend(seqs);
+            Outcome::Confirmed
+        }
+    }
+
+    fn append(journal: &Journal, bus: &Bus, seqs: std::ops::Range<u64>) {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(journal.path("s"))
+            .unwrap();
+        for seq in seqs {
+            let value = json!({"session": "s", "seq": seq, "type": "run.started"});
+            let line = value.to_string();
+            writeln!(file, "{line}").unwrap();
+            bus.publish(Published { value, line });
+        }
+    }
+
+    fn config() -> Config {
+        Config {
+            name: "test",
+            target: "peer".into(),
+            outbox: 3,
+            overflow: Overflow::FromLog,
+        }
+    }
+
+    async fn until(what: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !what() {
+            assert!(Instant::now() < deadline, "timed out");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_outage_and_a_restart_lose_nothing_and_resend_nothing_confirmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::new(dir.path());
+        std::fs::create_dir_all(journal.dir()).unwrap();
+        let batching = Batching {
+            max_events: 4,
+            max_bytes: 1 << 20,
+            linger: Duration::from_millis(20),
+        };
+        let bus = Bus::default();
+        let durable = Durable::new(config(), journal.clone());
+        let pump = tokio::spawn(durable.clone().pump(bus.subscribe()));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let peer = Peer {
+            fail: 20,
+            refuse_seq: None,
+            got: got.clone(),
+        };
+        let health = Arc::new(Health::default());
+        let run = tokio::spawn(deliver(durable.clone(), peer, batching, health.clone()));
+        // Ten Events into an outbox of three while the peer is down: seven come from the log.
+        append(&journal, &bus, 0..10);
+        until(|| got.lock().len() >= 10).await;
+        until(|| durable.counters().pending == 0).await;
+        assert_eq!(*got.lock(), (0..10).collect::<Vec<_>>(), "in order, once");
+        assert!(durable.counters().from_log > 0 && health.retries.load(Ordering::Relaxed) >= 20);
+        run.abort();
+        pump.abort();
+        // The daemon stops; two more Events reach the log while no sink runs.
+        append(&journal, &Bus::default(), 10..12);
+        let marks = std::fs::read_to_string(journal.dir().join(".test.json")).unwrap();
+        assert!(
+            marks.contains(r#""test":"peer""#) && marks.contains(r#""seq":9"#),
+            "{marks}"
+        );
+        // Restarted: only what was never confirmed is sent; a refused batch is counted and
+        // passed over.
+        let durable = Durable::new(config(), journal.clone());
+        let bus = Bus::default();
+        let pump = tokio::spawn(durable.clone().pump(bus.subscribe()));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let peer = Peer {
+            fail: 0,
+            refuse_seq: Some(11),
+            got: got.clone(),
+        };
+        let health = Arc::new(Health::default());
+        let run = tokio::spawn(deliver(durable.clone(), peer, batching, health.clone()));
+        until(|| health.refused_events.load(Ordering::Relaxed) > 0).await;
+        append(&journal, &bus, 12..13);
+        until(|| got.lock().contains(&12)).await;
+        assert_eq!(*got.lock(), [12], "10 and 11 went in one refused batch");
+        assert_eq!(health.status()["refused"], json!({"batches": 1, "events": 2}));
+        until(|| durable.counters().pending == 0).await;
+        run.abort();
+        pump.abort();
+    }
+}
