@@ -43,6 +43,8 @@ pub struct DaemonArgs {
     #[command(flatten)]
     pub relay: RelayArgs,
     #[command(flatten)]
+    pub otlp: crate::sinks::otlp::settings::OtlpArgs,
+    #[command(flatten)]
     pub hub: HubArgs,
     #[command(flatten)]
     pub dashboard: DashboardArgs,

@@ -1,0 +1,103 @@
+//! The OTLP logs exporter (AEP-0005 §3, `AEP_OTLP_ENDPOINT`): every Event of the daemon as an
+//! OTLP LogRecord on an OpenTelemetry collector, over OTLP/HTTP with protobuf.
+//!
+//! - [`record`]: the pure Event → LogRecord mapping (§3.2–§3.4).
+//! - [`exporter`]: the filter (`AEP_OTLP_FILTER`) and the exporter's own capture ceiling
+//!   (`AEP_OTLP_CAPTURE`, §3.3, down-leveled by aep-core), the request, gzip, the collector's
+//!   answer.
+//! - Delivery is the shared durable piece ([`crate::sinks::durable`]): batches by size and time,
+//!   retries with a jittered backoff or the collector's `Retry-After`, confirmed positions per
+//!   session kept in `$AEP_LOG_DIR/cline/.otlp.json`, and after an outage or a restart
+//!   everything unconfirmed is resent from the JSONL logs. The outbox is bounded; what does not
+//!   fit is resent from the logs, so memory stays bounded and nothing is lost whatever the
+//!   outage. Delivery is at-least-once: a batch whose answer was lost is sent again.
+//!
+//! Like every sink it works after the log: a collector that is down, slow or refusing never
+//! touches the hook path.
+
+pub mod exporter;
+pub mod record;
+pub mod settings;
+
+use crate::lane::{Journal, Note};
+use crate::sinks::durable::deliver::{self, Batching, Health};
+use crate::sinks::durable::{self, Durable, Overflow};
+use exporter::{Counts, Exporter};
+use serde_json::{json, Value};
+use settings::Settings;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Bytes of Event lines per export, about (collectors take 20 MiB by default; gzip shrinks it
+/// several times over).
+const MAX_BATCH_BYTES: usize = 4 << 20;
+
+pub struct Otlp {
+    settings: Arc<Settings>,
+    host: String,
+    durable: Arc<Durable>,
+    health: Arc<Health>,
+    counts: Arc<Counts>,
+}
+
+impl Otlp {
+    /// Builds the exporter (restoring what the collector lacked at the last stop);
+    /// [`Otlp::pump`] fills its outbox from the bus and [`Otlp::run`] delivers.
+    pub fn new(settings: Settings, journal: Journal, host: String) -> Arc<Otlp> {
+        let durable = Durable::new(
+            durable::Config {
+                name: "otlp",
+                target: settings.shown(),
+                outbox: settings.outbox,
+                overflow: Overflow::FromLog,
+            },
+            journal,
+        );
+        Arc::new(Otlp {
+            settings: Arc::new(settings),
+            host,
+            durable,
+            health: Arc::new(Health::default()),
+            counts: Arc::new(Counts::default()),
+        })
+    }
+
+    pub async fn pump(self: Arc<Self>, bus: tokio::sync::broadcast::Receiver<Note>) {
+        self.durable.clone().pump(bus).await
+    }
+
+    /// Delivers until the daemon stops.
+    pub async fn run(self: Arc<Self>) {
+        let exporter = Exporter::new(self.settings.clone(), self.host.clone(), self.counts.clone());
+        let batching = Batching {
+            max_events: self.settings.batch,
+            max_bytes: MAX_BATCH_BYTES,
+            linger: self.settings.flush,
+        };
+        deliver::deliver(self.durable.clone(), exporter, batching, self.health.clone()).await
+    }
+
+    /// For `/healthz`: `{endpoint, connected, last_error, confirmed, pending, outbox, dropped,
+    /// retries, resends, filtered, capture}`.
+    pub fn status(&self) -> Value {
+        let counters = self.durable.counters();
+        let health = self.health.status();
+        json!({
+            "endpoint": self.settings.shown(),
+            "connected": health["connected"],
+            "last_error": health["last_error"],
+            "confirmed": health["confirmed"],
+            "pending": counters.pending,
+            "outbox": counters.outbox,
+            "dropped": {
+                "refused_batches": health["refused"]["batches"],
+                "refused_events": health["refused"]["events"],
+                "rejected_by_collector": self.counts.rejected.load(Ordering::Relaxed),
+            },
+            "retries": health["retries"],
+            "resends": counters.resends,
+            "filtered": self.counts.filtered.load(Ordering::Relaxed),
+            "capture": self.settings.capture.to_string(),
+        })
+    }
+}
