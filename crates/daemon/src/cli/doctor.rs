@@ -80,6 +80,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<std::process::ExitCode> {
     if let Some(health) = &daemon {
         hub(&mut r, &health["hub"]);
         relay(&mut r, &health["relay"]);
+        otlp(&mut r, &health["otlp"]);
         r.info("capture", health["capture"].as_str().unwrap_or("?"));
         r.info(
             "control",
@@ -512,6 +513,37 @@ fn relay(r: &mut Report, relay: &Value) {
         );
     } else {
         r.ok("relay", format!("connected to {url}"));
+    }
+}
+
+fn otlp(r: &mut Report, otlp: &Value) {
+    if otlp.is_null() {
+        return r.info("otlp", "off (AEP_OTLP_ENDPOINT names a collector)");
+    }
+    let endpoint = otlp["endpoint"].as_str().unwrap_or("?");
+    let (confirmed, pending) = (&otlp["confirmed"], &otlp["pending"]);
+    let refused = otlp["dropped"]["refused_events"].as_u64().unwrap_or(0);
+    let error = otlp["last_error"].as_str();
+    match (otlp["connected"] == true, error) {
+        (false, Some(error)) => r.fail(
+            "otlp",
+            format!("not exporting to {endpoint}: {error}; {pending} Events wait (kept, and resent from the logs when it is back)"),
+            "check that the collector runs and takes OTLP/HTTP there (its otlp receiver's http endpoint, port 4318)",
+        ),
+        (false, None) => r.info("otlp", format!("nothing exported yet to {endpoint}; {pending} Events wait")),
+        (true, _) if refused > 0 => r.warn(
+            "otlp",
+            format!(
+                "exporting to {endpoint} ({confirmed} Events confirmed), but the collector refused {refused} Events for good: {}",
+                error.unwrap_or("?")
+            ),
+            "fix what the collector names (credentials in AEP_OTLP_HEADERS, the endpoint's path, its size limit); \
+             refused batches are not resent",
+        ),
+        (true, _) => r.ok(
+            "otlp",
+            format!("exporting to {endpoint}: {confirmed} Events confirmed, {pending} pending"),
+        ),
     }
 }
 

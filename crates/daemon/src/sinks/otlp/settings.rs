@@ -42,8 +42,8 @@ pub struct OtlpArgs {
     pub otlp_service_name: Option<String>,
     /// Events per export request, at most.
     #[arg(long, env = "AEP_OTLP_BATCH", default_value = "512", value_name = "EVENTS",
-          value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    pub otlp_batch: u32,
+          value_parser = events("AEP_OTLP_BATCH"))]
+    pub otlp_batch: usize,
     /// The longest an Event waits for its batch to fill before it is sent.
     #[arg(long, env = "AEP_OTLP_FLUSH", default_value = "1s", value_name = "DURATION",
           value_parser = duration("AEP_OTLP_FLUSH"))]
@@ -51,8 +51,8 @@ pub struct OtlpArgs {
     /// Events held in memory while the collector is slow or away; beyond it they are
     /// resent from the logs (nothing is dropped).
     #[arg(long, env = "AEP_OTLP_OUTBOX", default_value = "10000", value_name = "EVENTS",
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub otlp_outbox: u32,
+          value_parser = events("AEP_OTLP_OUTBOX"))]
+    pub otlp_outbox: usize,
     /// One export request's time limit (then it is retried).
     #[arg(long, env = "AEP_OTLP_TIMEOUT", default_value = "10s", value_name = "DURATION",
           value_parser = duration("AEP_OTLP_TIMEOUT"))]
@@ -139,9 +139,9 @@ impl OtlpArgs {
             capture: self.otlp_capture.clone(),
             filter,
             service_name: self.otlp_service_name.clone(),
-            batch: self.otlp_batch as usize,
+            batch: self.otlp_batch,
             flush: self.otlp_flush,
-            outbox: self.otlp_outbox as usize,
+            outbox: self.otlp_outbox,
             timeout: self.otlp_timeout,
         }))
     }
@@ -210,6 +210,15 @@ fn headers(text: &str) -> anyhow::Result<Vec<(HeaderName, HeaderValue)>> {
 
 fn capture(value: &str) -> Result<CapturePolicy, String> {
     CapturePolicy::parse(value).map_err(|e| format!("AEP_OTLP_CAPTURE={value:?}: {e}"))
+}
+
+/// A positive number of Events, at most a million (a batch or an outbox beyond that is a typo).
+fn events(name: &'static str) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
+    move |value| match value.trim().parse::<usize>() {
+        Ok(n @ 1..=1_000_000) => Ok(n),
+        Ok(n) => Err(format!("{name}={n}: give a number of Events from 1 to 1000000")),
+        Err(_) => Err(format!("{name}={value:?} is not a number of Events")),
+    }
 }
 
 fn duration(name: &'static str) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
@@ -296,7 +305,10 @@ mod tests {
                 &["--otlp-endpoint", "http://c", "--otlp-capture", "meta"],
                 "AEP_OTLP_CAPTURE",
             ),
-            (&["--otlp-endpoint", "http://c", "--otlp-batch", "0"], "otlp-batch"),
+            (
+                &["--otlp-endpoint", "http://c", "--otlp-batch", "0"],
+                "AEP_OTLP_BATCH=0",
+            ),
             (&["--otlp-endpoint", "http://c", "--otlp-flush", "0s"], "AEP_OTLP_FLUSH"),
             (
                 &["--otlp-endpoint", "http://c", "--otlp-service-name", " "],
