@@ -665,3 +665,135 @@ fn malformed_otlp_settings_stop_the_daemon_at_start_naming_the_setting() {
         );
     }
 }
+
+/// A private CA and a server configuration for `localhost` it signed.
+fn private_ca(dir: &std::path::Path) -> (std::path::PathBuf, Arc<rustls::ServerConfig>) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "aep test CA");
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let pem = dir.join("ca.pem");
+    std::fs::write(&pem, ca.pem()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    (pem, Arc::new(config))
+}
+
+/// A collector behind TLS: each connection one request, answered 200 and closed. Returns the
+/// event names received and the number of handshakes the client broke off.
+fn tls_collector(
+    listener: TcpListener,
+    config: Arc<rustls::ServerConfig>,
+) -> (Arc<Mutex<Vec<String>>>, Arc<Mutex<usize>>) {
+    let (names, refused) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(0)));
+    let (n, r) = (names.clone(), refused.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut tls = rustls::StreamOwned::new(rustls::ServerConnection::new(config.clone()).unwrap(), stream);
+            let mut raw = Vec::new();
+            let mut buf = [0u8; 16384];
+            let (head, length) = loop {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => break (None, 0),
+                    Ok(k) => raw.extend_from_slice(&buf[..k]),
+                }
+                if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| {
+                            l.strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    raw.drain(..end + 4);
+                    break (Some(head), length);
+                }
+            };
+            let Some(head) = head else {
+                *r.lock().unwrap() += 1;
+                continue;
+            };
+            while raw.len() < length {
+                let k = tls.read(&mut buf).unwrap();
+                raw.extend_from_slice(&buf[..k]);
+            }
+            assert!(
+                head.starts_with("post /v1/logs ") && head.contains("content-encoding: gzip"),
+                "{head}"
+            );
+            let mut plain = Vec::new();
+            GzDecoder::new(&raw[..length]).read_to_end(&mut plain).unwrap();
+            let request = ExportLogsServiceRequest::decode(&plain[..]).unwrap();
+            for rl in request.resource_logs {
+                for sl in rl.scope_logs {
+                    n.lock()
+                        .unwrap()
+                        .extend(sl.log_records.into_iter().map(|r| r.event_name));
+                }
+            }
+            let _ = std::io::Write::write_all(
+                &mut tls,
+                b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+            tls.conn.send_close_notify();
+            let _ = tls.conn.complete_io(&mut tls.sock);
+        }
+    });
+    (names, refused)
+}
+
+#[test]
+fn an_https_collector_is_reached_through_a_private_ca_and_a_bad_certificate_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, config) = private_ca(dir.path());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://localhost:{}", listener.local_addr().unwrap().port());
+    let (names, refused) = tls_collector(listener, config);
+    // Without the CA the system's roots do not vouch for it: said, with what to set.
+    let sb = Sandbox::new()
+        .with_env("AEP_OTLP_ENDPOINT", &url)
+        .with_env("AEP_OTLP_FLUSH", "20ms");
+    let daemon = sb.start();
+    hook(&sb, "agent_start", 0);
+    let otlp = wait_health(&daemon.addr(), "the refused certificate", |o| {
+        o["last_error"].is_string()
+    });
+    let error = otlp["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("TLS certificate of the collector at https://localhost") && error.contains("AEP_OTLP_CA"),
+        "{error}"
+    );
+    assert!(names.lock().unwrap().is_empty() && *refused.lock().unwrap() > 0);
+    drop(daemon);
+    // With AEP_OTLP_CA: the same Events (kept meanwhile) go over TLS.
+    let sb = sb.with_env("AEP_OTLP_CA", ca.to_str().unwrap());
+    let daemon = sb.start();
+    let deadline = Instant::now() + WAIT;
+    while names.lock().unwrap().len() < 2 {
+        assert!(Instant::now() < deadline, "nothing arrived over TLS");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        *names.lock().unwrap(),
+        ["dev.aep.session.started", "dev.aep.run.started"]
+    );
+    wait_health(&daemon.addr(), "connected", |o| {
+        o["connected"] == true && o["pending"] == 0
+    });
+}

@@ -251,37 +251,21 @@ pub fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 }
 
 /// A failed request, said so an operator knows what to fix: a refused certificate names the
-/// collector and `AEP_OTLP_CA`.
+/// collector and `AEP_OTLP_CA`. The connector hands rustls's error over boxed inside an I/O
+/// error, so it is recognised by its text (`invalid peer certificate: …`).
 fn connection_error(e: &hyper_util::client::legacy::Error, collector: &str) -> String {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            return match tls {
-                rustls::Error::InvalidCertificate(why) => format!(
-                    "the TLS certificate of the collector at {collector} was refused ({why:?}): if a private CA signed it, \
-                     set AEP_OTLP_CA to that CA's certificate (PEM)"
-                ),
-                other => format!("the TLS handshake with the collector at {collector} failed: {other}"),
-            };
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if let Some(tls) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
-                if let rustls::Error::InvalidCertificate(why) = tls {
-                    return format!(
-                        "the TLS certificate of the collector at {collector} was refused ({why:?}): if a private CA signed it, \
-                         set AEP_OTLP_CA to that CA's certificate (PEM)"
-                    );
-                }
-                return format!("the TLS handshake with the collector at {collector} failed: {tls}");
-            }
-        }
-        source = err.source();
-    }
     let mut chain = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(err) = source {
+        let text = err.to_string();
+        if text.starts_with("invalid peer certificate") {
+            return format!(
+                "the TLS certificate of the collector at {collector} was refused ({text}): if a private CA signed it, \
+                 set AEP_OTLP_CA to that CA's certificate (PEM)"
+            );
+        }
         chain.push_str(": ");
-        chain.push_str(&err.to_string());
+        chain.push_str(&text);
         source = err.source();
     }
     format!("cannot reach the collector at {collector}: {chain}")
