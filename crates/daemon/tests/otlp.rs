@@ -37,6 +37,8 @@ struct Attempt {
     at: Instant,
     status: u16,
     headers: HashMap<String, String>,
+    /// The protobuf body, un-gzipped.
+    raw: Vec<u8>,
     request: ExportLogsServiceRequest,
 }
 
@@ -94,6 +96,7 @@ impl Collector {
                         at: Instant::now(),
                         status: answer.status,
                         headers,
+                        raw,
                         request: decoded,
                     });
                     let body = if answer.status == 200 {
@@ -796,4 +799,66 @@ fn an_https_collector_is_reached_through_a_private_ca_and_a_bad_certificate_is_n
     wait_health(&daemon.addr(), "connected", |o| {
         o["connected"] == true && o["pending"] == 0
     });
+}
+
+#[test]
+fn the_official_python_bindings_read_the_records_alike() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let install = std::process::Command::new("bash")
+        .arg(format!("{root}/.ci/install-otlp-proto.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        install.status.success(),
+        "installing PyPI opentelemetry-proto: {}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+    let python = String::from_utf8(install.stdout).unwrap().trim().to_string();
+    let collector = Collector::start(0);
+    let sb = Sandbox::new()
+        .with_env("AEP_CAPTURE", "full")
+        .with_env("AEP_OTLP_CAPTURE", "full")
+        .with_env("AEP_OTLP_ENDPOINT", &collector.url())
+        .with_env("AEP_OTLP_FLUSH", "300ms");
+    let _daemon = sb.start();
+    for (name, n) in [
+        ("agent_start", 0),
+        ("tool_call", 1),
+        ("tool_result", 1),
+        ("agent_end", 2),
+    ] {
+        hook(&sb, name, n);
+    }
+    let log = sb.log(SESSION);
+    collector.wait("every Event", |c| c.records().len() >= log.len());
+    let mut from_python = Vec::new();
+    for attempt in collector.attempts() {
+        let mut child = std::process::Command::new(&python)
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otlp_decode.py"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), &attempt.raw).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let decoded: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        from_python.extend(decoded);
+    }
+    let from_rust: Vec<Value> = collector
+        .records()
+        .iter()
+        .map(|(resource, r)| json!({"resource": resource, "scope": "aep-cline", "record": plain_record(r)}))
+        .collect();
+    assert_eq!(from_python.len(), log.len());
+    assert_eq!(
+        from_python, from_rust,
+        "the official Python bindings read the same records"
+    );
+    assert!(
+        from_python
+            .iter()
+            .any(|r| r["record"]["body"]["args"].is_object() || r["record"]["body"]["args"].is_string()),
+        "content at `full` made it into a body: {from_python:#?}"
+    );
 }
