@@ -28,7 +28,7 @@ const WAIT: Duration = Duration::from_secs(30);
 struct Answer {
     status: u16,
     retry_after: Option<&'static str>,
-    body: &'static str,
+    body: Vec<u8>,
 }
 
 /// One request the collector took (any answer).
@@ -90,7 +90,7 @@ impl Collector {
                     let answer = answers.lock().unwrap().pop_front().unwrap_or(Answer {
                         status: 200,
                         retry_after: None,
-                        body: "",
+                        body: ExportLogsServiceResponse::default().encode_to_vec(),
                     });
                     attempts.lock().unwrap().push(Attempt {
                         at: Instant::now(),
@@ -99,11 +99,7 @@ impl Collector {
                         raw,
                         request: decoded,
                     });
-                    let body = if answer.status == 200 {
-                        ExportLogsServiceResponse::default().encode_to_vec()
-                    } else {
-                        answer.body.as_bytes().to_vec()
-                    };
+                    let body = answer.body;
                     let mut response = tiny_http::Response::from_data(body)
                         .with_status_code(answer.status)
                         .with_header(tiny_http::Header::from_bytes("content-type", "application/x-protobuf").unwrap());
@@ -444,6 +440,11 @@ fn a_collector_down_for_a_while_loses_nothing_across_a_daemon_restart() {
             .is_some_and(|e| e.contains("cannot reach the collector"))
     });
     assert_eq!(otlp["connected"], false);
+    let otlp = wait_health(&daemon.addr(), "all 42 Events pending", |o| o["pending"] == 42);
+    assert!(
+        otlp["outbox"].as_u64().unwrap() <= 5,
+        "memory is bounded by AEP_OTLP_OUTBOX: {otlp}"
+    );
     let doctor = sb.run(&["doctor"], &[]);
     assert!(
         String::from_utf8_lossy(&doctor.stdout).contains("not exporting to"),
@@ -494,7 +495,7 @@ fn a_429_waits_for_its_retry_after_and_a_400_is_dropped_counted_and_not_resent()
     collector.answer(Answer {
         status: 429,
         retry_after: Some("3"),
-        body: "slow down",
+        body: b"slow down".to_vec(),
     });
     let sb = Sandbox::new()
         .with_env("AEP_OTLP_ENDPOINT", &collector.url())
@@ -514,7 +515,7 @@ fn a_429_waits_for_its_retry_after_and_a_400_is_dropped_counted_and_not_resent()
     collector.answer(Answer {
         status: 400,
         retry_after: None,
-        body: "log record too odd",
+        body: b"log record too odd".to_vec(),
     });
     let before = collector.attempts().len();
     hook(&sb, "tool_call", 1);
@@ -545,6 +546,28 @@ fn a_429_waits_for_its_retry_after_and_a_400_is_dropped_counted_and_not_resent()
     );
     assert_eq!(log.len(), 4);
     wait_health(&daemon.addr(), "nothing pending", |o| o["pending"] == 0);
+    // A partial success: counted, not retried (OTLP forbids it).
+    let partial = ExportLogsServiceResponse {
+        partial_success: Some(
+            opentelemetry_proto::tonic::collector::logs::v1::ExportLogsPartialSuccess {
+                rejected_log_records: 1,
+                error_message: "one record too old".into(),
+            },
+        ),
+    };
+    collector.answer(Answer {
+        status: 200,
+        retry_after: None,
+        body: partial.encode_to_vec(),
+    });
+    let before = collector.attempts().len();
+    hook(&sb, "agent_end", 2);
+    let otlp = wait_health(&daemon.addr(), "the partial success", |o| {
+        o["dropped"]["rejected_by_collector"] == 1
+    });
+    assert_eq!(otlp["pending"], 0);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(collector.attempts().len(), before + 1, "not retried");
     drop(daemon);
 }
 
