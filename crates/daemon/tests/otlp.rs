@@ -885,3 +885,28 @@ fn the_official_python_bindings_read_the_records_alike() {
         "content at `full` made it into a body: {from_python:#?}"
     );
 }
+
+#[test]
+fn the_help_lists_every_otlp_setting_and_never_a_header_value() {
+    let out = Sandbox::new().run(&["daemon", "--help"], &[("AEP_OTLP_HEADERS", "authorization=s3cret")]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for variable in [
+        "AEP_OTLP_ENDPOINT",
+        "AEP_OTLP_HEADERS",
+        "AEP_OTLP_CA",
+        "AEP_OTLP_CAPTURE",
+        "AEP_OTLP_FILTER",
+        "AEP_OTLP_SERVICE_NAME",
+        "AEP_OTLP_BATCH",
+        "AEP_OTLP_FLUSH",
+        "AEP_OTLP_OUTBOX",
+        "AEP_OTLP_TIMEOUT",
+    ] {
+        assert!(
+            help.contains(&format!("[env: {variable}")),
+            "{variable} missing from --help"
+        );
+    }
+    assert!(help.contains("OTLP logs export"), "its own heading");
+    assert!(!help.contains("s3cret"));
+}
