@@ -13,6 +13,7 @@ pub mod sessions;
 pub mod show;
 pub mod stream;
 pub mod tail;
+mod tail_nats;
 pub mod validate;
 
 use crate::daemon::settings::DaemonArgs;

@@ -17,6 +17,7 @@ use crate::hub;
 use crate::lane::spool::Spool;
 use crate::lane::{Bus, Journal, Sessions};
 use crate::sinks::endpoint::Endpoint;
+use crate::sinks::nats::Nats;
 use crate::sinks::relay::Relay;
 use crate::state::discovery::{self, Discovery};
 use crate::state::lock::{Holder, StateLock};
@@ -61,6 +62,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let config = args.core.config()?;
     let endpoint_settings = args.endpoint.settings();
     let relay_settings = args.relay.settings(&args.endpoint)?;
+    let nats_settings = args.nats.settings()?;
     let hub_settings = args.hub.settings()?;
     let limits = args.connections.limits()?;
     // Observation is open on loopback without a token (the machine's own users; browsers are
@@ -144,6 +146,17 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         });
         let connected = relay.clone();
         supervisor.keep("relay connection", move || connected.clone().run());
+    }
+    let nats = nats_settings.map(|s| Nats::new(s, sessions.clone()));
+    if let Some(nats) = &nats {
+        let (pumped, first, sessions) = (nats.clone(), subscription(&sessions), sessions.clone());
+        supervisor.keep("JetStream outbox", move || {
+            pumped
+                .clone()
+                .pump(first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()))
+        });
+        let connected = nats.clone();
+        supervisor.keep("JetStream connection", move || connected.clone().run());
     }
 
     // The dashboard's view of every session: from the logs, then the bus (subscribed now, so
@@ -252,6 +265,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         started: Instant::now(),
         endpoint: endpoint.clone(),
         relay,
+        nats,
         hub: hub_status,
         capture: config.capture.to_string().into(),
         connections: connections.clone(),

@@ -43,6 +43,8 @@ pub struct DaemonArgs {
     #[command(flatten)]
     pub relay: RelayArgs,
     #[command(flatten)]
+    pub nats: crate::sinks::nats::settings::NatsArgs,
+    #[command(flatten)]
     pub hub: HubArgs,
     #[command(flatten)]
     pub dashboard: DashboardArgs,

@@ -35,6 +35,8 @@ pub struct AppState {
     pub endpoint: Option<Arc<Endpoint>>,
     /// The relay binding, when `AEP_RELAY_URL` is set.
     pub relay: Option<Arc<Relay>>,
+    /// The JetStream sink, when `AEP_NATS_URL` is set.
+    pub nats: Option<Arc<crate::sinks::nats::Nats>>,
     /// The hub tap's state, when it is on.
     pub hub: Option<Arc<crate::hub::Status>>,
     /// The capture ceiling (`AEP_CAPTURE`), as set.
@@ -76,6 +78,7 @@ pub fn health(state: &AppState) -> serde_json::Value {
         "sessions": state.sessions.live_count(),
         "uptime_s": state.started.elapsed().as_secs(),
         "relay": state.relay.as_ref().map(|r| r.status()),
+        "nats": state.nats.as_ref().map(|n| n.status()),
         "hub": state.hub.as_ref().map(|h| h.json()),
         "capture": &*state.capture,
         "control": !state.intake.accepts().is_empty(),

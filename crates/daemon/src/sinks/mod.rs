@@ -1,6 +1,8 @@
 //! The live sinks the bus feeds after the log has an Event: the embedded AEP endpoint (which is
-//! also a collector for other emitters) and the relay binding. Neither keeps its own table of
-//! which sessions exist: each forgets a session when the registry closes it ([`crate::lane::Note`]).
+//! also a collector for other emitters), the relay binding and the JetStream sink. None keeps
+//! its own table of which sessions exist: each forgets a session when the registry closes it
+//! ([`crate::lane::Note`]).
 
 pub mod endpoint;
+pub mod nats;
 pub mod relay;

@@ -14,30 +14,32 @@ use tokio_tungstenite::tungstenite::Error;
 
 /// The client configuration: the system's roots, and `ca`'s certificates when given.
 pub fn client_config(ca: Option<&Path>) -> anyhow::Result<Arc<ClientConfig>> {
+    client_config_for(ca, "AEP_RELAY_CA")
+}
+
+/// The same for another TLS peer (the JetStream sink's `AEP_NATS_CA`): errors name `setting`.
+pub fn client_config_for(ca: Option<&Path>, setting: &str) -> anyhow::Result<Arc<ClientConfig>> {
     let mut roots = RootCertStore::empty();
     let system = rustls_native_certs::load_native_certs();
     let (added, _) = roots.add_parsable_certificates(system.certs);
     if added == 0 && ca.is_none() {
-        tracing::warn!("no system root certificates found: a wss:// relay can only be trusted through AEP_RELAY_CA");
+        tracing::warn!("no system root certificates found: a TLS peer can only be trusted through {setting}");
     }
     if let Some(ca) = ca {
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
             .and_then(|certs| certs.collect())
             .map_err(|e| anyhow::anyhow!("{e:?}"))
-            .with_context(|| format!("AEP_RELAY_CA={}: cannot read it as PEM certificates", ca.display()))?;
+            .with_context(|| format!("{setting}={}: cannot read it as PEM certificates", ca.display()))?;
         if certs.is_empty() {
             bail!(
-                "AEP_RELAY_CA={}: no certificate in it (expected PEM, -----BEGIN CERTIFICATE-----)",
+                "{setting}={}: no certificate in it (expected PEM, -----BEGIN CERTIFICATE-----)",
                 ca.display()
             );
         }
         for cert in certs {
-            roots.add(cert).with_context(|| {
-                format!(
-                    "AEP_RELAY_CA={}: a certificate in it is not usable as a CA",
-                    ca.display()
-                )
-            })?;
+            roots
+                .add(cert)
+                .with_context(|| format!("{setting}={}: a certificate in it is not usable as a CA", ca.display()))?;
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
