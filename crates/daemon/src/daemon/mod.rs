@@ -147,7 +147,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         let connected = relay.clone();
         supervisor.keep("relay connection", move || connected.clone().run());
     }
-    let nats = nats_settings.map(|s| Nats::new(s, sessions.clone()));
+    let nats = nats_settings.map(|s| Nats::new(s, sessions.journal().clone()));
     if let Some(nats) = &nats {
         let (pumped, first, sessions) = (nats.clone(), subscription(&sessions), sessions.clone());
         supervisor.keep("JetStream outbox", move || {

@@ -1,8 +1,11 @@
-//! The relay binding's outbox (AEP-0003 §8.4): Events wait here until the relay's `hello` and
-//! while the socket is busy. It is bounded; under pressure it drops `debug`/`info` first and
-//! counts every drop. When only `notice`-and-above remain, the oldest goes and the caller is
-//! told ([`Dropped::High`]): it resends it from the session log, so nothing at `notice` or
-//! above is ever dropped silently.
+//! A durable sink's outbox: Events wait here until the peer is ready and while it is busy. It
+//! is bounded, whatever the outage. What does not fit is never lost silently:
+//! - [`Overflow::FromLog`] (a collector, a stream: nothing may be lost): the new Event is left
+//!   out and the caller told ([`Dropped::High`]); it resends from the session logs.
+//! - [`Overflow::DropLow`] (the relay binding, AEP-0003 §8.4): `debug`/`info` are dropped first
+//!   and counted; when only `notice`-and-above remain, the oldest goes and the caller is told
+//!   ([`Dropped::High`]): it resends it from the session log, so nothing at `notice` or above is
+//!   ever dropped.
 
 use crate::lane::Published;
 use aep_core::Severity;
@@ -10,8 +13,18 @@ use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+/// What a full outbox gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// `debug`/`info` first, for good (counted); `notice`+ are resent from the log.
+    DropLow,
+    /// Nothing for good: whatever does not fit is resent from the log.
+    FromLog,
+}
+
 pub struct Outbox {
     capacity: usize,
+    overflow: Overflow,
     queue: VecDeque<Arc<Published>>,
     /// `debug`/`info` Events in `queue`.
     low: usize,
@@ -22,9 +35,10 @@ pub struct Outbox {
 /// What a push had to drop to stay within bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dropped {
-    /// A `debug`/`info` Event (the new one or a queued one).
+    /// A `debug`/`info` Event (the new one or a queued one), for good.
     Low,
-    /// The oldest queued Event, `notice` or above: resend it from the log.
+    /// An Event left out to be resent from the log (the oldest queued one, `notice` or above,
+    /// or with [`Overflow::FromLog`] the new one).
     High,
 }
 
@@ -39,9 +53,10 @@ fn is_low(event: &Published) -> bool {
 }
 
 impl Outbox {
-    pub fn new(capacity: usize) -> Self {
+    pub fn new(capacity: usize, overflow: Overflow) -> Self {
         Outbox {
             capacity: capacity.max(1),
+            overflow,
             queue: VecDeque::new(),
             low: 0,
             dropped_low: 0,
@@ -55,6 +70,10 @@ impl Outbox {
             self.low += usize::from(low);
             self.queue.push_back(event);
             return None;
+        }
+        if self.overflow == Overflow::FromLog {
+            self.dropped_high += 1;
+            return Some(Dropped::High);
         }
         if low {
             self.dropped_low += 1;
@@ -92,7 +111,7 @@ impl Outbox {
         self.dropped_low
     }
 
-    /// `notice`-and-above Events pushed out so far (each resent from its log).
+    /// Events left out so far to be resent from their logs.
     pub fn dropped_high(&self) -> u64 {
         self.dropped_high
     }
@@ -122,7 +141,7 @@ mod tests {
 
     #[test]
     fn pressure_drops_debug_and_info_first_and_counts_every_drop() {
-        let mut o = Outbox::new(3);
+        let mut o = Outbox::new(3, Overflow::DropLow);
         assert_eq!(o.push(ev("a", Some("notice"))), None);
         assert_eq!(o.push(ev("b", None)), None);
         assert_eq!(o.push(ev("c", Some("error"))), None);
@@ -146,5 +165,20 @@ mod tests {
             None,
             "the low count was kept right through pops"
         );
+    }
+
+    #[test]
+    fn from_log_drops_nothing_for_good_and_keeps_what_it_holds() {
+        let mut o = Outbox::new(2, Overflow::FromLog);
+        assert_eq!(o.push(ev("a", Some("debug"))), None);
+        assert_eq!(o.push(ev("b", Some("error"))), None);
+        assert_eq!(
+            o.push(ev("c", Some("info"))),
+            Some(Dropped::High),
+            "to be resent from the log"
+        );
+        assert_eq!(o.push(ev("d", Some("critical"))), Some(Dropped::High));
+        assert_eq!((o.dropped_low(), o.dropped_high()), (0, 2));
+        assert_eq!(ids(&mut o), ["a", "b"]);
     }
 }
