@@ -78,7 +78,8 @@ pub fn run(args: TailArgs) -> anyhow::Result<()> {
             _ => bail!("--filter {text:?} is not a JSON object such as '{{\"type\":\"tool.*\"}}'"),
         },
     };
-    if let Some(session) = &args.session {
+    // With --nats the session is the subject's (exact, whatever characters the id holds).
+    if let (Some(session), None) = (&args.session, &args.nats) {
         filter.insert("session".into(), json!(session));
     }
     let filter = Value::Object(filter);

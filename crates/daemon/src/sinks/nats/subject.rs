@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn tokens_escape_what_nats_forbids_and_nothing_else_and_come_back() {
-        for id in [
+        for name in [
             "1796108324129_xl5g1",
             "conv_01.2",
             "a b\tc",
@@ -80,12 +80,12 @@ mod tests {
             "%2E",
             "x\ny",
         ] {
-            let t = token(id);
+            let t = token(name);
             assert!(
                 !t.is_empty() && !t.contains(['.', '*', '>', ' ', '\t', '\n']) && t.is_ascii(),
-                "{id:?} → {t:?}"
+                "{name:?} → {t:?}"
             );
-            assert_eq!(id(&t).as_deref(), Some(id), "{t}");
+            assert_eq!(id(&t).as_deref(), Some(name), "{t}");
         }
         assert_eq!(
             token("1796108324129_xl5g1"),
