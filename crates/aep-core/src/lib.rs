@@ -3,11 +3,12 @@
 //! Everything here is independent of Cline: the [`Envelope`] and its attributes, ids,
 //! per-session sequencing, validation of events and streams, capture gating driven by the
 //! schemas' `x-aep-capture` annotations, digests over canonical JSON, the redaction
-//! pipeline, down-leveling, the attr-match filter, and the bounded FIFO memory that keeps
-//! per-session state finite. Nothing in this crate does I/O.
+//! pipeline, down-leveling, the attr-match filter, the CloudEvents bridge (AEP-0005 §1-§2),
+//! and the bounded FIFO memory that keeps per-session state finite. Nothing in this crate does I/O.
 
 pub mod bounded;
 mod capture;
+pub mod cloudevents;
 pub mod digest;
 mod envelope;
 mod event_type;

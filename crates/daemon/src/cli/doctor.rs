@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Check the setup: hook files, the daemon, logs, spool, hub tap, relay; what to do if not.
+/// Check the setup: hook files, the daemon, logs, spool, hub tap, relay, JetStream sink; what to do if not.
 ///
 /// Looks in all four folders Cline 3.0.65 runs hook files from (~/Documents/Cline/Hooks,
 /// $CLINE_DIR/hooks, <project>/.clinerules/hooks, <project>/.cline/hooks), flags aep-cline hooks
@@ -81,6 +81,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<std::process::ExitCode> {
         hub(&mut r, &health["hub"]);
         relay(&mut r, &health["relay"]);
         otlp(&mut r, &health["otlp"]);
+        nats(&mut r, &health["nats"]);
         r.info("capture", health["capture"].as_str().unwrap_or("?"));
         r.info(
             "control",
@@ -544,6 +545,39 @@ fn otlp(r: &mut Report, otlp: &Value) {
             "otlp",
             format!("exporting to {endpoint}: {confirmed} Events confirmed, {pending} pending"),
         ),
+    }
+}
+
+fn nats(r: &mut Report, nats: &Value) {
+    if nats.is_null() {
+        return r.info("jetstream", "off (AEP_NATS_URL names a NATS server)");
+    }
+    let url = nats["url"].as_str().unwrap_or("?");
+    let stream = nats["stream"].as_str().unwrap_or("?");
+    let pending = nats["pending"].as_u64().unwrap_or(0);
+    let skipped = nats["skipped"].as_u64().unwrap_or(0);
+    if nats["connected"] != true && (pending > 0 || !nats["last_error"].is_null()) {
+        let error = nats["last_error"].as_str().unwrap_or("not reached yet");
+        r.fail(
+            "jetstream",
+            format!("not publishing to {url} (stream {stream}): {error}; {pending} Events wait (kept in the logs)"),
+            "check that nats-server runs with JetStream (-js) and that AEP_NATS_CREDS, AEP_NATS_TOKEN or AEP_NATS_USER are right",
+        );
+    } else if skipped > 0 {
+        r.warn(
+            "jetstream",
+            format!(
+                "publishing to {url} (stream {stream}); {skipped} Events were too large for the server and skipped"
+            ),
+            "raise the server's max_payload (they stay in the session logs)",
+        );
+    } else if nats["connected"] != true {
+        r.info("jetstream", format!("{url} (stream {stream}): nothing published yet"));
+    } else {
+        r.ok(
+            "jetstream",
+            format!("publishing to {url} (stream {stream}), {pending} Events awaiting the server's ack"),
+        );
     }
 }
 

@@ -13,6 +13,7 @@ pub mod sessions;
 pub mod show;
 pub mod stream;
 pub mod tail;
+mod tail_nats;
 pub mod validate;
 
 use crate::daemon::settings::DaemonArgs;
@@ -44,7 +45,7 @@ enum Command {
     /// Install (or remove) the Cline hook files that run the shim.
     InstallHooks(install::InstallArgs),
     Stream(stream::StreamArgs),
-    Tail(tail::TailArgs),
+    Tail(Box<tail::TailArgs>),
     Validate(validate::ValidateArgs),
     Sessions(sessions::SessionsArgs),
     Show(show::ShowArgs),
@@ -78,7 +79,7 @@ pub fn main() -> std::process::ExitCode {
         }
         Command::InstallHooks(args) => install::run(args),
         Command::Stream(args) => stream::run(args),
-        Command::Tail(args) => tail::run(args),
+        Command::Tail(args) => tail::run(*args),
         Command::Validate(args) => validate::run(args),
         Command::Sessions(args) => sessions::run(args),
         Command::Show(args) => show::run(args),

@@ -2,7 +2,9 @@
 //! consumer) and prints one readable line per Event: time, type, session and position, run,
 //! subject and the payload's scalar fields; coloured by severity on a terminal, raw JSON lines
 //! with `--json`. When the connection drops it reconnects and resumes after the last position
-//! it printed per session (AEP-0003 §7).
+//! it printed per session (AEP-0003 §7). With `--nats` it follows a JetStream stream instead
+//! ([`super::tail_nats`]): the CloudEvents the JetStream sink publishes, turned back into AEP
+//! Events (AEP-0005 §2), printed the same way.
 
 use crate::state;
 use crate::state::discovery::Discovery;
@@ -21,30 +23,51 @@ use tokio_tungstenite::tungstenite::Message;
 ///
 /// Connects to the running daemon (found through its discovery file) or to --url, e.g. an AEP
 /// relay's base URL. AEP_TOKEN is sent as the bearer token when set.
+///
+/// With --nats it follows the fleet from a NATS JetStream stream instead (what daemons with
+/// AEP_NATS_URL publish), new Events by default, or from --replay (the whole stream),
+/// --since-seq or --since.
 #[derive(clap::Args)]
 pub struct TailArgs {
     /// Only this session's Events.
     #[arg(long, value_name = "SESSION")]
-    session: Option<String>,
+    pub(super) session: Option<String>,
     /// An attr-match filter (AEP-0003 §6), e.g. '{"type":["tool.*","run.failed"]}'.
     #[arg(long, value_name = "JSON")]
     filter: Option<String>,
     /// Capture ceiling for what is shown: none, metadata, redacted or full.
     #[arg(long, value_name = "LEVEL")]
-    capture: Option<String>,
+    pub(super) capture: Option<String>,
     /// Print each Event as its raw JSON line.
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
     /// Show the history first (the daemon serves it from its logs, also from before a
-    /// restart), then follow.
+    /// restart; with --nats, the whole stream), then follow.
     #[arg(long)]
-    replay: bool,
+    pub(super) replay: bool,
     /// The endpoint's base URL (default: the running daemon's).
     #[arg(long, value_name = "URL")]
     url: Option<String>,
     /// The endpoint's bearer token.
     #[arg(long, env = "AEP_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Follow a NATS JetStream stream (nats://host:4222, tls://...) instead of an endpoint;
+    /// authenticates with AEP_NATS_CREDS, AEP_NATS_TOKEN or AEP_NATS_USER + AEP_NATS_PASSWORD.
+    #[arg(long, value_name = "URL", conflicts_with = "url", hide_env_values = true)]
+    pub(super) nats: Option<String>,
+    /// The stream to follow, with --nats.
+    #[arg(long = "nats-stream", env = "AEP_NATS_STREAM", default_value = crate::sinks::nats::settings::DEFAULT_STREAM,
+          value_name = "NAME", requires = "nats")]
+    pub(super) nats_stream: String,
+    /// With --nats: start at this stream sequence (the server's, 1 is the first message).
+    #[arg(long, value_name = "N", requires = "nats", conflicts_with_all = ["replay", "since"])]
+    pub(super) since_seq: Option<u64>,
+    /// With --nats: start at the first message stored at or after TIME (RFC 3339, e.g.
+    /// 2026-12-01T09:00:00Z, or a duration ago, e.g. 15m).
+    #[arg(long, value_name = "TIME", requires = "nats", conflicts_with = "replay")]
+    pub(super) since: Option<String>,
+    #[command(flatten)]
+    pub(super) nats_auth: crate::sinks::nats::settings::AuthArgs,
 }
 
 pub fn run(args: TailArgs) -> anyhow::Result<()> {
@@ -55,13 +78,17 @@ pub fn run(args: TailArgs) -> anyhow::Result<()> {
             _ => bail!("--filter {text:?} is not a JSON object such as '{{\"type\":\"tool.*\"}}'"),
         },
     };
-    if let Some(session) = &args.session {
+    // With --nats the session is the subject's (exact, whatever characters the id holds).
+    if let (Some(session), None) = (&args.session, &args.nats) {
         filter.insert("session".into(), json!(session));
     }
     let filter = Value::Object(filter);
     Filter::parse(&filter).map_err(|e| anyhow!("--filter: {e}"))?;
     if let Some(level) = &args.capture {
         level.parse::<Capture>().map_err(|e| anyhow!("--capture: {e}"))?;
+    }
+    if args.nats.is_some() {
+        return super::tail_nats::run(&args, filter);
     }
     let base = match &args.url {
         Some(url) => url.clone(),

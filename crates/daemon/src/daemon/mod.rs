@@ -18,6 +18,7 @@ use crate::lane::spool::Spool;
 use crate::lane::{Bus, Journal, Sessions};
 use crate::sinks::endpoint::Endpoint;
 use crate::sinks::otlp::Otlp;
+use crate::sinks::nats::Nats;
 use crate::sinks::relay::Relay;
 use crate::state::discovery::{self, Discovery};
 use crate::state::lock::{Holder, StateLock};
@@ -63,6 +64,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let endpoint_settings = args.endpoint.settings();
     let relay_settings = args.relay.settings(&args.endpoint)?;
     let otlp_settings = args.otlp.settings()?;
+    let nats_settings = args.nats.settings()?;
     let hub_settings = args.hub.settings()?;
     let limits = args.connections.limits()?;
     // Observation is open on loopback without a token (the machine's own users; browsers are
@@ -157,6 +159,17 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         });
         let delivering = otlp.clone();
         supervisor.keep("otlp export", move || delivering.clone().run());
+    }
+    let nats = nats_settings.map(|s| Nats::new(s, sessions.journal().clone()));
+    if let Some(nats) = &nats {
+        let (pumped, first, sessions) = (nats.clone(), subscription(&sessions), sessions.clone());
+        supervisor.keep("JetStream outbox", move || {
+            pumped
+                .clone()
+                .pump(first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()))
+        });
+        let connected = nats.clone();
+        supervisor.keep("JetStream connection", move || connected.clone().run());
     }
 
     // The dashboard's view of every session: from the logs, then the bus (subscribed now, so
@@ -266,6 +279,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         endpoint: endpoint.clone(),
         relay,
         otlp,
+        nats,
         hub: hub_status,
         capture: config.capture.to_string().into(),
         connections: connections.clone(),

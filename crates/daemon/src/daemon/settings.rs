@@ -44,6 +44,7 @@ pub struct DaemonArgs {
     pub relay: RelayArgs,
     #[command(flatten)]
     pub otlp: crate::sinks::otlp::settings::OtlpArgs,
+    pub nats: crate::sinks::nats::settings::NatsArgs,
     #[command(flatten)]
     pub hub: HubArgs,
     #[command(flatten)]

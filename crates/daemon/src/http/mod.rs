@@ -37,6 +37,8 @@ pub struct AppState {
     pub relay: Option<Arc<Relay>>,
     /// The OTLP logs exporter, when `AEP_OTLP_ENDPOINT` is set.
     pub otlp: Option<Arc<crate::sinks::otlp::Otlp>>,
+    /// The JetStream sink, when `AEP_NATS_URL` is set.
+    pub nats: Option<Arc<crate::sinks::nats::Nats>>,
     /// The hub tap's state, when it is on.
     pub hub: Option<Arc<crate::hub::Status>>,
     /// The capture ceiling (`AEP_CAPTURE`), as set.
@@ -79,6 +81,7 @@ pub fn health(state: &AppState) -> serde_json::Value {
         "uptime_s": state.started.elapsed().as_secs(),
         "relay": state.relay.as_ref().map(|r| r.status()),
         "otlp": state.otlp.as_ref().map(|o| o.status()),
+        "nats": state.nats.as_ref().map(|n| n.status()),
         "hub": state.hub.as_ref().map(|h| h.json()),
         "capture": &*state.capture,
         "control": !state.intake.accepts().is_empty(),

@@ -17,7 +17,7 @@ pub fn client_config(ca: Option<&Path>) -> anyhow::Result<Arc<ClientConfig>> {
     client_config_for(ca, "AEP_RELAY_CA")
 }
 
-/// [`client_config`] for another sink's TLS peer, its errors naming `setting` (`AEP_OTLP_CA`).
+/// [`client_config`] for another sink's TLS peer (`AEP_OTLP_CA`, `AEP_NATS_CA`): errors name `setting`.
 pub fn client_config_for(ca: Option<&Path>, setting: &str) -> anyhow::Result<Arc<ClientConfig>> {
     let mut roots = RootCertStore::empty();
     let system = rustls_native_certs::load_native_certs();
