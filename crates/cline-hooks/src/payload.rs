@@ -3,6 +3,8 @@
 //!
 //! Only the typed fields are read. Unknown fields and the legacy mirrors (`preToolUse`,
 //! `postToolUse`, `taskStart`, ...: parameters as JSON strings) are tolerated and ignored.
+//! A Cline 2.x payload (PascalCase `hookName`, the legacy objects only) is read by
+//! [`crate::legacy`] into this same shape.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -46,6 +48,9 @@ pub struct HookPayload {
     pub reason: Option<String>,
     #[serde(rename = "preCompact", default)]
     pub pre_compact: Option<PreCompact>,
+    /// Set when the payload came from Cline 2.x ([`crate::legacy::normalize`]).
+    #[serde(skip)]
+    pub legacy: Option<crate::legacy::Legacy>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -123,7 +128,7 @@ pub enum PayloadError {
     #[error("hook payload is not JSON: {0}; Cline writes one JSON object to the hook's stdin")]
     Json(#[from] serde_json::Error),
     /// A field of the wrong type. Only its path is said: the value may be a secret.
-    #[error("hook payload field `{0}` does not have the type Cline gives it; is this a Cline 3.x hook payload?")]
+    #[error("hook payload field `{0}` does not have the type Cline gives it; is this a Cline hook payload?")]
     Field(String),
     #[error("hook payload is not a JSON object (got {0}); Cline writes one JSON object to the hook's stdin")]
     NotObject(&'static str),
@@ -154,11 +159,14 @@ impl HookPayload {
         if let Some(kind) = kind {
             return Err(PayloadError::NotObject(kind));
         }
-        if value.get("hookName").and_then(Value::as_str).is_none_or(str::is_empty) {
+        let Some(name) = value.get("hookName").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
             return Err(PayloadError::NoHookName);
-        }
-        let payload: HookPayload =
-            serde_path_to_error::deserialize(value).map_err(|e| PayloadError::Field(e.path().to_string()))?;
+        };
+        let payload: HookPayload = if crate::legacy::is_legacy(name) {
+            crate::legacy::normalize(value)?
+        } else {
+            serde_path_to_error::deserialize(value).map_err(|e| PayloadError::Field(e.path().to_string()))?
+        };
         if payload.session_key().is_none() {
             return Err(PayloadError::NoSession);
         }
@@ -173,6 +181,11 @@ impl HookPayload {
             .and_then(|c| c.root_session_id.as_deref())
             .filter(|s| !s.is_empty())
             .or(self.task_id.as_deref().filter(|s| !s.is_empty()))
+    }
+
+    /// The 2.x hook name, when the payload came from Cline 2.x.
+    pub fn legacy_hook(&self) -> Option<&str> {
+        self.legacy.as_ref().map(|l| l.hook.as_str())
     }
 
     /// The agent the hook is about (runs are tracked per agent: a subagent has its own).
