@@ -92,23 +92,6 @@ fn is_legacy(body: &[u8]) -> bool {
     rest.next() == Some(b':') && rest.next() == Some(b'"') && rest.next().is_some_and(|b| b.is_ascii_uppercase())
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_2x_payload_is_told_by_its_pascal_case_hook_name() {
-        use super::is_legacy;
-        assert!(is_legacy(
-            br#"{"clineVersion":"3.82.0","hookName":"PreToolUse","taskId":"1"}"#
-        ));
-        assert!(is_legacy(b"{\n  \"hookName\" : \"TaskStart\"}"));
-        assert!(!is_legacy(br#"{"hookName":"tool_call","taskId":"conv_1"}"#));
-        assert!(!is_legacy(br#"{"taskId":"1"}"#));
-        assert!(!is_legacy(b"\"hookName\""));
-        let late = format!(r#"{{"pad":"{}","hookName":"TaskStart"}}"#, "x".repeat(600));
-        assert!(!is_legacy(late.as_bytes()), "only the head is read");
-    }
-}
-
 fn deliver(state_dir: &Path, firing: &Spooled, body: &[u8], deadline: Instant) -> Delivered {
     let Some(daemon) = Discovery::read(state_dir) else {
         return Delivered::Retry("no daemon is running (no discovery file)".to_string());
@@ -207,4 +190,21 @@ fn post(addr: SocketAddr, token: &str, firing: &Spooled, body: &[u8], deadline: 
             .then(|| value.trim().to_string())
     });
     Ok(Answer { status, proof })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_2x_payload_is_told_by_its_pascal_case_hook_name() {
+        use super::is_legacy;
+        assert!(is_legacy(
+            br#"{"clineVersion":"3.82.0","hookName":"PreToolUse","taskId":"1"}"#
+        ));
+        assert!(is_legacy(b"{\n  \"hookName\" : \"TaskStart\"}"));
+        assert!(!is_legacy(br#"{"hookName":"tool_call","taskId":"conv_1"}"#));
+        assert!(!is_legacy(br#"{"taskId":"1"}"#));
+        assert!(!is_legacy(b"\"hookName\""));
+        let late = format!(r#"{{"pad":"{}","hookName":"TaskStart"}}"#, "x".repeat(600));
+        assert!(!is_legacy(late.as_bytes()), "only the head is read");
+    }
 }
