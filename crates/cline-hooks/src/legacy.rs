@@ -9,10 +9,10 @@
 //! executionTimeMs}`, ...); no `sessionContext`, no `agent_id`, no typed `tool_call` or
 //! `tool_result`. [`normalize`] turns it into the [`HookPayload`] the 3.x mapping already reads
 //! (so both generations give the same AEP events from one mapping), and keeps what only 2.x has
-//! in [`Legacy`]: the hook's own name (the tracker treats 2.x's `TaskCancel` apart, see
+//! in [`crate::payload::Legacy`]: the hook's own name (the tracker treats 2.x's `TaskCancel` apart, see
 //! [`crate::session`]) and the `notification`.
 
-use crate::payload::{HookPayload, PayloadError, PreCompact, ToolCall, ToolCallRecord};
+use crate::payload::{HookPayload, Legacy, Notification, PayloadError, PreCompact, ToolCall, ToolCallRecord};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::time::{Duration, UNIX_EPOCH};
@@ -30,34 +30,6 @@ const HOOKS: [(&str, &str); 9] = [
     ("PreCompact", "pre_compact"),
     ("Notification", "Notification"),
 ];
-
-/// What only a 2.x payload says.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Legacy {
-    /// The 2.x hook name, as fired (`TaskCancel`).
-    pub hook: String,
-    /// A `Notification` hook's object.
-    pub notification: Option<Notification>,
-}
-
-/// `notification`: Cline tells the user something (`task_complete` after `attempt_completion`,
-/// `user_attention` when it waits for an answer, such as `resume_task` or `api_req_failed`).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct Notification {
-    #[serde(default)]
-    pub event: Option<String>,
-    #[serde(default)]
-    pub source: Option<String>,
-    #[serde(rename = "sourceType", default)]
-    pub source_type: Option<String>,
-    /// Free text (a completion result, an API error's JSON): `redacted`+ only.
-    #[serde(default)]
-    pub message: Option<String>,
-    #[serde(rename = "requiresUserAction", default)]
-    pub requires_user_action: Option<bool>,
-    #[serde(rename = "waitingForUserInput", default)]
-    pub waiting_for_user_input: Option<bool>,
-}
 
 /// Whether `hook_name` is a 2.x hook (PascalCase: 3.x names are snake_case, so the two never meet).
 pub fn is_legacy(hook_name: &str) -> bool {

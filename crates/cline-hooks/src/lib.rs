@@ -10,6 +10,7 @@ pub mod legacy;
 pub mod mapping;
 pub mod outcome;
 pub mod payload;
+mod read;
 pub mod session;
 mod timestamp;
 

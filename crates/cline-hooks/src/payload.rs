@@ -50,7 +50,7 @@ pub struct HookPayload {
     pub pre_compact: Option<PreCompact>,
     /// Set when the payload came from Cline 2.x ([`crate::legacy::normalize`]).
     #[serde(skip)]
-    pub legacy: Option<crate::legacy::Legacy>,
+    pub legacy: Option<Legacy>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -121,6 +121,34 @@ pub struct PreCompact {
     pub context_raw_path: Option<String>,
 }
 
+/// What only a 2.x payload says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Legacy {
+    /// The 2.x hook name, as fired (`TaskCancel`).
+    pub hook: String,
+    /// A `Notification` hook's object.
+    pub notification: Option<Notification>,
+}
+
+/// `notification`: Cline tells the user something (`task_complete` after `attempt_completion`,
+/// `user_attention` when it waits for an answer, such as `resume_task` or `api_req_failed`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Notification {
+    #[serde(default)]
+    pub event: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(rename = "sourceType", default)]
+    pub source_type: Option<String>,
+    /// Free text (a completion result, an API error's JSON): `redacted`+ only.
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(rename = "requiresUserAction", default)]
+    pub requires_user_action: Option<bool>,
+    #[serde(rename = "waitingForUserInput", default)]
+    pub waiting_for_user_input: Option<bool>,
+}
+
 /// Why a body is not a hook payload we can place on a session.
 #[derive(Debug, thiserror::Error)]
 pub enum PayloadError {
@@ -141,38 +169,6 @@ pub enum PayloadError {
 }
 
 impl HookPayload {
-    /// Parses a hook body, refusing what cannot be placed on a session.
-    pub fn parse(body: &[u8]) -> Result<Self, PayloadError> {
-        let value: Value = serde_json::from_slice(body)?;
-        Self::from_value(value)
-    }
-
-    pub fn from_value(value: Value) -> Result<Self, PayloadError> {
-        let kind = match &value {
-            Value::Object(_) => None,
-            Value::Null => Some("null"),
-            Value::Bool(_) => Some("a boolean"),
-            Value::Number(_) => Some("a number"),
-            Value::String(_) => Some("a string"),
-            Value::Array(_) => Some("an array"),
-        };
-        if let Some(kind) = kind {
-            return Err(PayloadError::NotObject(kind));
-        }
-        let Some(name) = value.get("hookName").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
-            return Err(PayloadError::NoHookName);
-        };
-        let payload: HookPayload = if crate::legacy::is_legacy(name) {
-            crate::legacy::normalize(value)?
-        } else {
-            serde_path_to_error::deserialize(value).map_err(|e| PayloadError::Field(e.path().to_string()))?
-        };
-        if payload.session_key().is_none() {
-            return Err(PayloadError::NoSession);
-        }
-        Ok(payload)
-    }
-
     /// The AEP session: `sessionContext.rootSessionId`, which the hub also speaks, else the
     /// `taskId` (the public fixtures and older Clines carry no session context).
     pub fn session_key(&self) -> Option<&str> {
