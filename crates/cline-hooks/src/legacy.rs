@@ -50,6 +50,8 @@ struct Raw {
     workspace_roots: Vec<String>,
     #[serde(rename = "userId", default)]
     user_id: Option<String>,
+    #[serde(default)]
+    model: Option<RawModel>,
     #[serde(rename = "preToolUse", default)]
     pre_tool_use: Option<RawTool>,
     #[serde(rename = "postToolUse", default)]
@@ -78,6 +80,13 @@ struct RawTool {
     /// An int64: a number, or a string of digits as protobuf's JSON may write it.
     #[serde(rename = "executionTimeMs", default)]
     execution_time_ms: Option<Value>,
+}
+
+/// `model {provider, slug}`.
+#[derive(Debug, Default, Deserialize)]
+struct RawModel {
+    #[serde(default)]
+    slug: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -109,6 +118,7 @@ pub fn normalize(value: Value) -> Result<HookPayload, PayloadError> {
         workspace_roots: raw.workspace_roots,
         user_id: raw.user_id,
         pre_compact: raw.pre_compact,
+        model: raw.model.and_then(|m| m.slug).filter(|m| !m.is_empty()),
         ..HookPayload::default()
     };
     match raw.hook_name.as_str() {

@@ -440,7 +440,8 @@ pub const WORKSPACE_DIGEST: &str = "cline.workspace_digest";
 
 /// `session.started`, the first time a session is seen: the home the spec allows for what
 /// the design record names but the pins do not. `client {name: "cline", version}` (the version
-/// is empty on CLI 3.0.65 and then omitted), the opaque `userId` and the git commit hash as
+/// is empty on CLI 3.0.65 and then omitted), the model when the payload names it (Cline 2.x:
+/// `gen_ai.request.model`), the opaque `userId` and the git commit hash as
 /// metadata-level vendor fields, and the branch name (user content) as the session `label` and
 /// the workspace root as `cwd`, both `redacted`-gated by the schema.
 pub fn session_started(p: &HookPayload, ctx: &MapContext) -> Mapped {
@@ -455,6 +456,9 @@ pub fn session_started(p: &HookPayload, ctx: &MapContext) -> Mapped {
     }
     if let Some(commit) = info.latest_git_commit_hash.as_deref().filter(|c| !c.is_empty()) {
         b = b.meta("cline.git_commit", json!(commit));
+    }
+    if let Some(model) = p.model.as_deref() {
+        b = b.meta("gen_ai.request.model", json!(model));
     }
     let cwd = info
         .root_path

@@ -48,6 +48,9 @@ pub struct HookPayload {
     pub reason: Option<String>,
     #[serde(rename = "preCompact", default)]
     pub pre_compact: Option<PreCompact>,
+    /// The model the task uses (Cline 2.x's `model.slug`; 3.x's payloads name none).
+    #[serde(skip)]
+    pub model: Option<String>,
     /// Set when the payload came from Cline 2.x ([`crate::legacy::normalize`]).
     #[serde(skip)]
     pub legacy: Option<Legacy>,

@@ -136,6 +136,10 @@ fn a_successful_2x_run_maps_like_3x_and_its_trailing_cancel_does_not_cancel() {
     assert_eq!(started["session"], "1796103184924", "the task id is the session");
     assert_eq!(started["data"]["client"], json!({"name": "cline", "version": "3.82.0"}));
     assert_eq!(
+        started["data"]["gen_ai.request.model"], "fake-model",
+        "2.x's model.slug"
+    );
+    assert_eq!(
         started["time"], "2026-12-01T05:33:05.048Z",
         "the epoch-ms timestamp, as RFC 3339"
     );

@@ -249,3 +249,45 @@ fn the_trailing_cancel_racing_ahead_of_the_completion_cancels_nothing() {
 fn the_trailing_cancel_after_the_completion_cancels_nothing() {
     race(false);
 }
+
+#[test]
+fn a_bad_2x_payload_is_refused_with_the_field_named_and_not_spooled() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let cases: [(&[u8], &str); 3] = [
+        (
+            br#"{"hookName":"PreToolUse","taskId":"17","preToolUse":{"toolName":"x","parameters":"sk-live-SECRET"}}"#,
+            "preToolUse.parameters",
+        ),
+        (br#"{"hookName":"TaskStart","timestamp":"1796103185048"}"#, "neither"),
+        (
+            br#"{"hookName":"PostToolUse","taskId":"17","postToolUse":{"success":"yes"}}"#,
+            "postToolUse.success",
+        ),
+    ];
+    for (body, says) in cases {
+        let out = sb.hook(body);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "the shim never fails Cline"
+        );
+        assert!(err.contains("HTTP 400"), "{err}");
+        assert!(!err.contains("SECRET"));
+    }
+    assert_eq!(sb.spooled(), 0, "refused for good: not spooled");
+    // What the daemon said names the field, never the value.
+    let (status, text) = daemon.stop();
+    assert!(status.success());
+    assert!(!text.contains("SECRET"));
+    for (_, says) in cases {
+        assert!(text.contains(says), "the daemon's log names {says}: {text}");
+    }
+    // A 2.x payload with fields no Cline sends still maps (unknown fields are tolerated).
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let out = sb.hook(br#"{"hookName":"TaskStart","taskId":"18","timestamp":"1796103185048","future":{"x":1},"taskStart":{"taskMetadata":{"new":true}}}"#);
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    assert_eq!(types(&sb.log("18")), ["session.started", "run.started"]);
+    drop(daemon);
+}
