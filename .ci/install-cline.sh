@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs the real Cline CLI, pinned, into a cache folder for the end-to-end tests
 # (crates/daemon/tests/e2e_*.rs), and prints the path of the CLI binary on stdout.
+# It also installs the other generation, cline@2.18.0 (crates/daemon/tests/e2e_cline2.rs), into
+# its own cache; its path goes to stderr only, stdout stays the 3.x binary.
 #
-# Idempotent: when the pinned version is already installed it only prints the path.
+# Idempotent: when the pinned versions are already installed it only prints the path.
 # Environment:
 #   AEP_CLINE_VERSION version to install (default 3.0.65, the version this project was built against)
 #   AEP_CLINE_CACHE   cache folder (default <repo>/target/cline-cli)
+#   AEP_CLINE2_VERSION the 2.x version (default 2.18.0); AEP_CLINE2_CACHE its cache folder
+#                     (default <repo>/target/cline2-cli), where node_modules/.bin/cline is the CLI
 #
 # Notes on what npm does here (npm 11, Node 20):
 # - EBADENGINE warnings ("node >= 22 wanted") are harmless, the CLI being a Bun single-file binary;
@@ -28,6 +32,29 @@ case "$(uname -s)-$(uname -m)" in
   *) echo "install-cline: unsupported platform $(uname -s)-$(uname -m); install cline@$version by hand and set AEP_CLINE_TEST_CLI to its binary" >&2; exit 1 ;;
 esac
 bin="$cache/node_modules/$platform_pkg/bin/cline"
+
+# Cline 2.x: a Node program (`dist/cli.mjs`, Node >= 20), no platform package.
+version2="${AEP_CLINE2_VERSION:-2.18.0}"
+cache2="${AEP_CLINE2_CACHE:-$repo/target/cline2-cli}"
+installed_version2() {
+  node -e 'try { process.stdout.write(require(process.argv[1]).version) } catch { }' \
+    "$cache2/node_modules/cline/package.json" 2>/dev/null || true
+}
+if [[ ! -x "$cache2/node_modules/.bin/cline" || "$(installed_version2)" != "$version2" ]]; then
+  command -v npm >/dev/null || { echo "install-cline: npm not found; install Node.js (>= 20) and npm first" >&2; exit 1; }
+  mkdir -p "$cache2"
+  if [[ ! -f "$cache2/package.json" ]]; then
+    printf '{"name":"aep-cline-e2e-cli2","private":true}\n' >"$cache2/package.json"
+  fi
+  echo "install-cline: installing cline@$version2 into $cache2" >&2
+  npm install --prefix "$cache2" --no-audit --no-fund --loglevel=error --save-exact "cline@$version2" >&2
+  got2="$(installed_version2)"
+  if [[ "$got2" != "$version2" || ! -x "$cache2/node_modules/.bin/cline" ]]; then
+    echo "install-cline: expected cline@$version2 in $cache2, found '$got2'" >&2
+    exit 1
+  fi
+fi
+echo "install-cline: cline@$version2 is $cache2/node_modules/.bin/cline" >&2
 
 installed_version() {
   # The platform package's own package.json carries the CLI version.

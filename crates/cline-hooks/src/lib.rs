@@ -1,13 +1,16 @@
 //! Cline's subprocess hooks, as AEP.
 //!
 //! - [`payload`]: the hook payloads as `@cline/shared` 0.0.86 defines them.
+//! - [`legacy`]: Cline 2.x's payloads (PascalCase hook names, legacy objects), read into the same shape.
 //! - [`mapping`]: the pure hook → AEP mapping (AEP-0002 Annex A, `mappings/cline.json`).
 //! - [`outcome`]: how a tool call ended, the rule the `cline --json` lane shares.
 //! - [`session`]: the per-session identity tracker (runs, delegation, tool pairing).
 
+pub mod legacy;
 pub mod mapping;
 pub mod outcome;
 pub mod payload;
+mod read;
 pub mod session;
 mod timestamp;
 

@@ -36,6 +36,12 @@ pub enum Link {
     ToolRequested { call_id: String },
     /// `tool.completed` / `tool.failed`: `cause` = the matching request.
     ToolResolved { call_id: String },
+    /// `tool.requested` without a call id (Cline 2.x gives none): its result is paired by tool
+    /// name and order.
+    ToolRequestedByName { tool: String },
+    /// `tool.completed` / `tool.failed` without a call id: `cause` = the oldest pending request
+    /// of that tool.
+    ToolResolvedByName { tool: String },
     /// `delegation.subagent.started` for this child agent.
     DelegationStarted { child: String },
     /// `delegation.subagent.stopped` for this child agent.
@@ -267,19 +273,19 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                 b = b.meta("args_digest", json!(digest(&call.input)));
             }
             let b = b.content("args", &call.input, object_only);
-            let link = call
-                .id
-                .clone()
-                .map_or(Link::None, |call_id| Link::ToolRequested { call_id });
+            let link = match call.id.clone().filter(|id| !id.is_empty()) {
+                Some(call_id) => Link::ToolRequested { call_id },
+                None => Link::ToolRequestedByName { tool: name.clone() },
+            };
             vec![with(b.done(link), Some(&name), p.iteration)]
         }
         "tool_result" => {
             let rec = p.tool_result.clone().unwrap_or_default();
             let name = rec.name.clone().unwrap_or_default();
-            let link = rec
-                .id
-                .clone()
-                .map_or(Link::None, |call_id| Link::ToolResolved { call_id });
+            let link = match rec.id.clone().filter(|id| !id.is_empty()) {
+                Some(call_id) => Link::ToolResolved { call_id },
+                None => Link::ToolResolvedByName { tool: name.clone() },
+            };
             let duration = rec
                 .duration_ms
                 .filter(|d| d.is_finite() && *d >= 0.0)
@@ -311,6 +317,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
             m.severity = Some(Severity::Debug);
             vec![m]
         }
+        "Notification" if p.legacy.is_some() => vec![notification(p, ctx)],
         "pre_compact" => {
             // The vendor exposes only the pre moment (Annex A deviation). The context dump
             // paths have no annotated home in `session.compacted`, so they are not emitted at
@@ -336,6 +343,42 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
         }
         other => vec![Builder::new(&fallback_type(other), ctx).done(Link::None)],
     }
+}
+
+/// The vendor event of Cline 2.x's `Notification` hook (it has no AEP twin): what Cline told
+/// the user. Its `event`, `source` and `source_type` are Cline's own tokens (`user_attention`,
+/// `api_req_failed`, `ask`), kept at `metadata` when they look like tokens; its `message` (a
+/// completion result, an API error) is free text, `redacted`+. `info` when Cline waits for the
+/// user, `debug` otherwise (a `task_complete` repeats the run's end).
+pub const NOTIFICATION: &str = "x.cline.notification.sent";
+
+fn notification(p: &HookPayload, ctx: &MapContext) -> Mapped {
+    let n = p
+        .legacy
+        .as_ref()
+        .and_then(|l| l.notification.clone())
+        .unwrap_or_default();
+    let token = |t: &Option<String>| {
+        t.clone()
+            .filter(|t| !t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+    };
+    let waits = n.requires_user_action.unwrap_or(false) || n.waiting_for_user_input.unwrap_or(false);
+    let mut b = Builder::new(NOTIFICATION, ctx);
+    for (key, value) in [
+        ("event", token(&n.event)),
+        ("source", token(&n.source)),
+        ("source_type", token(&n.source_type)),
+    ] {
+        if let Some(v) = value {
+            b = b.meta(key, json!(v));
+        }
+    }
+    let mut m = b
+        .meta("requires_user_action", json!(waits))
+        .text("message", n.message.as_deref())
+        .done(Link::None);
+    m.severity = Some(if waits { Severity::Info } else { Severity::Debug });
+    m
 }
 
 /// A `delegation.subagent.*` event: subject = the child agent, no step (Annex A.9).
@@ -397,7 +440,8 @@ pub const WORKSPACE_DIGEST: &str = "cline.workspace_digest";
 
 /// `session.started`, the first time a session is seen: the home the spec allows for what
 /// the design record names but the pins do not. `client {name: "cline", version}` (the version
-/// is empty on CLI 3.0.65 and then omitted), the opaque `userId` and the git commit hash as
+/// is empty on CLI 3.0.65 and then omitted), the model when the payload names it (Cline 2.x:
+/// `gen_ai.request.model`), the opaque `userId` and the git commit hash as
 /// metadata-level vendor fields, and the branch name (user content) as the session `label` and
 /// the workspace root as `cwd`, both `redacted`-gated by the schema.
 pub fn session_started(p: &HookPayload, ctx: &MapContext) -> Mapped {
@@ -412,6 +456,9 @@ pub fn session_started(p: &HookPayload, ctx: &MapContext) -> Mapped {
     }
     if let Some(commit) = info.latest_git_commit_hash.as_deref().filter(|c| !c.is_empty()) {
         b = b.meta("cline.git_commit", json!(commit));
+    }
+    if let Some(model) = p.model.as_deref() {
+        b = b.meta("gen_ai.request.model", json!(model));
     }
     let cwd = info
         .root_path

@@ -8,6 +8,11 @@
 //! comes back as `output: {error: "... -- NOT a tool or system failure. ..."}` (with the typed
 //! `error` set to `"[object Object]"` in the hook payload). So the output decides first.
 //!
+//! Cline 2.x (and the VS Code extension's core) says `success: true` for every tool that did not
+//! throw, a command that exited 2 included: only its result text says `Command failed with exit
+//! code 2.`. So a result text that opens with one of the failure lines that core writes
+//! ([`reported_failure`]) is a failure whatever the flag says. No 3.x output opens with them.
+//!
 //! [`FailureKind`] is the `error.type` of `tool.failed` (AEP-0002 §5 `error_info.type`, a
 //! metadata-level machine token): a small closed set, told apart by the texts Cline 3.0.65
 //! (`@cline/core` and `@cline/shared` 0.0.86) writes.
@@ -42,6 +47,21 @@ pub enum FailureKind {
 /// Cline's `TOOL_REJECTION_SUFFIX`, as far as it is needed to recognize it.
 const REJECTION_MARK: &str = "NOT a tool or system failure";
 
+/// Cline 2.x's `formatResponse.toolDenied()`.
+const LEGACY_DENIED: &str = "The user denied this operation";
+
+/// Cline 2.x's `formatResponse.toolError()` opening (the error follows inside `<error>`).
+const LEGACY_TOOL_ERROR: &str = "The tool execution failed with the following error:";
+
+/// The first lines of a Cline 2.x tool result that report a failure (`execute_command`'s exit
+/// code or signal, `toolError`, `toolDenied`).
+const LEGACY_FAILURE_LINES: [&str; 4] = [
+    "Command failed with exit code",
+    "Command terminated by signal",
+    LEGACY_TOOL_ERROR,
+    LEGACY_DENIED,
+];
+
 impl FailureKind {
     /// The kind a failure's text names; [`FailureKind::ToolError`] when it names none. The
     /// rejection mark is checked first: the reason before it is anyone's text (for example
@@ -56,7 +76,9 @@ impl FailureKind {
             FailureKind::Aborted
         } else if m.contains("timed out after") {
             FailureKind::Timeout
-        } else if m.contains("exited with code") {
+        } else if m.starts_with(LEGACY_DENIED) {
+            FailureKind::Denied
+        } else if m.contains("exited with code") || m.contains("failed with exit code") {
             FailureKind::ExitCode
         } else {
             FailureKind::ToolError
@@ -131,21 +153,50 @@ pub fn outcome(output: Option<&Value>, error: Option<&str>) -> Outcome {
         .map(|items| items.iter().map(item_failure).collect::<Vec<_>>());
     let output_error = output.and_then(|o| o.get("error")).and_then(error_text);
     let typed_error = error.filter(|e| !e.is_empty()).map(str::to_string);
+    let reported = output.and_then(result_text).and_then(reported_failure);
     let flag = output.and_then(|o| o.get("success")).and_then(Value::as_bool);
     let failed_item = items.as_ref().and_then(|items| items.iter().flatten().next());
     let failed = output_error.is_some()
         || typed_error.is_some()
+        || reported.is_some()
         || match flag {
             Some(success) => !success,
             None => failed_item.is_some(),
         };
     let failure = failed.then(|| {
         let message = output_error
+            .or(reported)
             .or_else(|| failed_item.and_then(|f| f.message.clone()))
             .or(typed_error);
         Failure::from_text(message)
     });
     Outcome { failure, items }
+}
+
+/// A tool's result text: the output itself when it is a string, else its `result`.
+fn result_text(output: &Value) -> Option<&str> {
+    output.as_str().or_else(|| output.get("result").and_then(Value::as_str))
+}
+
+/// The failure a result text reports, by its opening line (Cline 2.x, see the module docs): that
+/// line is the message (what follows is the command's output), or, for `toolError`, the error.
+pub fn reported_failure(text: &str) -> Option<String> {
+    let text = text.trim_start();
+    let line = text.lines().next()?.trim_end();
+    if !LEGACY_FAILURE_LINES.iter().any(|l| line.starts_with(l)) {
+        return None;
+    }
+    if line.starts_with(LEGACY_TOOL_ERROR) {
+        let inner = text
+            .split_once("<error>")
+            .and_then(|(_, rest)| rest.split_once("</error>"))
+            .map(|(error, _)| error.trim())
+            .filter(|e| !e.is_empty());
+        if let Some(error) = inner {
+            return Some(error.to_string());
+        }
+    }
+    Some(line.to_string())
 }
 
 fn batch_items(output: &Value) -> Option<&Vec<Value>> {
@@ -292,6 +343,42 @@ mod tests {
             Some((FailureKind::ToolError, Some("EACCES: permission denied".into())))
         );
         assert_eq!(FailureKind::of(None), FailureKind::ToolError);
+    }
+
+    // Cline 2.18's texts (../shared/cline2): `success` is true in each.
+
+    #[test]
+    fn a_legacy_result_text_that_reports_a_failure_is_one() {
+        let exit2 = json!("Command failed with exit code 2.\nOutput:\nls: cannot access '/nonexistent-aep-dir'");
+        assert_eq!(
+            kind_of(exit2, None),
+            Some((FailureKind::ExitCode, Some("Command failed with exit code 2.".into())))
+        );
+        assert!(outcome(
+            Some(&json!("Command executed successfully (exit code 0).\nOutput:\nhi")),
+            None
+        )
+        .is_success());
+        let error = json!("The tool execution failed with the following error:\n<error>\nFile not found: x\n</error>");
+        assert_eq!(
+            kind_of(error, None),
+            Some((FailureKind::ToolError, Some("File not found: x".into())))
+        );
+        assert_eq!(
+            kind_of(json!("The user denied this operation."), None).unwrap().0,
+            FailureKind::Denied
+        );
+        assert_eq!(
+            kind_of(
+                json!({"result": "Command terminated by signal SIGKILL.", "success": true}),
+                None
+            )
+            .unwrap()
+            .0,
+            FailureKind::ToolError
+        );
+        // Only the opening line counts: output that merely mentions it is not a failure.
+        assert!(outcome(Some(&json!("log:\nCommand failed with exit code 1")), None).is_success());
     }
 
     #[test]

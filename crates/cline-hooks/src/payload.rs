@@ -3,6 +3,8 @@
 //!
 //! Only the typed fields are read. Unknown fields and the legacy mirrors (`preToolUse`,
 //! `postToolUse`, `taskStart`, ...: parameters as JSON strings) are tolerated and ignored.
+//! A Cline 2.x payload (PascalCase `hookName`, the legacy objects only) is read by
+//! [`crate::legacy`] into this same shape.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -46,6 +48,12 @@ pub struct HookPayload {
     pub reason: Option<String>,
     #[serde(rename = "preCompact", default)]
     pub pre_compact: Option<PreCompact>,
+    /// The model the task uses (Cline 2.x's `model.slug`; 3.x's payloads name none).
+    #[serde(skip)]
+    pub model: Option<String>,
+    /// Set when the payload came from Cline 2.x ([`crate::legacy::normalize`]).
+    #[serde(skip)]
+    pub legacy: Option<Legacy>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -116,6 +124,34 @@ pub struct PreCompact {
     pub context_raw_path: Option<String>,
 }
 
+/// What only a 2.x payload says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Legacy {
+    /// The 2.x hook name, as fired (`TaskCancel`).
+    pub hook: String,
+    /// A `Notification` hook's object.
+    pub notification: Option<Notification>,
+}
+
+/// `notification`: Cline tells the user something (`task_complete` after `attempt_completion`,
+/// `user_attention` when it waits for an answer, such as `resume_task` or `api_req_failed`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Notification {
+    #[serde(default)]
+    pub event: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(rename = "sourceType", default)]
+    pub source_type: Option<String>,
+    /// Free text (a completion result, an API error's JSON): `redacted`+ only.
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(rename = "requiresUserAction", default)]
+    pub requires_user_action: Option<bool>,
+    #[serde(rename = "waitingForUserInput", default)]
+    pub waiting_for_user_input: Option<bool>,
+}
+
 /// Why a body is not a hook payload we can place on a session.
 #[derive(Debug, thiserror::Error)]
 pub enum PayloadError {
@@ -123,7 +159,7 @@ pub enum PayloadError {
     #[error("hook payload is not JSON: {0}; Cline writes one JSON object to the hook's stdin")]
     Json(#[from] serde_json::Error),
     /// A field of the wrong type. Only its path is said: the value may be a secret.
-    #[error("hook payload field `{0}` does not have the type Cline gives it; is this a Cline 3.x hook payload?")]
+    #[error("hook payload field `{0}` does not have the type Cline gives it; is this a Cline hook payload?")]
     Field(String),
     #[error("hook payload is not a JSON object (got {0}); Cline writes one JSON object to the hook's stdin")]
     NotObject(&'static str),
@@ -136,35 +172,6 @@ pub enum PayloadError {
 }
 
 impl HookPayload {
-    /// Parses a hook body, refusing what cannot be placed on a session.
-    pub fn parse(body: &[u8]) -> Result<Self, PayloadError> {
-        let value: Value = serde_json::from_slice(body)?;
-        Self::from_value(value)
-    }
-
-    pub fn from_value(value: Value) -> Result<Self, PayloadError> {
-        let kind = match &value {
-            Value::Object(_) => None,
-            Value::Null => Some("null"),
-            Value::Bool(_) => Some("a boolean"),
-            Value::Number(_) => Some("a number"),
-            Value::String(_) => Some("a string"),
-            Value::Array(_) => Some("an array"),
-        };
-        if let Some(kind) = kind {
-            return Err(PayloadError::NotObject(kind));
-        }
-        if value.get("hookName").and_then(Value::as_str).is_none_or(str::is_empty) {
-            return Err(PayloadError::NoHookName);
-        }
-        let payload: HookPayload =
-            serde_path_to_error::deserialize(value).map_err(|e| PayloadError::Field(e.path().to_string()))?;
-        if payload.session_key().is_none() {
-            return Err(PayloadError::NoSession);
-        }
-        Ok(payload)
-    }
-
     /// The AEP session: `sessionContext.rootSessionId`, which the hub also speaks, else the
     /// `taskId` (the public fixtures and older Clines carry no session context).
     pub fn session_key(&self) -> Option<&str> {
@@ -173,6 +180,11 @@ impl HookPayload {
             .and_then(|c| c.root_session_id.as_deref())
             .filter(|s| !s.is_empty())
             .or(self.task_id.as_deref().filter(|s| !s.is_empty()))
+    }
+
+    /// The 2.x hook name, when the payload came from Cline 2.x.
+    pub fn legacy_hook(&self) -> Option<&str> {
+        self.legacy.as_ref().map(|l| l.hook.as_str())
     }
 
     /// The agent the hook is about (runs are tracked per agent: a subagent has its own).

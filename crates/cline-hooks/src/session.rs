@@ -32,6 +32,18 @@
 //!   `session_shutdown` Cline 3.0.65's hub fires after a `run.abort`), or the hub's own
 //!   `run.aborted` ([`SessionTracker::close_cancelled`]). The other report finds the run
 //!   closed and is dropped, as any second terminal is.
+//! - Cline 2.x ([`crate::legacy`]) fires `TaskCancel` 60-200 ms after every `TaskComplete` of a
+//!   successful run (its CLI disposes of the task), and the two hook processes can start in
+//!   either order, so the daemon can see the cancel first. A 2.x `TaskCancel` is therefore
+//!   held, not applied: the run's `TaskComplete` arriving after it makes the run
+//!   `run.finished` and the cancel is dropped (as it is when the completion came first: the
+//!   run is closed); any other hook of the session (but a `Notification`, which 2.x fires beside
+//!   them) releases it first, as does the caller once its hold time has passed
+//!   ([`SessionTracker::release_held`]): then it is `run.cancelled {by: "user"}`. The hold is
+//!   memory only: a daemon restarted during it forgets the cancel, and the run ends when Cline's
+//!   process does.
+//! - Tool calls without a call id (2.x gives none) are paired by tool name and order: a result
+//!   answers the oldest pending request of its tool (2.x runs one tool at a time).
 
 use crate::mapping::{
     delegation_stopped, map_hook, run_cancelled_by_shutdown, run_superseded, session_started, Link, MapContext, Mapped,
@@ -40,7 +52,7 @@ use crate::payload::HookPayload;
 use crate::timestamp::{duration_ms, epoch_ms};
 use aep_core::bounded::BoundedMap;
 use serde_json::{json, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Extension attribute on `run.started`: the Cline agent the run belongs to, so recovery can
 /// reopen it (AEP-0001 §5.4 names: `[a-z0-9]{1,20}`).
@@ -49,6 +61,17 @@ pub const AGENT_EXTENSION: &str = "clineagent";
 /// Pending tool calls kept per session; older ones are forgotten (their results then carry no
 /// `cause`), so a runaway session cannot grow memory without bound.
 const MAX_PENDING_TOOLS: usize = 1024;
+
+/// Tool names with pending id-less calls kept per session (see [`MAX_PENDING_TOOLS`]).
+const MAX_PENDING_NAMES: usize = 256;
+
+/// A Cline 2.x `TaskCancel` not applied yet (see the module docs).
+#[derive(Debug, Clone)]
+struct HeldCancel {
+    agent: String,
+    event: Mapped,
+    at: Option<i64>,
+}
 
 /// An event with its identity decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +111,9 @@ pub struct SessionTracker {
     opened: u64,
     /// Run id → the control command that asked to cancel it.
     cancels: HashMap<String, String>,
+    /// Pending id-less tool calls: tool name → their `tool.requested` Events, oldest first.
+    by_name: HashMap<String, VecDeque<String>>,
+    held: Option<HeldCancel>,
 }
 
 impl Default for SessionTracker {
@@ -102,6 +128,8 @@ impl Default for SessionTracker {
             delegations: HashMap::new(),
             opened: 0,
             cancels: HashMap::new(),
+            by_name: HashMap::new(),
+            held: None,
         }
     }
 }
@@ -135,6 +163,49 @@ impl SessionTracker {
     /// the root agent's when several are open.
     pub fn active_run(&self) -> Option<&str> {
         self.runs.values().min_by_key(|r| r.order).map(|r| r.id.as_str())
+    }
+
+    /// Whether a Cline 2.x `TaskCancel` is held (see the module docs): the caller releases it
+    /// with [`SessionTracker::release_held`] once it has waited long enough for the completion.
+    pub fn holds_cancel(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Applies the held `TaskCancel`: `run.cancelled {by: "user"}` for its run if that is still
+    /// open (nothing when it closed meanwhile).
+    pub fn release_held(&mut self, new_id: &mut dyn FnMut() -> String) -> Vec<Planned> {
+        let Some(held) = self.held.take() else {
+            return Vec::new();
+        };
+        self.close_run(&held.agent, held.event, held.at, new_id)
+            .into_iter()
+            .collect()
+    }
+
+    /// A terminal for `agent`'s run: closes it, or, with none open, is emitted alone unless
+    /// the agent's last run is closed already (a second terminal is dropped).
+    fn close_run(
+        &mut self,
+        agent: &str,
+        event: Mapped,
+        at: Option<i64>,
+        new_id: &mut dyn FnMut() -> String,
+    ) -> Option<Planned> {
+        match self.runs.remove(agent) {
+            Some(open) => {
+                self.closed.insert(agent.to_string());
+                let (event, cause) = self.terminal(&open, event, at);
+                Some(Planned {
+                    id: new_id(),
+                    run: Some(open.id),
+                    cause: Some(cause),
+                    agent: None,
+                    event,
+                })
+            }
+            None if self.closed.contains(agent) => None,
+            None => Some(self.stand_alone(event, new_id)),
+        }
     }
 
     /// The `tool.requested` Event of a tool call still waiting for its result.
@@ -218,7 +289,25 @@ impl SessionTracker {
             self.started = true;
             out.push(self.stand_alone(session_started(payload, ctx), new_id));
         }
-        let mapped = map_hook(payload, ctx);
+        let legacy = payload.legacy_hook();
+        if let Some(held) = self.held.take() {
+            match legacy {
+                // The completion of the run the cancel was about: 2.x's trailing cancel.
+                Some("TaskComplete") if held.agent == agent => {}
+                Some("Notification" | "TaskCancel") => self.held = Some(held),
+                _ => out.extend(self.close_run(&held.agent, held.event, held.at, new_id)),
+            }
+        }
+        let mut mapped = map_hook(payload, ctx);
+        if legacy == Some("TaskCancel") {
+            let closed = !self.runs.contains_key(&agent) && self.closed.contains(&agent);
+            if !closed && self.held.is_none() {
+                if let Some(event) = mapped.pop() {
+                    self.held = Some(HeldCancel { agent, event, at });
+                }
+            }
+            return out;
+        }
         if mapped.iter().any(|m| m.link == Link::OpenRun) {
             self.supersede(&agent, &mapped, at, ctx, new_id, &mut out);
         }
@@ -277,6 +366,15 @@ impl SessionTracker {
                 }
                 Link::ToolResolved { call_id } => {
                     let cause = self.tools.remove(&call_id);
+                    out.push(self.in_run(&agent, cause, event, new_id));
+                }
+                Link::ToolRequestedByName { tool } => {
+                    let planned = self.in_run(&agent, None, event, new_id);
+                    self.push_by_name(tool, planned.id.clone());
+                    out.push(planned);
+                }
+                Link::ToolResolvedByName { tool } => {
+                    let cause = self.pop_by_name(&tool);
                     out.push(self.in_run(&agent, cause, event, new_id));
                 }
                 Link::DelegationStarted { child } => {
@@ -366,6 +464,26 @@ impl SessionTracker {
         }
     }
 
+    fn push_by_name(&mut self, tool: String, requested: String) {
+        if !self.by_name.contains_key(&tool) && self.by_name.len() >= MAX_PENDING_NAMES {
+            self.by_name.clear(); // a runaway session: forget, as the bounded id map does
+        }
+        let pending = self.by_name.entry(tool).or_default();
+        if pending.len() >= MAX_PENDING_TOOLS {
+            pending.pop_front();
+        }
+        pending.push_back(requested);
+    }
+
+    fn pop_by_name(&mut self, tool: &str) -> Option<String> {
+        let pending = self.by_name.get_mut(tool)?;
+        let requested = pending.pop_front();
+        if pending.is_empty() {
+            self.by_name.remove(tool);
+        }
+        requested
+    }
+
     fn stand_alone(&self, event: Mapped, new_id: &mut dyn FnMut() -> String) -> Planned {
         Planned {
             id: new_id(),
@@ -399,7 +517,8 @@ impl SessionTracker {
             }
             "run.started" => {
                 self.started = true;
-                if let (Some(agent), Some(run)) = (s(AGENT_EXTENSION), s("run")) {
+                // No `clineagent`: the payloads named no agent (Cline 2.x, the fixtures).
+                if let (agent, Some(run)) = (s(AGENT_EXTENSION).unwrap_or(""), s("run")) {
                     self.opened += 1;
                     let order = self.opened;
                     self.runs.insert(
@@ -423,16 +542,26 @@ impl SessionTracker {
                     }
                 }
             }
-            "tool.requested" => {
-                if let Some(call) = event.pointer("/data/tool/call_id").and_then(Value::as_str) {
+            "tool.requested" => match event.pointer("/data/tool/call_id").and_then(Value::as_str) {
+                Some(call) => {
                     self.tools.insert(call.to_string(), id);
                 }
-            }
-            "tool.completed" | "tool.failed" => {
-                if let Some(call) = event.pointer("/data/tool/call_id").and_then(Value::as_str) {
+                None => {
+                    if let Some(tool) = tool_name(event) {
+                        self.push_by_name(tool.to_string(), id);
+                    }
+                }
+            },
+            "tool.completed" | "tool.failed" => match event.pointer("/data/tool/call_id").and_then(Value::as_str) {
+                Some(call) => {
                     self.tools.remove(call);
                 }
-            }
+                None => {
+                    if let Some(tool) = tool_name(event) {
+                        self.pop_by_name(tool);
+                    }
+                }
+            },
             "delegation.subagent.started" => {
                 if let Some(child) = s("subject") {
                     self.delegations.insert(child.to_string(), id);
@@ -446,6 +575,14 @@ impl SessionTracker {
             _ => {}
         }
     }
+}
+
+/// A logged tool event's tool name: `data.tool.name`, else its `subject` (at capture `none`).
+fn tool_name(event: &Value) -> Option<&str> {
+    event
+        .pointer("/data/tool/name")
+        .or_else(|| event.get("subject"))
+        .and_then(Value::as_str)
 }
 
 impl Planned {

@@ -116,11 +116,26 @@ fn every_mapped_event_is_a_valid_aep_payload_at_every_level() {
         if !dir.is_dir() {
             continue;
         }
+        if dir.ends_with("cline2") {
+            // Cline 2.x captures: `<case>/<file>.json`, each `{payload, meta}`.
+            for case in std::fs::read_dir(dir).unwrap() {
+                let case = case.unwrap().path();
+                if !case.is_dir() {
+                    continue;
+                }
+                for entry in std::fs::read_dir(case).unwrap() {
+                    let capture: Value =
+                        serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+                    inputs.push(capture["payload"].clone());
+                }
+            }
+            continue;
+        }
         for entry in std::fs::read_dir(dir).unwrap() {
             inputs.push(serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap());
         }
     }
-    assert!(inputs.len() >= 35);
+    assert!(inputs.len() >= 35 + 60);
     for level in Capture::ALL {
         for input in &inputs {
             for (i, m) in map_at(input, level).into_iter().enumerate() {

@@ -275,9 +275,13 @@ impl<'p> Projector<'p> {
             .session
             .get_or_insert_with(|| origin.session.map(str::to_string).unwrap_or_else(id::new_id))
             .clone();
-        let time = match origin.ts.filter(|ts| RFC3339.is_match(ts)) {
-            Some(ts) => ts.to_string(),
-            None => self.last_time.clone().unwrap_or_else(id::now_rfc3339),
+        // The records' own times, never earlier than the last one (AEP-0001 §5: a stream's
+        // times do not run backwards); the processing time only when no record had a time yet.
+        let time = match (origin.ts.filter(|ts| RFC3339.is_match(ts)), &self.last_time) {
+            (Some(ts), Some(last)) if before(ts, last) => last.clone(),
+            (Some(ts), _) => ts.to_string(),
+            (None, Some(last)) => last.clone(),
+            (None, None) => id::now_rfc3339(),
         };
         self.last_time = Some(time.clone());
         let event_id = id::new_id();
@@ -304,6 +308,14 @@ impl<'p> Projector<'p> {
         e.check()?;
         out.push(e);
         Ok(event_id)
+    }
+}
+
+/// Whether RFC 3339 time `a` is before `b` (either unreadable: no).
+fn before(a: &str, b: &str) -> bool {
+    match (humantime::parse_rfc3339_weak(a), humantime::parse_rfc3339_weak(b)) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => false,
     }
 }
 

@@ -19,7 +19,7 @@ mod usage;
 
 pub use driver::{run, Format, StreamError};
 pub use event::{Body, Event, ToolEvent};
-pub use normalize::LineError;
+pub use normalize::{LineError, LEGACY_USAGE_NOTE};
 pub use price::{openrouter_id, Cost, Price, PriceError, PriceTable, Pricing, SNAPSHOT_DATE};
 pub use summary::{Abort, Lines, ModelSummary, Summary};
 pub use tools::ToolKind;

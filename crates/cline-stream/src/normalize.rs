@@ -12,6 +12,21 @@
 //!   after a failed tool ("1 tool call(s) failed: …", `recoverable: true`); it is reported
 //!   as is, because it is what the agent saw.
 //!
+//! Cline 2.x (`cline@2.18`: flat say/ask records, `task_started` first, `{"type": "error"}` last
+//! when it failed) ends its runs without a `run_result`, so its terminals are read from the
+//! records that end them: say `completion_result` → the run finished (`completed`); ask
+//! `api_req_failed`, or the final `error` record when no terminal came before it → the run
+//! failed (`api_req_failed`, `error`). The model is each record's `modelInfo` (provider
+//! `openai`, 2.x's OpenAI-compatible one, reads `openai-compatible` as in 3.x); say
+//! `error_retry` is an `error` event (`name: "error_retry"`) and is counted in the summary's
+//! `retries` (its last one, `failed: true`, says the retries are exhausted and is not a retry);
+//! say `api_req_retried` is consumed. `task_started` names the session (2.x's hooks key
+//! sessions by the same task id) and starts no run by itself: it has no `ts`, and the run's
+//! time is the first timed record's. 2.x prints no token counts (`api_req_started` is printed
+//! before its usage is known and never again), so the summary says where they are. Its tool
+//! records (say `command`, `tool`, ask `command_output`) stay `unknown`: they name no call and
+//! no verdict, and are not reconstructed.
+//!
 //! Some models fold their reasoning into the visible text; then there is no `reasoning`
 //! event, by design: the normalizer does not guess at text.
 
@@ -119,6 +134,13 @@ pub(crate) struct Normalizer {
     aborted: Option<Abort>,
     events: BTreeMap<&'static str, u64>,
     records: u64,
+    /// A Cline 2.x record was seen.
+    legacy: bool,
+    /// The 2.x run was ended by one of its records (see the module docs).
+    legacy_ended: bool,
+    /// The first record time (epoch ms), for a 2.x run's duration.
+    first_ms: Option<i64>,
+    retries: u64,
 }
 
 impl Normalizer {
@@ -136,13 +158,19 @@ impl Normalizer {
             self.session = parsed.session;
         }
         let ts = parsed.ts;
+        if self.first_ms.is_none() {
+            self.first_ms = ts.as_deref().and_then(epoch_ms);
+        }
         let mut ctx = Ctx {
             state: self,
             line,
             ts: ts.as_deref(),
             sink,
         };
-        if !matches!(parsed.record, Record::RunAborted { .. }) {
+        if !matches!(
+            parsed.record,
+            Record::RunAborted { .. } | Record::TaskStarted { .. } | Record::Error { .. }
+        ) {
             ctx.fact(Fact::Activity)?;
         }
         match parsed.record {
@@ -180,6 +208,25 @@ impl Normalizer {
                     message: abort.message,
                 })?;
             }
+            Record::TaskStarted { task_id } => {
+                let s = &mut *ctx.state;
+                s.legacy = true;
+                if s.session.is_none() {
+                    s.session = task_id;
+                }
+            }
+            Record::Error { message } => {
+                ctx.state.legacy = true;
+                // After `api_req_failed` it restates that error: the run has failed already.
+                if !ctx.state.legacy_ended {
+                    ctx.event(Body::Error {
+                        name: None,
+                        message: message.as_deref().unwrap_or_default().to_string(),
+                        recoverable: Some(false),
+                    })?;
+                    ctx.legacy_end("error")?;
+                }
+            }
             Record::Legacy(legacy) => ctx.legacy(legacy)?,
         }
         Ok(())
@@ -199,6 +246,7 @@ impl Normalizer {
         let provider = self.model.as_ref().and_then(|m| m.provider.as_deref());
         let model_id = self.model.as_ref().and_then(|m| m.id.as_deref());
         let (cost, cost_note) = match &tokens {
+            None if self.legacy => (None, Some(LEGACY_USAGE_NOTE.to_string())),
             None => (
                 None,
                 Some("the stream carried no usage totals (no run_result)".to_string()),
@@ -226,11 +274,23 @@ impl Normalizer {
                 records: self.records,
                 ..lines
             },
+            retries: self.retries,
             tokens,
             cost,
             cost_note,
         })
     }
+}
+
+/// Where a Cline 2.x run's usage is, since its stream has none.
+pub const LEGACY_USAGE_NOTE: &str = "Cline 2.x streams carry no token counts: they are in its task history on disk \
+($CLINE_DIR/data/state/taskHistory.json per task, data/tasks/<taskId>/ui_messages.json per request); \
+`aep-cline usage` reads them";
+
+/// An RFC 3339 time as epoch milliseconds.
+fn epoch_ms(ts: &str) -> Option<i64> {
+    let at = humantime::parse_rfc3339_weak(ts).ok()?;
+    i64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()
 }
 
 /// Why [`Normalizer::push`] failed.
@@ -522,8 +582,37 @@ impl<S: Sink> Ctx<'_, '_, S> {
         })
     }
 
+    /// A Cline 2.x run's terminal, read from the record that ends it (see the module docs).
+    fn legacy_end(&mut self, reason: &str) -> Result<(), StreamError> {
+        let s = &mut *self.state;
+        s.legacy_ended = true;
+        s.finish_reason = Some(reason.to_string());
+        s.duration_ms = match (s.first_ms, self.ts.and_then(epoch_ms)) {
+            (Some(start), Some(end)) => u64::try_from(end - start).ok(),
+            _ => None,
+        };
+        let end = RunEnd {
+            finish_reason: s.finish_reason.clone(),
+            duration_ms: s.duration_ms,
+            usage: None,
+            model: s.model.clone(),
+        };
+        self.fact(Fact::RunEnded(&end))
+    }
+
     /// Cline 2.x say/ask records, mapped conservatively.
     fn legacy(&mut self, l: Legacy<'_>) -> Result<(), StreamError> {
+        if matches!(l.ty.as_deref(), Some("say" | "ask")) {
+            self.state.legacy = true;
+            if let Some(mut model) = l.model.clone() {
+                // 2.x's provider `openai` is its OpenAI-compatible one (any server; OpenAI itself
+                // is `openai-native`): 3.x calls it `openai-compatible`, and so do prices.
+                if model.provider.as_deref() == Some("openai") {
+                    model.provider = Some("openai-compatible".into());
+                }
+                self.state.model = Some(model);
+            }
+        }
         if l.partial {
             // A streaming fragment: the complete record that follows restates it.
             return Ok(());
@@ -531,21 +620,51 @@ impl<S: Sink> Ctx<'_, '_, S> {
         let text = l.text.as_deref().unwrap_or_default();
         let has_text = !text.trim().is_empty();
         let body = match (l.ty.as_deref(), l.say.as_deref(), l.ask.as_deref()) {
-            (Some("say"), Some("text" | "completion_result"), _) => {
-                has_text.then(|| Body::AgentMessage { text: text.to_string() })
+            (Some("say"), Some("completion_result"), _) => {
+                if has_text {
+                    self.state.text = Some(text.to_string());
+                    self.event(Body::AgentMessage { text: text.to_string() })?;
+                }
+                return self.legacy_end("completed");
             }
+            (Some("say"), Some("text"), _) => has_text.then(|| Body::AgentMessage { text: text.to_string() }),
             (Some("ask"), _, Some("followup")) => {
                 let question = followup_question(text);
                 (!question.trim().is_empty()).then_some(Body::AgentMessage { text: question })
             }
             (Some("say"), Some("reasoning"), _) => has_text.then(|| Body::Reasoning { text: text.to_string() }),
-            (Some("say"), Some("error" | "api_req_failed"), _) | (Some("ask"), _, Some("api_req_failed")) => {
-                Some(Body::Error {
+            (Some("ask"), _, Some("api_req_failed")) => {
+                self.event(Body::Error {
                     name: None,
                     message: text.to_string(),
-                    recoverable: None,
+                    recoverable: Some(false),
+                })?;
+                return self.legacy_end("api_req_failed");
+            }
+            (Some("say"), Some("error" | "api_req_failed"), _) => Some(Body::Error {
+                name: None,
+                message: text.to_string(),
+                recoverable: None,
+            }),
+            (Some("say"), Some("error_retry"), _) => {
+                // `{attempt, maxAttempts, delaySeconds, failed?, errorMessage}`.
+                let retry: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                let exhausted = retry.get("failed").and_then(Value::as_bool).unwrap_or(false);
+                if !exhausted {
+                    self.state.retries += 1;
+                }
+                let message = retry
+                    .get("errorMessage")
+                    .and_then(Value::as_str)
+                    .unwrap_or(text)
+                    .to_string();
+                Some(Body::Error {
+                    name: Some("error_retry".into()),
+                    message,
+                    recoverable: Some(!exhausted),
                 })
             }
+            (Some("say"), Some("api_req_retried"), _) => None,
             (Some("say"), Some(say), _) => {
                 return self.unknown(
                     format!("say.{say}"),

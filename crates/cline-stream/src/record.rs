@@ -38,6 +38,11 @@ pub(crate) enum Record<'a> {
         reason: Option<Cow<'a, str>>,
         message: Option<Cow<'a, str>>,
     },
+    /// `task_started` (Cline 2.x, the first line): the task id, which the 2.x hooks also use
+    /// as the session.
+    TaskStarted { task_id: Option<String> },
+    /// `{"type": "error", "message"}` (Cline 2.x, the last line of a failed run).
+    Error { message: Option<Cow<'a, str>> },
     /// Anything else: a Cline 2.x flat say/ask record (or something newer we do not know).
     Legacy(Legacy<'a>),
 }
@@ -73,6 +78,17 @@ pub(crate) struct Legacy<'a> {
     pub text: Option<Cow<'a, str>>,
     /// A streaming fragment that a later complete record restates.
     pub partial: bool,
+    /// `modelInfo`: the model the record was made with.
+    pub model: Option<ModelRef>,
+}
+
+/// A 2.x record's `modelInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+struct ModelInfo {
+    #[serde(rename = "modelId", default)]
+    model_id: Option<String>,
+    #[serde(rename = "providerId", default)]
+    provider_id: Option<String>,
 }
 
 /// The nested `event` of an `agent_event` record.
@@ -149,6 +165,10 @@ struct Raw<'a> {
     ask: Option<Cow<'a, str>>,
     #[serde(default)]
     partial: Option<bool>,
+    #[serde(rename = "modelInfo", default, deserialize_with = "opt_object")]
+    model_info: Option<ModelInfo>,
+    #[serde(rename = "taskId", default, deserialize_with = "opt_id")]
+    task_id: Option<String>,
 }
 
 /// Parses one non-empty line.
@@ -176,12 +196,18 @@ pub(crate) fn parse(line: &str) -> Result<Parsed<'_>, serde_json::Error> {
             reason: raw.reason,
             message: raw.message,
         },
+        Some("task_started") => Record::TaskStarted { task_id: raw.task_id },
+        Some("error") => Record::Error { message: raw.message },
         _ => Record::Legacy(Legacy {
             ty: raw.ty,
             say: raw.say,
             ask: raw.ask,
             text: raw.text,
             partial: raw.partial.unwrap_or(false),
+            model: raw.model_info.map(|m| ModelRef {
+                id: m.model_id,
+                provider: m.provider_id,
+            }),
         }),
     };
     Ok(Parsed {

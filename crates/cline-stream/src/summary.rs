@@ -10,19 +10,22 @@ use std::collections::BTreeMap;
 pub struct Summary {
     /// The first `sessionId`/`session_id`/`id` seen; Cline 3.0.65 writes none.
     pub session: Option<String>,
-    /// `run_result.model`.
+    /// `run_result.model` (Cline 2.x: the last record's `modelInfo`).
     pub model: Option<ModelSummary>,
-    /// `run_result.finishReason` (`completed`, `aborted`, ...).
+    /// `run_result.finishReason` (`completed`, `aborted`, ...); Cline 2.x: `completed` at
+    /// `completion_result`, `api_req_failed`, or `error` (the final error record).
     pub finish_reason: Option<String>,
     /// From `run_aborted`.
     pub aborted: Option<Abort>,
     pub iterations: Option<u64>,
     pub duration_ms: Option<u64>,
-    /// `run_result.text`: the agent's final answer.
+    /// `run_result.text` (Cline 2.x: `completion_result`): the agent's final answer.
     pub text: Option<String>,
     /// Normalized events written, by `type`.
     pub events: BTreeMap<String, u64>,
     pub lines: Lines,
+    /// Model request retries (Cline 2.x `error_retry`; 3.x reports none).
+    pub retries: u64,
     /// The usage totals of the last record carrying them, as token classes.
     pub tokens: Option<TokenClasses>,
     /// `null` when no price is known; `cost_note` says why.

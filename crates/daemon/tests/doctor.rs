@@ -74,7 +74,7 @@ async fn a_working_setup_says_so_and_exits_0() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.ends_with("everything works\n"), "{text}");
     assert!(
-        line(&text, "hooks")[0].starts_with("ok    hooks    9 hook files in"),
+        line(&text, "hooks")[0].starts_with("ok    hooks    11 hook files in") && text.contains("(Cline 2.x reads it)"),
         "{text}"
     );
     assert!(
@@ -118,7 +118,8 @@ async fn each_problem_fails_with_its_fix() {
     install(&sandbox, &["--project", project.path().to_str().unwrap()]);
     let (code, text) = doctor(&sandbox, project.path());
     assert_eq!(code, 1);
-    assert!(text.contains("aep-cline hooks are installed in 2 folders"), "{text}");
+    assert!(text.contains("Cline 3.x runs aep-cline hooks from 2 folders"), "{text}");
+    assert!(text.contains("Cline 2.x runs aep-cline hooks from 2 folders"), "{text}");
     let out = sandbox.run(
         &[
             "install-hooks",

@@ -1,5 +1,9 @@
-//! `aep-cline install-hooks`: the nine files, idempotence, foreign files left alone, and an
-//! uninstall that removes only its own.
+//! `aep-cline install-hooks`: the files for both Cline generations, in the folders each reads,
+//! idempotence, foreign files left alone, and an uninstall that removes only its own.
+//!
+//! Cline 2.x's global folder is `$(xdg-user-dir DOCUMENTS)/Cline/Hooks`: these tests run the real
+//! `xdg-user-dir` (Debian's `xdg-user-dirs`, which `.ci/run` installs) with `HOME` and
+//! `XDG_CONFIG_HOME` in the sandbox.
 
 mod support;
 
@@ -8,28 +12,65 @@ use support::daemon::{real_payload, Sandbox, BIN};
 
 use aep_cline::cli::install::HOOK_FILES as FILES;
 
+/// `HOME` is the sandbox root; `XDG_CONFIG_HOME` pinned under it (what xdg-user-dir reads).
+fn xdg(sb: &Sandbox) -> String {
+    assert!(
+        std::process::Command::new("xdg-user-dir")
+            .arg("DOCUMENTS")
+            .output()
+            .is_ok(),
+        "xdg-user-dir is missing: install Debian's xdg-user-dirs (Cline 2.x asks it for its hook folder)"
+    );
+    sb.root.path().join(".config").to_str().unwrap().to_string()
+}
+
 #[test]
-fn installs_nine_executable_hooks_into_cline_dir_and_is_idempotent() {
+fn installs_every_hook_for_both_generations_and_is_idempotent() {
     let sb = Sandbox::new();
     let cline_dir = sb.root.path().join("cline-home");
     let cline = cline_dir.to_str().unwrap();
-    let out = sb.run(&["install-hooks"], &[("CLINE_DIR", cline)]);
+    let config = xdg(&sb);
+    let env = [("CLINE_DIR", cline), ("XDG_CONFIG_HOME", config.as_str())];
+    let out = sb.run(&["install-hooks"], &env);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    // No user-dirs.dirs: `xdg-user-dir DOCUMENTS` says $HOME, so 2.x reads $HOME/Cline/Hooks,
+    // which 3.x does not: one folder per generation.
     let hooks = cline_dir.join("hooks");
-    for name in FILES {
-        let path = hooks.join(name);
-        let meta = std::fs::metadata(&path).unwrap_or_else(|_| panic!("{name} missing"));
-        assert_eq!(meta.permissions().mode() & 0o111, 0o111, "{name} is executable");
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.starts_with("#!/bin/sh\n"));
-        assert!(
-            text.contains(" hook; fi\n") && text.contains("AEP_CLINE_STATE_DIR="),
-            "{text}"
-        );
+    let hooks2 = sb.root.path().join("Cline").join("Hooks");
+    assert!(
+        said.contains(&format!("covers  Cline 3.x: {}\n", hooks.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("covers  Cline 2.x: {}\n", hooks2.display())),
+        "{said}"
+    );
+    assert!(!sb.root.path().join("Documents").exists());
+    for dir in [&hooks, &hooks2] {
+        for name in FILES {
+            let path = dir.join(name);
+            let meta = std::fs::metadata(&path).unwrap_or_else(|_| panic!("{name} missing in {}", dir.display()));
+            assert_eq!(meta.permissions().mode() & 0o111, 0o111, "{name} is executable");
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(text.starts_with("#!/bin/sh\n"));
+            assert!(
+                text.contains(" hook; fi\n") && text.contains("AEP_CLINE_STATE_DIR="),
+                "{text}"
+            );
+        }
     }
-    let again = sb.run(&["install-hooks"], &[("CLINE_DIR", cline)]);
+    assert!(FILES.contains(&"Notification") && FILES.len() == 11);
+    let again = sb.run(&["install-hooks"], &env);
     assert!(again.status.success());
-    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("unchanged").count(), 9);
+    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("unchanged").count(), 22);
+
+    // Uninstall clears both.
+    let out = sb.run(&["install-hooks", "--uninstall"], &env);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).matches("removed").count(), 22);
+    assert_eq!(std::fs::read_dir(&hooks2).unwrap().count(), 0);
+    assert!(sb.run(&["install-hooks"], &env).status.success());
 
     // A hook file runs the shim for real: the payload reaches the spool (no daemon yet).
     let status = std::process::Command::new(hooks.join("PreToolUse"))
@@ -49,10 +90,58 @@ fn tempfile_with(bytes: &[u8]) -> std::path::PathBuf {
 }
 
 #[test]
+fn documents_is_the_one_global_folder_when_both_generations_read_it() {
+    let sb = Sandbox::new();
+    let cline_dir = sb.root.path().join("cline-home");
+    let config = xdg(&sb);
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        std::path::Path::new(&config).join("user-dirs.dirs"),
+        "XDG_DOCUMENTS_DIR=\"$HOME/Documents\"\n",
+    )
+    .unwrap();
+    let env = [
+        ("CLINE_DIR", cline_dir.to_str().unwrap()),
+        ("XDG_CONFIG_HOME", config.as_str()),
+    ];
+    let out = sb.run(&["install-hooks"], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let documents = sb.root.path().join("Documents/Cline/Hooks");
+    assert!(
+        said.contains(&format!("covers  Cline 3.x and 2.x: {}\n", documents.display())),
+        "{said}"
+    );
+    assert_eq!(said.matches("installed").count(), 11, "{said}");
+    for name in FILES {
+        assert!(documents.join(name).is_file(), "{name}");
+    }
+    assert!(
+        !cline_dir.join("hooks").exists(),
+        "3.x reads Documents too: no second folder"
+    );
+}
+
+#[test]
+fn project_hooks_go_to_clinerules_which_both_generations_read() {
+    let sb = Sandbox::new();
+    let project = sb.root.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let out = sb.run(&["install-hooks", "--project", project.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let hooks = project.join(".clinerules/hooks");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("covers  Cline 3.x and 2.x: {}\n", hooks.display())));
+    for name in FILES {
+        assert!(hooks.join(name).is_file(), "{name}");
+    }
+    assert!(!project.join(".cline").exists());
+}
+
+#[test]
 fn a_foreign_hook_file_is_never_overwritten_and_uninstall_removes_only_ours() {
     let sb = Sandbox::new();
     let project = sb.root.path().join("proj");
-    let hooks = project.join(".cline").join("hooks");
+    let hooks = project.join(".clinerules").join("hooks");
     std::fs::create_dir_all(&hooks).unwrap();
     std::fs::write(hooks.join("PreToolUse"), "#!/bin/sh\necho mine\n").unwrap();
     let out = sb.run(&["install-hooks", "--project", project.to_str().unwrap()], &[]);
@@ -66,7 +155,7 @@ fn a_foreign_hook_file_is_never_overwritten_and_uninstall_removes_only_ours() {
         std::fs::read_to_string(hooks.join("PreToolUse")).unwrap(),
         "#!/bin/sh\necho mine\n"
     );
-    assert!(hooks.join("TaskStart").exists(), "the other eight are installed");
+    assert!(hooks.join("TaskStart").exists(), "the other ten are installed");
     let out = sb.run(
         &["install-hooks", "--project", project.to_str().unwrap(), "--uninstall"],
         &[],
@@ -91,6 +180,7 @@ fn a_reader_that_closes_early_gets_every_file_written_and_no_panic() {
     let mut child = std::process::Command::new(BIN)
         .arg("install-hooks")
         .env("HOME", sb.root.path())
+        .env("XDG_CONFIG_HOME", xdg(&sb))
         .env("CLINE_DIR", &cline_dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -108,7 +198,7 @@ fn a_reader_that_closes_early_gets_every_file_written_and_no_panic() {
         .iter()
         .map(|name| std::fs::read_to_string(cline_dir.join("hooks").join(name)).unwrap())
         .collect();
-    assert_eq!(scripts.len(), 1, "all nine files point at one binary");
+    assert_eq!(scripts.len(), 1, "all eleven files point at one binary");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! what to do. Exit 1 when something is wrong (a FAIL line); warnings alone exit 0.
 
 use super::client::{Daemon, LogArgs};
-use super::install::HOOK_FILES;
+use super::install::{Folder, HOOK_FILES};
 use super::out;
 use crate::state;
 use serde_json::Value;
@@ -11,10 +11,11 @@ use std::time::{Duration, SystemTime};
 
 /// Check the setup: hook files, the daemon, logs, spool, hub tap, relay, JetStream sink; what to do if not.
 ///
-/// Looks in all four folders Cline 3.0.65 runs hook files from (~/Documents/Cline/Hooks,
-/// $CLINE_DIR/hooks, <project>/.clinerules/hooks, <project>/.cline/hooks), flags aep-cline hooks
-/// installed in more than one (each hook would fire twice) and hooks that run a missing binary
-/// or another version; then asks the running daemon (through its discovery file and token)
+/// Looks in every folder Cline runs hook files from: 3.x's four (~/Documents/Cline/Hooks,
+/// $CLINE_DIR/hooks, <project>/.clinerules/hooks, <project>/.cline/hooks) and 2.x's
+/// ($(xdg-user-dir DOCUMENTS)/Cline/Hooks, <project>/.clinerules/hooks); flags aep-cline hooks
+/// one generation runs from more than one folder (each hook would fire twice), a generation
+/// that runs none, and hooks that run a missing binary or another version; then asks the running daemon (through its discovery file and token)
 /// how it is. Prints one line per check; exits 1 if any check fails.
 #[derive(clap::Args, Debug)]
 pub struct DoctorArgs {
@@ -105,19 +106,11 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<std::process::ExitCode> {
     })
 }
 
-/// The four folders Cline 3.0.65 runs hook files from.
-pub fn hook_folders(project: &Path) -> Vec<PathBuf> {
-    let home = state::home().unwrap_or_default();
-    let cline_dir = std::env::var_os("CLINE_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| home.join(".cline"));
-    vec![
-        home.join("Documents").join("Cline").join("Hooks"),
-        cline_dir.join("hooks"),
-        project.join(".clinerules").join("hooks"),
-        project.join(".cline").join("hooks"),
-    ]
+/// Every folder Cline runs hook files from (either generation), with who reads it.
+pub fn hook_folders(project: &Path) -> Vec<Folder> {
+    let mut folders = super::install::global_folders().unwrap_or_default();
+    folders.extend(super::install::project_folders(project));
+    folders
 }
 
 /// A hook file in a folder: which hook (Cline: the file name without extension, any case).
@@ -168,8 +161,9 @@ fn shell_word(text: &str) -> (String, &str) {
 }
 
 fn hooks(r: &mut Report, project: &Path, exe: Option<&Path>) {
-    let mut installed = Vec::new();
-    for dir in hook_folders(project) {
+    let mut installed: Vec<Folder> = Vec::new();
+    for folder in hook_folders(project) {
+        let dir = folder.path.clone();
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         let mut ours = Vec::new();
         let mut foreign = Vec::new();
@@ -235,7 +229,12 @@ fn hooks(r: &mut Report, project: &Path, exe: Option<&Path>) {
         if problems.is_empty() {
             r.ok(
                 "hooks",
-                format!("{} hook files in {} run {shown}", ours.len(), dir.display()),
+                format!(
+                    "{} hook files in {} ({} reads it) run {shown}",
+                    ours.len(),
+                    dir.display(),
+                    folder.readers.names()
+                ),
             );
         } else {
             r.fail(
@@ -244,24 +243,40 @@ fn hooks(r: &mut Report, project: &Path, exe: Option<&Path>) {
                 "run `aep-cline install-hooks` (with --project DIR for a project folder) with this binary",
             );
         }
-        installed.push(dir);
+        installed.push(folder);
     }
-    match installed.len() {
-        0 => r.fail(
+    if installed.is_empty() {
+        r.fail(
             "hooks",
             "no aep-cline hook files in any folder Cline reads",
             "run `aep-cline install-hooks` (Cline then runs the shim for every hook)",
-        ),
-        1 => {}
-        _ => r.fail(
-            "hooks",
-            format!(
-                "aep-cline hooks are installed in {} folders ({}): Cline runs all of them, so every hook fires more than once",
-                installed.len(),
-                installed.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+        return;
+    }
+    for (generation, reads) in [
+        ("Cline 3.x", (|f: &Folder| f.readers.v3) as fn(&Folder) -> bool),
+        ("Cline 2.x", |f: &Folder| f.readers.v2),
+    ] {
+        let read: Vec<String> = installed
+            .iter()
+            .filter(|f| reads(f))
+            .map(|f| f.path.display().to_string())
+            .collect();
+        match read.len() {
+            0 => r.info(
+                "hooks",
+                format!("{generation} runs no aep-cline hooks here: `aep-cline install-hooks` covers both generations"),
             ),
-            "keep one: `aep-cline install-hooks --uninstall` (or with --project DIR) removes the others",
-        ),
+            1 => {}
+            n => r.fail(
+                "hooks",
+                format!(
+                    "{generation} runs aep-cline hooks from {n} folders ({}), so every hook fires more than once",
+                    read.join(", ")
+                ),
+                "keep one: `aep-cline install-hooks --uninstall` (or with --project DIR) removes the others",
+            ),
+        }
     }
 }
 

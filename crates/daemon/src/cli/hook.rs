@@ -48,13 +48,14 @@ pub fn run() -> std::process::ExitCode {
             return std::process::ExitCode::SUCCESS;
         }
     };
-    let parent = std::os::unix::process::parent_id();
+    let (parent, parent_started) =
+        crate::lane::parent::hook_runner(std::os::unix::process::parent_id(), is_legacy(&body));
     let spooled = Spooled {
         delivery: firing::delivery_id(&body),
         body: String::from_utf8_lossy(&body).into_owned(),
         fired: Some(fired),
         parent: Some(parent),
-        parent_started: crate::lane::parent::start_time(parent),
+        parent_started,
     };
     match deliver(&state_dir, &spooled, &body, started + SHIM_WAIT) {
         Delivered::Recorded => {}
@@ -73,6 +74,22 @@ pub fn run() -> std::process::ExitCode {
         },
     }
     std::process::ExitCode::SUCCESS
+}
+
+/// Whether the payload is Cline 2.x's: a PascalCase `hookName` (3.x's are snake_case). 2.x
+/// writes it second, after `clineVersion`, so only the payload's head is looked at: the shim
+/// does not parse the body.
+fn is_legacy(body: &[u8]) -> bool {
+    const KEY: &[u8] = b"\"hookName\"";
+    let head = &body[..body.len().min(512)];
+    let Some(at) = head.windows(KEY.len()).position(|w| w == KEY) else {
+        return false;
+    };
+    let mut rest = head[at + KEY.len()..]
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace());
+    rest.next() == Some(b':') && rest.next() == Some(b'"') && rest.next().is_some_and(|b| b.is_ascii_uppercase())
 }
 
 fn deliver(state_dir: &Path, firing: &Spooled, body: &[u8], deadline: Instant) -> Delivered {
@@ -173,4 +190,21 @@ fn post(addr: SocketAddr, token: &str, firing: &Spooled, body: &[u8], deadline: 
             .then(|| value.trim().to_string())
     });
     Ok(Answer { status, proof })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_2x_payload_is_told_by_its_pascal_case_hook_name() {
+        use super::is_legacy;
+        assert!(is_legacy(
+            br#"{"clineVersion":"3.82.0","hookName":"PreToolUse","taskId":"1"}"#
+        ));
+        assert!(is_legacy(b"{\n  \"hookName\" : \"TaskStart\"}"));
+        assert!(!is_legacy(br#"{"hookName":"tool_call","taskId":"conv_1"}"#));
+        assert!(!is_legacy(br#"{"taskId":"1"}"#));
+        assert!(!is_legacy(b"\"hookName\""));
+        let late = format!(r#"{{"pad":"{}","hookName":"TaskStart"}}"#, "x".repeat(600));
+        assert!(!is_legacy(late.as_bytes()), "only the head is read");
+    }
 }

@@ -1,11 +1,22 @@
-//! `aep-cline install-hooks`: writes the nine hook files that make Cline run the shim.
+//! `aep-cline install-hooks`: writes the hook files that make both Cline generations run the
+//! shim, in one install.
 //!
-//! Cline 3.0.65 runs every hook file it finds in `~/Documents/Cline/Hooks`, `$CLINE_DIR/hooks`
-//! (default `~/.cline/hooks`), `<cwd>/.clinerules/hooks` and `<cwd>/.cline/hooks`; the file
-//! name (case-insensitive, extension optional) names the hook. `--hooks-dir` and
-//! `CLINE_HOOKS_DIR` are accepted by the CLI but ignored, so this writes into one of those
-//! folders. Each file carries a marker line: files with it are ours to update or remove; any
-//! other file is never touched.
+//! - Cline 3.x (CLI 3.0.65) runs every hook file it finds in `~/Documents/Cline/Hooks`,
+//!   `$CLINE_DIR/hooks` (default `~/.cline/hooks`), `<cwd>/.clinerules/hooks` and
+//!   `<cwd>/.cline/hooks`; the file name (any case, extension optional) names the hook.
+//!   `--hooks-dir` and `CLINE_HOOKS_DIR` are accepted by that CLI but ignored.
+//! - Cline 2.x (CLI 2.18, whose core the VS Code extension shares) runs only files named exactly
+//!   like the hook, with no extension, from its `--hooks-dir`, from
+//!   `$(xdg-user-dir DOCUMENTS)/Cline/Hooks` on Linux (`~/Documents/Cline/Hooks` when
+//!   `xdg-user-dir` is missing or says nothing, and on other systems) and from
+//!   `<workspace>/.clinerules/hooks`. Without a `user-dirs.dirs`, `xdg-user-dir DOCUMENTS` says
+//!   `$HOME`, so 2.x then reads `$HOME/Cline/Hooks`.
+//!
+//! So the files are named exactly like the hooks, without extension (which both read), and go
+//! where both generations look: globally `~/Documents/Cline/Hooks` when 2.x reads it too (one
+//! folder for both), else `$CLINE_DIR/hooks` for 3.x and 2.x's own folder; with `--project`,
+//! `<DIR>/.clinerules/hooks`, which both read. Each file carries a marker line: files with it are
+//! ours to update or remove; any other file is never touched.
 
 use super::out;
 use anyhow::{bail, Context};
@@ -13,8 +24,10 @@ use clap::Args;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// The hook files Cline 3.0.65 knows, by file name (PreCompact has none).
-pub const HOOK_FILES: [&str; 9] = [
+/// The hook files written, by file name: the union of what Cline 3.0.65 knows (TaskError and
+/// SessionShutdown are 3.x's only) and what 2.18 knows (Notification and PreCompact are 2.x's
+/// only); each generation ignores the names it does not know.
+pub const HOOK_FILES: [&str; 11] = [
     "TaskStart",
     "TaskResume",
     "TaskCancel",
@@ -24,96 +37,223 @@ pub const HOOK_FILES: [&str; 9] = [
     "PostToolUse",
     "UserPromptSubmit",
     "SessionShutdown",
+    "Notification",
+    "PreCompact",
 ];
 
 const MARKER: &str = "# aep-cline-hook: written by `aep-cline install-hooks`";
 
-/// Install (or remove) the Cline hook files that forward every hook to the aep-cline daemon.
+/// Which Cline generations run the hook files of a folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Readers {
+    /// Cline 2.x: the CLI 2.18 and the VS Code extension's core.
+    pub v2: bool,
+    /// Cline 3.x: the CLI 3.0.65 and its hub.
+    pub v3: bool,
+}
+
+impl Readers {
+    const BOTH: Readers = Readers { v2: true, v3: true };
+    const V2: Readers = Readers { v2: true, v3: false };
+    const V3: Readers = Readers { v2: false, v3: true };
+
+    /// `Cline 3.x and 2.x`, for people.
+    pub fn names(self) -> &'static str {
+        match (self.v3, self.v2) {
+            (true, true) => "Cline 3.x and 2.x",
+            (true, false) => "Cline 3.x",
+            (false, true) => "Cline 2.x",
+            (false, false) => "no Cline",
+        }
+    }
+}
+
+/// A folder Cline reads hook files from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folder {
+    pub path: PathBuf,
+    pub readers: Readers,
+}
+
+/// The folder Cline 2.x reads for every workspace, computed as 2.18 does: on Linux what
+/// `xdg-user-dir DOCUMENTS` prints (when it is on PATH and prints something), else
+/// `~/Documents`; then `Cline/Hooks`. Run with the environment Cline runs with (`HOME`,
+/// `XDG_CONFIG_HOME`), since `xdg-user-dir` reads `user-dirs.dirs` from there.
+pub fn global_dir_2x(home: &Path) -> PathBuf {
+    let documents = if cfg!(target_os = "linux") {
+        std::process::Command::new("xdg-user-dir")
+            .arg("DOCUMENTS")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+    } else {
+        None
+    };
+    documents
+        .unwrap_or_else(|| home.join("Documents"))
+        .join("Cline")
+        .join("Hooks")
+}
+
+/// Every global folder either generation reads, with who reads it.
+pub fn global_folders() -> anyhow::Result<Vec<Folder>> {
+    let home = crate::state::home()?;
+    let documents = home.join("Documents").join("Cline").join("Hooks");
+    let v2 = global_dir_2x(&home);
+    let cline_dir = match std::env::var_os("CLINE_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d).join("hooks"),
+        None => home.join(".cline").join("hooks"),
+    };
+    let mut folders = vec![
+        Folder {
+            readers: if v2 == documents { Readers::BOTH } else { Readers::V3 },
+            path: documents.clone(),
+        },
+        Folder {
+            path: cline_dir,
+            readers: Readers::V3,
+        },
+    ];
+    if v2 != documents {
+        folders.push(Folder {
+            path: v2,
+            readers: Readers::V2,
+        });
+    }
+    Ok(folders)
+}
+
+/// The folders of one workspace either generation reads.
+pub fn project_folders(project: &Path) -> Vec<Folder> {
+    vec![
+        Folder {
+            path: project.join(".clinerules").join("hooks"),
+            readers: Readers::BOTH,
+        },
+        Folder {
+            path: project.join(".cline").join("hooks"),
+            readers: Readers::V3,
+        },
+    ]
+}
+
+/// Where an install writes: one folder both generations read when there is one, else one per
+/// generation.
+fn targets(project: Option<&Path>) -> anyhow::Result<Vec<Folder>> {
+    if let Some(p) = project {
+        return Ok(project_folders(p).into_iter().take(1).collect());
+    }
+    let global = global_folders()?;
+    Ok(match global.iter().find(|f| f.readers == Readers::BOTH) {
+        Some(both) => vec![both.clone()],
+        None => global.into_iter().skip(1).collect(), // $CLINE_DIR/hooks, then 2.x's folder
+    })
+}
+
+/// Install (or remove) the Cline hook files that forward every hook to the aep-cline daemon,
+/// for both Cline generations (3.x: CLI 3.0.65; 2.x: CLI 2.18 and the VS Code extension).
 ///
-/// By default the files go to `$CLINE_DIR/hooks` (`~/.cline/hooks` when CLINE_DIR is unset),
-/// which Cline reads for every workspace. With --project they go to `DIR/.cline/hooks`, for
-/// one workspace only. Running it again is safe; a hook file aep-cline did not write is never
-/// overwritten. If AEP_CLINE_STATE_DIR is set, the files pin it, so the shim finds the same
-/// daemon whatever environment Cline runs hooks with.
+/// By default the files go where Cline reads them for every workspace: ~/Documents/Cline/Hooks
+/// when both generations read it (2.x reads $(xdg-user-dir DOCUMENTS)/Cline/Hooks), else
+/// $CLINE_DIR/hooks (~/.cline/hooks) for 3.x and 2.x's own folder (often $HOME/Cline/Hooks).
+/// With --project they go to DIR/.clinerules/hooks, which both read, for one workspace only. It
+/// prints every file and which generations each folder covers. Running it again is safe; a hook
+/// file aep-cline did not write is never overwritten. If AEP_CLINE_STATE_DIR is set, the files
+/// pin it, so the shim finds the same daemon whatever environment Cline runs hooks with. Run it
+/// with the HOME (and XDG_CONFIG_HOME) Cline runs with.
 #[derive(Args, Debug)]
 pub struct InstallArgs {
-    /// Install into DIR/.cline/hooks (one project) instead of $CLINE_DIR/hooks.
+    /// Install into DIR/.clinerules/hooks (one project, both generations) instead of the global
+    /// folders.
     #[arg(long, value_name = "DIR")]
     project: Option<PathBuf>,
-    /// Remove the hook files aep-cline wrote (and nothing else).
+    /// Remove the hook files aep-cline wrote (and nothing else), from every folder of the scope
+    /// (global, or the project's) either generation reads.
     #[arg(long)]
     uninstall: bool,
 }
 
 pub fn run(args: InstallArgs) -> anyhow::Result<()> {
-    let global = global_dir()?;
-    let dir = match &args.project {
-        Some(p) => {
-            // A typo must not silently create a tree Cline never reads.
-            if !p.is_dir() {
-                bail!(
-                    "--project {}: no such folder; give the workspace folder Cline runs in",
-                    p.display()
-                );
-            }
-            p.join(".cline").join("hooks")
+    if let Some(p) = &args.project {
+        // A typo must not silently create a tree Cline never reads.
+        if !p.is_dir() {
+            bail!(
+                "--project {}: no such folder; give the workspace folder Cline runs in",
+                p.display()
+            );
         }
-        None => global.clone(),
-    };
-    if args.uninstall {
-        return uninstall(&dir);
     }
+    if args.uninstall {
+        let scope = match &args.project {
+            Some(p) => project_folders(p),
+            None => global_folders()?,
+        };
+        return uninstall(&scope);
+    }
+    let targets = targets(args.project.as_deref())?;
     let exe = std::env::current_exe().context("cannot tell where the aep-cline binary is")?;
     let exe = exe.canonicalize().unwrap_or(exe);
     let state_dir = std::env::var_os("AEP_CLINE_STATE_DIR")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
-    let written = install(&dir, &script(&exe, state_dir.as_deref()))?;
-    for (verdict, path) in &written.files {
-        out::line(format_args!("{verdict:>9}  {}", path.display()));
+    let content = script(&exe, state_dir.as_deref());
+    let mut foreign = Vec::new();
+    let mut written = Vec::new();
+    for target in &targets {
+        let w = install(&target.path, &content)?;
+        foreign.extend(w.foreign);
+        written.push((target, w.files));
     }
-    for other in other_folders(&dir, &global, args.project.as_deref()) {
+    for (_, files) in &written {
+        for (verdict, path) in files {
+            out::line(format_args!("{verdict:>9}  {}", path.display()));
+        }
+    }
+    for target in &targets {
         out::line(format_args!(
-            "     note  aep-cline hooks also in {}: Cline runs both; the daemon records each firing once",
-            other.display()
+            "   covers  {}: {}",
+            target.readers.names(),
+            target.path.display()
         ));
     }
-    if !written.foreign.is_empty() {
-        for path in &written.foreign {
+    for other in other_folders(&targets, args.project.as_deref()) {
+        out::line(format_args!(
+            "     note  aep-cline hooks also in {} ({} reads it): Cline runs both; the daemon records each firing once",
+            other.path.display(),
+            other.readers.names()
+        ));
+    }
+    if !foreign.is_empty() {
+        for path in &foreign {
             out::line(format_args!("  skipped  {} (not written by aep-cline)", path.display()));
         }
         bail!(
             "{} hook file(s) already exist and were not written by aep-cline; they were left alone. \
              Cline runs every hook file in every hook folder, so either install with --project DIR \
-             into a project's .cline/hooks, or move those files aside and run install-hooks again",
-            written.foreign.len()
+             into a project's .clinerules/hooks, or move those files aside and run install-hooks again",
+            foreign.len()
         );
     }
     Ok(())
 }
 
-/// `$CLINE_DIR/hooks`, default `~/.cline/hooks`.
-fn global_dir() -> anyhow::Result<PathBuf> {
-    Ok(match std::env::var_os("CLINE_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d).join("hooks"),
-        None => crate::state::home()?.join(".cline").join("hooks"),
-    })
-}
-
-/// The other folders Cline 3.0.65 reads hooks from that already hold aep-cline hook files.
-fn other_folders(installed: &Path, global: &Path, project: Option<&Path>) -> Vec<PathBuf> {
+/// The other folders Cline reads hooks from that already hold aep-cline hook files.
+fn other_folders(installed: &[Folder], project: Option<&Path>) -> Vec<Folder> {
     let workspace = project.map(Path::to_path_buf).or_else(|| std::env::current_dir().ok());
-    let mut folders = vec![global.to_path_buf()];
-    if let Ok(home) = crate::state::home() {
-        folders.push(home.join("Documents").join("Cline").join("Hooks"));
-    }
+    let mut folders = global_folders().unwrap_or_default();
     if let Some(w) = workspace {
-        folders.push(w.join(".clinerules").join("hooks"));
-        folders.push(w.join(".cline").join("hooks"));
+        folders.extend(project_folders(&w));
     }
     folders
         .into_iter()
-        .filter(|f| f != installed && HOOK_FILES.iter().any(|name| is_ours(&f.join(name))))
+        .filter(|f| {
+            !installed.iter().any(|i| i.path == f.path) && HOOK_FILES.iter().any(|name| is_ours(&f.path.join(name)))
+        })
         .collect()
 }
 
@@ -182,22 +322,25 @@ fn install(dir: &Path, content: &str) -> anyhow::Result<Written> {
     Ok(written)
 }
 
-fn uninstall(dir: &Path) -> anyhow::Result<()> {
+fn uninstall(scope: &[Folder]) -> anyhow::Result<()> {
     let mut report = Vec::new();
-    for name in HOOK_FILES {
-        let path = dir.join(name);
-        if !path.exists() {
-            continue;
-        }
-        if is_ours(&path) {
-            std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
-            report.push(format!("  removed  {}", path.display()));
-        } else {
-            report.push(format!("     kept  {} (not written by aep-cline)", path.display()));
+    for folder in scope {
+        for name in HOOK_FILES {
+            let path = folder.path.join(name);
+            if !path.exists() {
+                continue;
+            }
+            if is_ours(&path) {
+                std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+                report.push(format!("  removed  {}", path.display()));
+            } else {
+                report.push(format!("     kept  {} (not written by aep-cline)", path.display()));
+            }
         }
     }
     if !report.iter().any(|l| l.starts_with("  removed")) {
-        report.push(format!("no aep-cline hook files in {}", dir.display()));
+        let folders: Vec<String> = scope.iter().map(|f| f.path.display().to_string()).collect();
+        report.push(format!("no aep-cline hook files in {}", folders.join(", ")));
     }
     for line in report {
         out::line(line);

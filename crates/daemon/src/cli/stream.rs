@@ -166,6 +166,9 @@ fn table(s: &Summary) -> String {
     let mut finish = vec![or_dash(s.finish_reason.clone())];
     finish.extend(s.iterations.map(|i| format!("{i} iteration(s)")));
     finish.extend(s.duration_ms.map(|ms| format!("{ms} ms")));
+    if s.retries > 0 {
+        finish.push(format!("{} retried request(s)", s.retries));
+    }
     row("finish", finish.join(", "));
     if let Some(a) = &s.aborted {
         row(
@@ -192,7 +195,10 @@ fn table(s: &Summary) -> String {
 
     t.push_str(&format!("\n  {:<22} {:>12} {:>14}\n", "tokens", "count", "cost (USD)"));
     let Some(tokens) = &s.tokens else {
-        t.push_str("  no usage totals in the stream (no run_result)\n");
+        match &s.cost_note {
+            Some(note) if note == cline_stream::LEGACY_USAGE_NOTE => t.push_str(&format!("  {note}\n")),
+            _ => t.push_str("  no usage totals in the stream (no run_result)\n"),
+        }
         return t;
     };
     let cost = s.cost.as_ref();

@@ -238,6 +238,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     {
         let sessions = sessions.clone();
         supervisor.every("session sweep", TICK, move || {
+            sessions.release_held(Instant::now());
             sessions.reap();
             if sessions.sweep(Instant::now()) > 0 {
                 give_back_memory();

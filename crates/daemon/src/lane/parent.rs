@@ -41,6 +41,38 @@ pub fn start_time(pid: u32) -> Option<u64> {
     stat(pid).map(|(_, started)| started)
 }
 
+/// The process that runs a hook, for the shim's parent `parent`, with its start time. Cline 2.x
+/// runs each hook file through `/bin/sh -c '<hook file>'` (Node's `spawn` with `shell: true`), a
+/// shell that lives only as long as that hook: for a 2.x payload (`legacy`) whose parent is a
+/// shell, the process that matters is the shell's parent, the Cline 2.x process. Cline 3.x runs
+/// hook files itself, and a shell there may well be the long-lived runner, so it is kept.
+/// Costs one more `/proc` read, and only then.
+pub fn hook_runner(parent: u32, legacy: bool) -> (u32, Option<u64>) {
+    let text = std::fs::read_to_string(format!("/proc/{parent}/stat")).ok();
+    let fields = text.as_deref().and_then(stat_fields);
+    if let (true, Some((comm, ppid, _))) = (legacy, fields) {
+        if SHELLS.contains(&comm) && ppid > 1 {
+            return (ppid, start_time(ppid));
+        }
+    }
+    (parent, fields.map(|(_, _, started)| started))
+}
+
+/// What `sh -c` may be on a system.
+const SHELLS: [&str; 5] = ["sh", "dash", "bash", "ash", "zsh"];
+
+/// `(comm, ppid, starttime)` of a `/proc/<pid>/stat` line.
+fn stat_fields(text: &str) -> Option<(&str, u32, u64)> {
+    let comm = &text[text.find('(')? + 1..text.rfind(')')?];
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let _state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    // starttime is field 22; ppid was field 4.
+    let started = fields.nth(17)?.parse().ok()?;
+    Some((comm, ppid, started))
+}
+
 /// `(state, starttime)` from `/proc/<pid>/stat`. The command name (field 2) may hold spaces and
 /// parentheses, so fields are counted after its closing parenthesis.
 fn stat(pid: u32) -> Option<(char, u64)> {
@@ -60,6 +92,29 @@ mod tests {
     /// The process `pid` as it is now.
     fn now(pid: u32) -> Option<Parent> {
         Parent::new(pid, start_time(pid))
+    }
+
+    #[test]
+    fn a_2x_hook_run_by_a_shell_belongs_to_the_shells_parent() {
+        // `sh -c '<hook>'`, as Node runs a 2.x hook: the shell's child asks for its runner.
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("cat /proc/$$/stat >/dev/null; sleep 0.2; echo $$")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let shell = out.id();
+        let (runner, started) = hook_runner(shell, true);
+        assert_eq!(runner, std::process::id(), "the shell's parent: this test");
+        assert_eq!(started, start_time(std::process::id()));
+        assert_eq!(hook_runner(shell, false).0, shell, "3.x payloads keep their parent");
+        let me = std::process::id();
+        assert_eq!(hook_runner(me, true), (me, start_time(me)), "not a shell: kept");
+        out.wait_with_output().unwrap();
+        assert_eq!(
+            stat_fields("1 (a (b) c) S 7 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 99 0"),
+            Some(("a (b) c", 7, 99))
+        );
     }
 
     #[test]

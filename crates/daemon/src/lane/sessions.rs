@@ -35,6 +35,12 @@ pub const DELIVERY_EXTENSION: &str = "clinehook";
 /// Delivery ids remembered per session.
 const MAX_DELIVERIES: usize = 4096;
 
+/// How long a Cline 2.x `TaskCancel` is held before it cancels its run: 2.x fires one 60-200 ms
+/// after every successful `TaskComplete`, and the two hook processes race, so the completion
+/// may reach the daemon after it (see `cline_hooks::session`). A spooled completion is ingested
+/// within the spool drain's second.
+pub const CANCEL_HOLD: Duration = Duration::from_secs(2);
+
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error(transparent)]
@@ -69,6 +75,8 @@ struct SessionState {
     touched: Instant,
     /// The process that ran its last hook: when it dies, the session ends ([`Sessions::reap`]).
     parent: Option<Parent>,
+    /// Since when the tracker holds a 2.x `TaskCancel`, and that hook's time.
+    held: Option<(Instant, String)>,
 }
 
 /// What a source other than hooks (the hub tap, the command intake) may read and change in a
@@ -267,11 +275,59 @@ impl Sessions {
             if state.tracker.has_ended() && state.ended.is_none() {
                 state.ended = Some(Instant::now());
             }
+            match (state.tracker.holds_cancel(), state.held.is_some()) {
+                (true, false) => state.held = Some((Instant::now(), time.clone())),
+                (false, true) => state.held = None,
+                _ => {}
+            }
             Ok(Ingested::Appended {
                 session: session.clone(),
                 events,
             })
         })
+    }
+
+    /// Applies the Cline 2.x `TaskCancel`s held longer than [`CANCEL_HOLD`] with no completion
+    /// after them: each cancels its run (`run.cancelled {by: "user"}`, at the hook's time).
+    /// Returns how many it applied.
+    pub fn release_held(&self, now: Instant) -> usize {
+        let due: Vec<String> = self
+            .live
+            .iter()
+            .filter(|entry| {
+                let Some(guard) = entry.value().try_lock() else {
+                    return false;
+                };
+                guard
+                    .as_ref()
+                    .and_then(|s| s.held.as_ref())
+                    .is_some_and(|(since, _)| now.saturating_duration_since(*since) >= CANCEL_HOLD)
+            })
+            .map(|entry| entry.key().clone())
+            .collect();
+        let mut released = 0;
+        for session in due {
+            let done = self.with(&session, |state| {
+                let Some((since, time)) = state.held.clone() else {
+                    return Ok(false);
+                };
+                if now.saturating_duration_since(since) < CANCEL_HOLD {
+                    return Ok(false);
+                }
+                let planned = state.tracker.release_held(&mut aep_core::id::new_id);
+                self.commit(&session, state, &planned, None, &time)?;
+                state.held = None;
+                Ok(true)
+            });
+            match done {
+                Ok(true) => released += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "a held TaskCancel could not be applied; retried next tick")
+                }
+            }
+        }
+        released
     }
 
     /// Ends the sessions whose Cline process died without ending them: each open run gets
@@ -286,9 +342,11 @@ impl Sessions {
                 let Some(guard) = entry.value().try_lock() else {
                     return false; // in use: its process is evidently talking
                 };
+                // A held 2.x cancel is applied first ([`Sessions::release_held`]): Cline's
+                // process may exit before the completion's hook process has spoken.
                 guard
                     .as_ref()
-                    .is_some_and(|s| s.ended.is_none() && s.parent.is_some_and(|p| !p.alive()))
+                    .is_some_and(|s| s.ended.is_none() && s.held.is_none() && s.parent.is_some_and(|p| !p.alive()))
             })
             .map(|entry| entry.key().clone())
             .collect();
@@ -307,7 +365,7 @@ impl Sessions {
 
     fn end_orphan(&self, session: &str) -> Result<bool, IngestError> {
         self.with(session, |state| {
-            if state.ended.is_some() || state.parent.is_none_or(|p| p.alive()) {
+            if state.ended.is_some() || state.held.is_some() || state.parent.is_none_or(|p| p.alive()) {
                 return Ok(false);
             }
             let pid = state.parent.map(|p| p.pid).unwrap_or_default();
@@ -379,6 +437,7 @@ impl Sessions {
         self.dismiss_before_end(&mut planned, state);
         self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())?;
         state.ended = Some(Instant::now());
+        state.held = None; // the plan applied it
         Ok(())
     }
 
@@ -501,6 +560,7 @@ impl Sessions {
             ended: None,
             touched: Instant::now(),
             parent: None,
+            held: None,
         };
         for event in &recovered.events {
             state.tracker.recover(event);

@@ -1,0 +1,293 @@
+//! Cline 2.18's captured hook payloads (`crates/cline-hooks/tests/data/cline2/`, every folder's
+//! copy) replayed through the real shim into a real daemon, against the log expected per case
+//! (`tests/data/cline2-replay/<case>.json`; `UPDATE_GOLDEN=1` rewrites them for review). And
+//! 2.x's trailing TaskCancel raced against its TaskComplete by concurrent shims, in both orders.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+use support::daemon::{assert_valid_stream, of, types, Sandbox, BIN};
+
+/// Longer than the daemon's hold of a 2.x TaskCancel (2 s) plus its one-second tick.
+const PAST_THE_HOLD: Duration = Duration::from_millis(3500);
+
+fn captures(case: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../cline-hooks/tests/data/cline2")
+        .join(case)
+}
+
+/// Every capture file of a case, in hook process start order: `(label, payload bytes)`. The
+/// bytes are the payload re-serialized; every folder's copy of a firing is the same JSON, so
+/// the copies stay byte-identical (one delivery id), as Cline's are.
+fn firings(case: &str) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(captures(case))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let capture: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+            let label = capture["meta"]["label"].as_str().unwrap().to_string();
+            (label, serde_json::to_vec(&capture["payload"]).unwrap())
+        })
+        .collect()
+}
+
+/// Starts one shim (`aep-cline hook`) with `payload` on its stdin.
+fn shim(sb: &Sandbox, payload: &[u8]) -> Child {
+    let mut child = std::process::Command::new(BIN)
+        .arg("hook")
+        .env("HOME", sb.root.path())
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn aep-cline hook");
+    child.stdin.take().unwrap().write_all(payload).unwrap();
+    child
+}
+
+fn finish(child: Child) {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The log without what is minted per run: `run` and `cause` as indexes into the log.
+fn view(log: &[Value]) -> Vec<Value> {
+    let index = |id: &Value| log.iter().position(|e| e["id"] == *id);
+    let run = |r: &Value| log.iter().position(|e| e["type"] == "run.started" && e["run"] == *r);
+    log.iter()
+        .map(|e| {
+            json!({
+                "type": e["type"], "time": e["time"], "seq": e["seq"], "severity": e["severity"],
+                "subject": e["subject"], "run": run(&e["run"]), "cause": index(&e["cause"]),
+                "capture": e["capture"], "data": e["data"],
+            })
+        })
+        .collect()
+}
+
+fn golden(case: &str, log: &[Value]) {
+    let got = Value::Array(view(log));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/cline2-replay/{case}.json"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&got).unwrap() + "\n").unwrap();
+        return;
+    }
+    let want: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}; UPDATE_GOLDEN=1 writes it", path.display())),
+    )
+    .unwrap();
+    assert_eq!(
+        got,
+        want,
+        "{case}: got\n{}",
+        serde_json::to_string_pretty(&got).unwrap()
+    );
+}
+
+/// Replays a case: each firing's copies (one per folder) by concurrent shims, firings one
+/// after another, as Cline runs them; then waits out the TaskCancel hold.
+fn replay(case: &str, session: &str) -> Vec<Value> {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let all = firings(case);
+    let mut i = 0;
+    while i < all.len() {
+        let group: Vec<&(String, Vec<u8>)> = all[i..].iter().take_while(|(_, p)| *p == all[i].1).collect();
+        i += group.len();
+        let shims: Vec<Child> = group.iter().map(|(_, p)| shim(&sb, p)).collect();
+        shims.into_iter().for_each(finish);
+    }
+    std::thread::sleep(PAST_THE_HOLD);
+    let log = sb.log(session);
+    assert_valid_stream(&log);
+    // One record per firing, whatever the folders: every Event names its delivery.
+    let deliveries: std::collections::HashSet<&str> = log.iter().filter_map(|e| e["clinehook"].as_str()).collect();
+    let distinct: std::collections::HashSet<&Vec<u8>> = all.iter().map(|(_, p)| p).collect();
+    assert!(
+        deliveries.len() <= distinct.len(),
+        "{case}: {} deliveries",
+        deliveries.len()
+    );
+    for d in &deliveries {
+        let events: Vec<&Value> = log.iter().filter(|e| e["clinehook"] == *d).collect();
+        let first = log.iter().position(|e| e["clinehook"] == *d).unwrap();
+        assert!(
+            events.iter().enumerate().all(|(k, e)| log[first + k] == **e),
+            "{case}: a firing's Events are one unit, recorded once"
+        );
+    }
+    golden(case, &log);
+    drop(daemon);
+    log
+}
+
+#[test]
+fn a_successful_run_replayed_from_every_folder() {
+    let log = replay("a-cmd", "1796103184924");
+    assert_eq!(
+        types(&log),
+        [
+            "session.started",
+            "run.started",
+            "x.cline.prompt.submitted",
+            "tool.requested",
+            "tool.completed",
+            "run.finished",
+            "x.cline.notification.sent",
+            "x.cline.notification.sent"
+        ],
+        "three folders, one record each; the trailing TaskCancel cancels nothing"
+    );
+    assert_eq!(
+        of(&log, "tool.completed")[0]["cause"],
+        of(&log, "tool.requested")[0]["id"]
+    );
+}
+
+#[test]
+fn a_command_that_exits_2_replayed_is_a_failed_tool() {
+    let log = replay("c-cmdfail", "1796103200033");
+    let failed = of(&log, "tool.failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["data"]["error"]["type"], "exit_code");
+    assert_eq!(of(&log, "run.finished").len(), 1);
+    assert!(of(&log, "run.cancelled").is_empty());
+}
+
+#[test]
+fn a_model_error_replayed_ends_its_run_at_the_cancel() {
+    let log = replay("d-error500", "1796103205397");
+    let cancelled = of(&log, "run.cancelled");
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0]["data"]["by"], "user");
+    assert_eq!(
+        cancelled[0]["time"], "2026-12-01T05:33:46.650Z",
+        "the TaskCancel's own time"
+    );
+}
+
+#[test]
+fn a_hook_cancelled_run_replayed_is_cancelled_by_the_user() {
+    let log = replay("s2-pre-cancel", "1796102559813");
+    let cancelled = of(&log, "run.cancelled");
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0]["data"]["by"], "user");
+    assert!(of(&log, "tool.completed").is_empty() && of(&log, "tool.failed").is_empty());
+}
+
+/// The a-cmd run up to its PostToolUse, then TaskComplete and TaskCancel fired at once from all
+/// three folders (six shims), the cancel's processes started first or last.
+fn race(cancel_first: bool) {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let all = firings("a-cmd");
+    let name = |p: &[u8]| {
+        serde_json::from_slice::<Value>(p).unwrap()["hookName"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let mut done = std::collections::HashSet::new();
+    for (_, p) in &all {
+        let n = name(p);
+        if matches!(n.as_str(), "TaskComplete" | "TaskCancel" | "Notification") || !done.insert(p.clone()) {
+            continue;
+        }
+        finish(shim(&sb, p));
+    }
+    let pick = |hook: &str| -> Vec<Vec<u8>> {
+        all.iter()
+            .filter(|(_, p)| name(p) == hook)
+            .map(|(_, p)| p.clone())
+            .collect()
+    };
+    let (first, second) = if cancel_first {
+        (pick("TaskCancel"), pick("TaskComplete"))
+    } else {
+        (pick("TaskComplete"), pick("TaskCancel"))
+    };
+    let mut shims: Vec<Child> = first.iter().map(|p| shim(&sb, p)).collect();
+    std::thread::sleep(Duration::from_millis(40));
+    shims.extend(second.iter().map(|p| shim(&sb, p)));
+    shims.into_iter().for_each(finish);
+    std::thread::sleep(PAST_THE_HOLD);
+    let log = sb.log("1796103184924");
+    assert_valid_stream(&log);
+    let terminals: Vec<&str> = types(&log)
+        .into_iter()
+        .filter(|t| matches!(*t, "run.finished" | "run.cancelled" | "run.failed"))
+        .collect();
+    assert_eq!(
+        terminals,
+        ["run.finished"],
+        "cancel first: {cancel_first}; {:?}",
+        types(&log)
+    );
+    assert_eq!(of(&log, "run.finished")[0]["data"]["duration_ms"], 2500);
+    drop(daemon);
+}
+
+#[test]
+fn the_trailing_cancel_racing_ahead_of_the_completion_cancels_nothing() {
+    race(true);
+}
+
+#[test]
+fn the_trailing_cancel_after_the_completion_cancels_nothing() {
+    race(false);
+}
+
+#[test]
+fn a_bad_2x_payload_is_refused_with_the_field_named_and_not_spooled() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let cases: [(&[u8], &str); 3] = [
+        (
+            br#"{"hookName":"PreToolUse","taskId":"17","preToolUse":{"toolName":"x","parameters":"sk-live-SECRET"}}"#,
+            "preToolUse.parameters",
+        ),
+        (br#"{"hookName":"TaskStart","timestamp":"1796103185048"}"#, "neither"),
+        (
+            br#"{"hookName":"PostToolUse","taskId":"17","postToolUse":{"success":"yes"}}"#,
+            "postToolUse.success",
+        ),
+    ];
+    for (body, says) in cases {
+        let out = sb.hook(body);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && out.stdout.is_empty(),
+            "the shim never fails Cline"
+        );
+        assert!(err.contains("HTTP 400"), "{err}");
+        assert!(!err.contains("SECRET"));
+    }
+    assert_eq!(sb.spooled(), 0, "refused for good: not spooled");
+    // What the daemon said names the field, never the value.
+    let (status, text) = daemon.stop();
+    assert!(status.success());
+    assert!(!text.contains("SECRET"));
+    for (_, says) in cases {
+        assert!(text.contains(says), "the daemon's log names {says}: {text}");
+    }
+    // A 2.x payload with fields no Cline sends still maps (unknown fields are tolerated).
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let out = sb.hook(br#"{"hookName":"TaskStart","taskId":"18","timestamp":"1796103185048","future":{"x":1},"taskStart":{"taskMetadata":{"new":true}}}"#);
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    assert_eq!(types(&sb.log("18")), ["session.started", "run.started"]);
+    drop(daemon);
+}

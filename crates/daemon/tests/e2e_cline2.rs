@@ -1,0 +1,188 @@
+//! End to end on the real Cline CLI 2.18.0 (`.ci/install-cline.sh` installs it into
+//! `target/cline2-cli/`, or `AEP_CLINE2_TEST_CLI` names it): hooks installed by
+//! `aep-cline install-hooks` as a user does (no `--hooks-dir`), a real daemon, and real
+//! `cline task -y --json` runs against the scripted fake model (`support/fake_cline2.py`).
+//!
+//! 2.18 starts telemetry clients, so everything (the fake model, the daemon, the CLI) runs inside
+//! a private network namespace (`unshare -n`, loopback only: nothing can leave the machine),
+//! with telemetry disabled too; `support/cline2_netns.sh` is what runs in it. This needs root
+//! (CI runs as root): without it the test fails, saying so, and never skips.
+
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::daemon::{assert_valid_stream, of, types, BIN};
+
+fn cli() -> PathBuf {
+    let path = std::env::var_os("AEP_CLINE2_TEST_CLI")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/cline2-cli/node_modules/.bin/cline")
+        });
+    assert!(
+        path.exists(),
+        "the Cline 2.18 CLI is not at {}: run `bash .ci/install-cline.sh` (it installs cline@2.18.0 into target/cline2-cli), or set AEP_CLINE2_TEST_CLI",
+        path.display()
+    );
+    path
+}
+
+/// Runs `runs` (`scenario:prompt`, one CLI run each) in a fresh sandbox inside `unshare -n`;
+/// returns the sandbox and the daemon's session logs, oldest first.
+fn in_private_network(runs: &[&str]) -> (tempfile::TempDir, Vec<Vec<Value>>) {
+    let sandbox = tempfile::Builder::new().prefix("aep-cline-e2e2-").tempdir().unwrap();
+    let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support");
+    let out = Command::new("unshare")
+        .arg("-n")
+        .arg("bash")
+        .arg(support.join("cline2_netns.sh"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CLINE2", cli())
+        .env("AEP", BIN)
+        .env("FAKE", support.join("fake_cline2.py"))
+        .env("SANDBOX", sandbox.path())
+        .env("PORT", "19501")
+        .env("RUNS", runs.join("\n"))
+        .output()
+        .expect("run unshare");
+    let said = |name: &str| std::fs::read_to_string(sandbox.path().join(name)).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "the run in a private network namespace failed (needs root for `unshare -n`): {}\n{}\n--- daemon ---\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        said("install.out"),
+        said("daemon.err")
+    );
+    for n in 1..=runs.len() {
+        assert_eq!(
+            said(&format!("{n}.rc")).trim(),
+            "0",
+            "cline run {n} failed: {}",
+            said(&format!("{n}.stderr"))
+        );
+    }
+    let logs = sandbox.path().join("logs/cline");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&logs)
+        .unwrap_or_else(|e| {
+            panic!(
+                "no logs in {}: {e}; the daemon said\n{}",
+                logs.display(),
+                said("daemon.err")
+            )
+        })
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort(); // named by 2.x task ids: epoch ms
+    let sessions = files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        })
+        .collect();
+    (sandbox, sessions)
+}
+
+fn terminals(events: &[Value]) -> Vec<&str> {
+    types(events)
+        .into_iter()
+        .filter(|t| matches!(*t, "run.finished" | "run.cancelled" | "run.failed"))
+        .collect()
+}
+
+#[test]
+fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
+    let (sandbox, sessions) =
+        in_private_network(&["cmd:Run the command. CMD:echo hi", "cmdfail:Run a command that fails."]);
+    let install = std::fs::read_to_string(sandbox.path().join("install.out")).unwrap();
+    assert!(install.contains("covers  Cline 2.x: "), "{install}");
+    assert_eq!(
+        sessions.len(),
+        2,
+        "one session per task: {:?}",
+        sessions.iter().map(|s| types(s)).collect::<Vec<_>>()
+    );
+
+    for (events, tool_end) in sessions.iter().zip(["tool.completed", "tool.failed"]) {
+        let kinds = types(events);
+        eprintln!("2.18 session: {kinds:?}");
+        assert_valid_stream(events);
+        let session = events[0]["session"].as_str().unwrap();
+        assert!(
+            session.bytes().all(|b| b.is_ascii_digit()),
+            "the 2.x task id is the session: {session}"
+        );
+        assert_eq!(&kinds[..2], ["session.started", "run.started"]);
+        assert_eq!(events[0]["data"]["client"]["version"], "3.82.0");
+        let run = events[1]["run"].as_str().unwrap();
+        assert_eq!(
+            terminals(events),
+            ["run.finished"],
+            "one terminal, and the trailing TaskCancel cancels nothing"
+        );
+        let requested = of(events, "tool.requested");
+        let ended = of(events, tool_end);
+        assert_eq!((requested.len(), ended.len()), (1, 1), "{kinds:?}");
+        assert_eq!(ended[0]["cause"], requested[0]["id"], "paired by tool name and order");
+        for e in [requested[0], ended[0], of(events, "run.finished")[0]] {
+            assert_eq!(e["run"], run, "{e}");
+        }
+        assert_eq!(requested[0]["subject"], "execute_command");
+        assert!(of(events, "run.cancelled").is_empty());
+        assert_eq!(kinds.last(), Some(&"session.ended"), "the CLI exited: the session ends");
+        assert_eq!(of(events, "session.ended")[0]["data"]["reason"], "normal");
+        assert!(kinds.contains(&"x.cline.notification.sent"));
+        // Each firing is one record.
+        let deliveries: Vec<&str> = events.iter().filter_map(|e| e["clinehook"].as_str()).collect();
+        let mut runs = deliveries.clone();
+        runs.dedup(); // a firing's Events are one unit...
+        let once: std::collections::HashSet<&&str> = runs.iter().collect();
+        assert_eq!(once.len(), runs.len(), "...recorded once: {deliveries:?}");
+    }
+    let failed = of(&sessions[1], "tool.failed")[0];
+    assert_eq!(
+        failed["data"]["error"]["type"], "exit_code",
+        "success: true, but it exited 2"
+    );
+
+    // `aep-cline validate` agrees.
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(sandbox.path().join("logs/cline"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    logs.sort();
+    let out = Command::new(BIN).arg("validate").args(&logs).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // `aep-cline stream` on the same runs' `--json` output: a run with its terminal.
+    for n in 1..=2 {
+        let out = Command::new(BIN)
+            .args(["stream", "--json-summary"])
+            .arg(sandbox.path().join(format!("{n}.stdout.jsonl")))
+            .output()
+            .unwrap();
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["finish_reason"], "completed", "{summary}");
+        assert_eq!(summary["model"]["id"], "fake-model");
+        assert_eq!(
+            summary["session"],
+            sessions[n - 1][0]["session"],
+            "the stream and the hooks share the task id"
+        );
+        assert!(summary["cost_note"].as_str().unwrap().contains("aep-cline usage"));
+    }
+}

@@ -1,0 +1,64 @@
+#!/bin/bash
+# One end-to-end session of the real Cline CLI 2.18 with aep-cline, run by
+# crates/daemon/tests/e2e_cline2.rs INSIDE a private network namespace (`unshare -n`: loopback
+# only, so 2.18's telemetry clients can reach nothing), as ../shared/cline2/scripts/netns.sh does.
+# The fake model, the daemon, `aep-cline install-hooks` and the CLI all run in the namespace.
+#
+# env: CLINE2 (the 2.18 CLI), AEP (the aep-cline binary), FAKE (fake_cline2.py), SANDBOX (an
+# empty folder: everything goes under it), PORT (the fake model's), RUNS ("scenario:prompt"
+# lines: one CLI run each, against the fake model started with that scenario).
+# Leaves in SANDBOX: logs/ (the daemon's), install.out, <n>.stdout.jsonl/.stderr/.rc per run,
+# home/.cline/data (Cline's own history), daemon.err, fake.err.
+set -u
+ip link set lo up
+export HOME="$SANDBOX/home" CLINE_DIR="$SANDBOX/home/.cline" CLINE_NO_AUTO_UPDATE=1
+export AEP_CLINE_STATE_DIR="$SANDBOX/state" AEP_LOG_DIR="$SANDBOX/logs"
+unset XDG_CONFIG_HOME XDG_DOCUMENTS_DIR
+mkdir -p "$HOME" "$SANDBOX/proj"
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+start_fake() {
+  FAKE_SCENARIO="$1" FAKE_LOG="$SANDBOX/fake-requests.jsonl" python3 "$FAKE" "$PORT" 2>>"$SANDBOX/fake.err" &
+  FPID=$!
+  for _ in $(seq 1 100); do listening "$PORT" && return 0; sleep 0.05; done
+  echo "the fake model did not start" >&2; exit 1
+}
+
+AEP_LISTEN=127.0.0.1:0 "$AEP" daemon 2>"$SANDBOX/daemon.err" &
+DPID=$!
+for _ in $(seq 1 200); do [ -s "$AEP_CLINE_STATE_DIR/daemon.json" ] && break; sleep 0.05; done
+[ -s "$AEP_CLINE_STATE_DIR/daemon.json" ] || { echo "the daemon did not start" >&2; exit 1; }
+
+# Configure 2.18 as the recipe does: the OpenAI-compatible provider (`openai`), telemetry off,
+# and the model's prices so that Cline's history carries a cost.
+"$CLINE2" auth -p openai -k dummy-key -m fake-model -b "http://127.0.0.1:$PORT/v1" >"$SANDBOX/auth.out" 2>&1 \
+  || { echo "cline auth failed: $(cat "$SANDBOX/auth.out")" >&2; exit 1; }
+python3 - "$CLINE_DIR/data/globalState.json" <<'PY'
+import json, sys
+p = sys.argv[1]; d = json.load(open(p))
+d["telemetrySetting"] = "disabled"
+mi = {"maxTokens": 8192, "contextWindow": 128000, "supportsImages": False, "supportsPromptCache": True,
+      "inputPrice": 3, "outputPrice": 15, "cacheReadsPrice": 0.3, "cacheWritesPrice": 3.75, "temperature": 0}
+d["actModeOpenAiModelInfo"] = mi; d["planModeOpenAiModelInfo"] = mi
+json.dump(d, open(p, "w"), indent=2)
+PY
+
+# The hooks, as a user installs them: no --hooks-dir, from the workspace.
+(cd "$SANDBOX/proj" && "$AEP" install-hooks) >"$SANDBOX/install.out" 2>&1 \
+  || { echo "install-hooks failed: $(cat "$SANDBOX/install.out")" >&2; exit 1; }
+
+n=0
+while IFS= read -r run; do
+  [ -n "$run" ] || continue
+  n=$((n + 1))
+  start_fake "${run%%:*}"
+  (cd "$SANDBOX/proj" && timeout 120 "$CLINE2" task -y --json "${run#*:}" \
+    >"$SANDBOX/$n.stdout.jsonl" 2>"$SANDBOX/$n.stderr" </dev/null; echo $? >"$SANDBOX/$n.rc")
+  # 2.18's last hooks (TaskComplete, TaskCancel, Notification) outlive the CLI; the daemon
+  # holds a TaskCancel 2 s and reaps a session a second after its process is gone.
+  sleep 4
+  kill "$FPID" 2>/dev/null; wait "$FPID" 2>/dev/null
+done <<<"$RUNS"
+
+kill -TERM "$DPID"; wait "$DPID"
+echo "daemon exited $?" >>"$SANDBOX/daemon.err"
