@@ -265,7 +265,7 @@ fn a_bad_2x_payload_is_refused_with_the_field_named_and_not_spooled() {
             "postToolUse.success",
         ),
     ];
-    for (body, says) in cases {
+    for (body, _) in cases {
         let out = sb.hook(body);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(

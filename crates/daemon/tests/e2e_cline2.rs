@@ -32,7 +32,7 @@ fn cli() -> PathBuf {
 
 /// Runs `runs` (`scenario:prompt`, one CLI run each) in a fresh sandbox inside `unshare -n`;
 /// returns the sandbox and the daemon's session logs, oldest first.
-fn in_private_network(runs: &[&str]) -> (tempfile::TempDir, Vec<Vec<Value>>) {
+fn in_private_network(runs: &[&str], install: &str) -> (tempfile::TempDir, Vec<Vec<Value>>) {
     let sandbox = tempfile::Builder::new().prefix("aep-cline-e2e2-").tempdir().unwrap();
     let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support");
     let out = Command::new("unshare")
@@ -47,6 +47,7 @@ fn in_private_network(runs: &[&str]) -> (tempfile::TempDir, Vec<Vec<Value>>) {
         .env("SANDBOX", sandbox.path())
         .env("PORT", "19501")
         .env("RUNS", runs.join("\n"))
+        .env("INSTALL", install)
         .output()
         .expect("run unshare");
     let said = |name: &str| std::fs::read_to_string(sandbox.path().join(name)).unwrap_or_default();
@@ -100,8 +101,10 @@ fn terminals(events: &[Value]) -> Vec<&str> {
 
 #[test]
 fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
-    let (sandbox, sessions) =
-        in_private_network(&["cmd:Run the command. CMD:echo hi", "cmdfail:Run a command that fails."]);
+    let (sandbox, sessions) = in_private_network(
+        &["cmd:Run the command. CMD:echo hi", "cmdfail:Run a command that fails."],
+        "",
+    );
     let install = std::fs::read_to_string(sandbox.path().join("install.out")).unwrap();
     assert!(install.contains("covers  Cline 2.x: "), "{install}");
     assert_eq!(
@@ -185,4 +188,36 @@ fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
         );
         assert!(summary["cost_note"].as_str().unwrap().contains("aep-cline usage"));
     }
+}
+
+#[test]
+fn real_cline_2_18_runs_global_and_project_hooks_and_each_firing_is_recorded_once() {
+    let (sandbox, sessions) = in_private_network(&["cmd:Run the command. CMD:echo again"], "--project proj");
+    let install = std::fs::read_to_string(sandbox.path().join("install.out")).unwrap();
+    assert!(
+        install.contains("covers  Cline 3.x and 2.x: ") && install.contains(".clinerules/hooks"),
+        "{install}"
+    );
+    assert!(install.contains("aep-cline hooks also in"), "{install}");
+    assert_eq!(sessions.len(), 1);
+    let events = &sessions[0];
+    assert_valid_stream(events);
+    let kinds: Vec<&str> = types(events)
+        .into_iter()
+        .filter(|t| *t != "x.cline.notification.sent")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "session.started",
+            "run.started",
+            "x.cline.prompt.submitted",
+            "tool.requested",
+            "tool.completed",
+            "run.finished",
+            "session.ended"
+        ],
+        "two folders ran every hook; each firing is one record"
+    );
+    assert_eq!(terminals(events), ["run.finished"]);
 }

@@ -382,3 +382,30 @@ fn an_endless_line_keeps_memory_flat() {
     let _ = child.wait();
     assert!(peak > 0 && peak < 100, "peak RSS {peak} MiB");
 }
+
+#[test]
+fn a_cline_2x_stream_gets_its_terminal_and_the_table_says_where_its_usage_is() {
+    let file = real("cline2/d-error500.stdout.jsonl");
+    let out = stream(&["--summary", file.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        table.contains("api_req_failed") && table.contains("3 retried request(s)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("Cline 2.x streams carry no token counts") && table.contains("aep-cline usage"),
+        "{table}"
+    );
+    let file = real("cline2/a-cmd-nohooks.stdout.jsonl");
+    let out = stream(&["--aep", file.to_str().unwrap()], None);
+    assert!(out.status.success());
+    let events = json_lines(&out.stdout);
+    let mut validator = StreamValidator::new();
+    for e in &events {
+        validate_event(e).unwrap();
+        validator.push(e).unwrap();
+    }
+    assert_eq!(events.first().unwrap()["type"], "run.started");
+    assert_eq!(events.last().unwrap()["type"], "run.finished");
+}

@@ -26,6 +26,11 @@ const EXIT_MALFORMED: i32 = 3;
 /// the run's model (Cline reports none off its own provider); with no known price the cost is
 /// null and the summary says why.
 ///
+/// Cline 2.x streams (`cline@2.18`: say/ask records) are read too: the run ends at
+/// `completion_result` or fails at `api_req_failed`, the model is each record's `modelInfo`,
+/// retries (`error_retry`) are counted. They carry no token counts: those are in 2.x's task
+/// history on disk, which `aep-cline usage` reads; the summary's cost_note says so.
+///
 /// A malformed line is reported on standard error with its line number and the reason, and the
 /// stream goes on; a line longer than 64 MiB is malformed too, read through without being held.
 ///
