@@ -44,6 +44,7 @@ pub struct DaemonArgs {
     pub relay: RelayArgs,
     #[command(flatten)]
     pub otlp: crate::sinks::otlp::settings::OtlpArgs,
+    #[command(flatten)]
     pub nats: crate::sinks::nats::settings::NatsArgs,
     #[command(flatten)]
     pub hub: HubArgs,
@@ -479,12 +480,15 @@ pub fn unknown_variables() -> Vec<String> {
         .collect()
 }
 
-/// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh`, the
-/// end-to-end tests and `aep-cline service` (its tests name another service manager).
-const OTHER_READERS: [&str; 4] = [
+/// `AEP_*` variables read elsewhere than the daemon's settings: by `.ci/install-cline.sh` (both
+/// Cline generations), the end-to-end tests and `aep-cline service` (its tests name another service manager).
+const OTHER_READERS: [&str; 7] = [
     "AEP_CLINE_VERSION",
     "AEP_CLINE_CACHE",
     "AEP_CLINE_TEST_CLI",
+    "AEP_CLINE2_VERSION",
+    "AEP_CLINE2_CACHE",
+    "AEP_CLINE2_TEST_CLI",
     "AEP_CLINE_SERVICE_CTL",
 ];
 
