@@ -293,4 +293,43 @@ mod tests {
         run.abort();
         pump.abort();
     }
+
+    #[tokio::test]
+    async fn after_a_lag_the_sessions_the_missed_notes_named_are_sent_from_their_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::new(dir.path());
+        std::fs::create_dir_all(journal.dir()).unwrap();
+        let durable = Durable::new(config(), journal.clone());
+        // A bus of 16 notes and nobody reading: 40 Events lag the pump behind.
+        let (tx, rx) = tokio::sync::broadcast::channel(16);
+        let mut file = std::fs::File::create(journal.path("s")).unwrap();
+        for seq in 0..40u64 {
+            let value = json!({"session": "s", "seq": seq, "type": "run.started"});
+            writeln!(file, "{value}").unwrap();
+            let _ = tx.send(crate::lane::Note::Event(Arc::new(Published {
+                line: value.to_string(),
+                value,
+            })));
+        }
+        let pump = tokio::spawn(durable.clone().pump(rx));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let peer = Peer {
+            fail: 0,
+            refuse_seq: None,
+            got: got.clone(),
+        };
+        let batching = Batching {
+            max_events: 8,
+            max_bytes: 1 << 20,
+            linger: Duration::from_millis(10),
+        };
+        let run = tokio::spawn(deliver(durable.clone(), peer, batching, Arc::new(Health::default())));
+        until(|| got.lock().len() >= 40).await;
+        let mut seqs = got.lock().clone();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(seqs, (0..40).collect::<Vec<_>>(), "the missed ones too, from the log");
+        run.abort();
+        pump.abort();
+    }
 }
