@@ -266,11 +266,11 @@ mod tests {
         pump.abort();
         // The daemon stops; two more Events reach the log while no sink runs.
         append(&journal, &Bus::default(), 10..12);
-        let marks = std::fs::read_to_string(journal.dir().join(".test.json")).unwrap();
-        assert!(
-            marks.contains(r#""test":"peer""#) && marks.contains(r#""seq":9"#),
-            "{marks}"
-        );
+        // Marks are written on a blocking thread, coalesced: the last confirmation lands.
+        let marks_path = journal.dir().join(".test.json");
+        until(|| std::fs::read_to_string(&marks_path).is_ok_and(|m| m.contains(r#""seq":9"#))).await;
+        let marks = std::fs::read_to_string(&marks_path).unwrap();
+        assert!(marks.contains(r#""test":"peer""#), "{marks}");
         // Restarted: only what was never confirmed is sent; a refused batch is counted and
         // passed over.
         let durable = Durable::new(config(), journal.clone());
@@ -290,6 +290,45 @@ mod tests {
         assert_eq!(*got.lock(), [12], "10 and 11 went in one refused batch");
         assert_eq!(health.status()["refused"], json!({"batches": 1, "events": 2}));
         until(|| durable.counters().pending == 0).await;
+        run.abort();
+        pump.abort();
+    }
+
+    #[tokio::test]
+    async fn after_a_lag_the_sessions_the_missed_notes_named_are_sent_from_their_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::new(dir.path());
+        std::fs::create_dir_all(journal.dir()).unwrap();
+        let durable = Durable::new(config(), journal.clone());
+        // A bus of 16 notes and nobody reading: 40 Events lag the pump behind.
+        let (tx, rx) = tokio::sync::broadcast::channel(16);
+        let mut file = std::fs::File::create(journal.path("s")).unwrap();
+        for seq in 0..40u64 {
+            let value = json!({"session": "s", "seq": seq, "type": "run.started"});
+            writeln!(file, "{value}").unwrap();
+            let _ = tx.send(crate::lane::Note::Event(Arc::new(Published {
+                line: value.to_string(),
+                value,
+            })));
+        }
+        let pump = tokio::spawn(durable.clone().pump(rx));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let peer = Peer {
+            fail: 0,
+            refuse_seq: None,
+            got: got.clone(),
+        };
+        let batching = Batching {
+            max_events: 8,
+            max_bytes: 1 << 20,
+            linger: Duration::from_millis(10),
+        };
+        let run = tokio::spawn(deliver(durable.clone(), peer, batching, Arc::new(Health::default())));
+        until(|| got.lock().len() >= 40).await;
+        let mut seqs = got.lock().clone();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(seqs, (0..40).collect::<Vec<_>>(), "the missed ones too, from the log");
         run.abort();
         pump.abort();
     }

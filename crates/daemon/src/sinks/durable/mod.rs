@@ -39,8 +39,9 @@ use outbox::{Dropped, Outbox};
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::Notify;
 
@@ -65,6 +66,8 @@ pub struct Durable {
     resends: AtomicU64,
     /// One marks writer at a time.
     persisting: Mutex<()>,
+    /// A marks write is scheduled and has not taken its snapshot yet (writes coalesce).
+    scheduled: AtomicBool,
 }
 
 struct State {
@@ -194,6 +197,7 @@ impl Durable {
             wake: Notify::new(),
             resends: AtomicU64::new(0),
             persisting: Mutex::new(()),
+            scheduled: AtomicBool::new(false),
         })
     }
 
@@ -229,8 +233,13 @@ impl Durable {
     /// Moves the daemon's Events from the bus into the outbox, and lets go of the sessions the
     /// registry closes once the peer has everything of them.
     pub async fn pump(self: Arc<Self>, mut bus: tokio::sync::broadcast::Receiver<Note>) {
+        let mut heard = SystemTime::now();
         loop {
-            let event = match bus.recv().await {
+            let note = bus.recv().await;
+            if note.is_ok() {
+                heard = SystemTime::now();
+            }
+            let event = match note {
                 Ok(Note::Event(event)) => event,
                 Ok(Note::Closed(sessions)) => {
                     let mut state = self.state.lock();
@@ -250,6 +259,7 @@ impl Durable {
                         missed,
                         "the sink fell behind the bus; resending from the logs"
                     );
+                    self.recover_missed(heard).await;
                     self.state.lock().resync = true;
                     self.wake.notify_one();
                     continue;
@@ -316,9 +326,54 @@ impl Durable {
         }
     }
 
+    /// After a lag the missed notes may have named sessions this sink never saw: every log
+    /// written since shortly before the last note heard whose session is not carried is carried
+    /// from its start (at-least-once: what of it the peer had already comes again).
+    async fn recover_missed(self: &Arc<Self>, heard: SystemTime) {
+        let since = heard - Duration::from_secs(1);
+        let dir = self.journal.dir().to_path_buf();
+        let found = tokio::task::spawn_blocking(move || {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                return Vec::new();
+            };
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.metadata().and_then(|m| m.modified()).is_ok_and(|m| m >= since))
+                .filter_map(|e| {
+                    let session = crate::history::logged_session(&e.path())?;
+                    let mut cursor = Cursor::new(e.path(), None, None);
+                    while cursor.next_chunk().is_ok_and(|chunk| !chunk.done) {}
+                    Some((session, cursor.first()?, cursor.high()?))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let mut added = false;
+        {
+            let mut state = self.state.lock();
+            for (session, first, high) in found {
+                if let std::collections::hash_map::Entry::Vacant(slot) = state.carried.entry(session) {
+                    slot.insert(Carried {
+                        first,
+                        confirmed: None,
+                        high: Some(high),
+                        last: None,
+                        ended: false,
+                        closed: false,
+                    });
+                    added = true;
+                }
+            }
+        }
+        if added {
+            self.persist();
+        }
+    }
+
     /// The peer has every Event up to these positions (per session); recorded beside the logs
     /// when anything moved.
-    pub fn confirm(&self, confirmed: impl IntoIterator<Item = (String, Position)>) {
+    pub fn confirm(self: &Arc<Self>, confirmed: impl IntoIterator<Item = (String, Position)>) {
         let mut moved = false;
         {
             let mut state = self.state.lock();
@@ -337,8 +392,20 @@ impl Durable {
         }
     }
 
-    /// Writes what the peer has to `.<sink>.json` beside the logs.
-    fn persist(&self) {
+    /// Writes what the peer has to `.<sink>.json` beside the logs, on a blocking thread so
+    /// the pump never waits on the disk (a pump that waits falls behind the bus). Writes
+    /// coalesce: one scheduled write takes its snapshot when it runs.
+    fn persist(self: &Arc<Self>) {
+        if self.scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let durable = self.clone();
+        tokio::task::spawn_blocking(move || durable.write_marks());
+    }
+
+    fn write_marks(&self) {
+        let _one_writer = self.persisting.lock();
+        self.scheduled.store(false, Ordering::Release);
         let sessions = {
             let state = self.state.lock();
             state
@@ -353,7 +420,6 @@ impl Durable {
                 })
                 .collect()
         };
-        let _one_writer = self.persisting.lock();
         if let Err(e) = self.store.save(&sessions) {
             tracing::warn!(sink = self.name, error = %e, "cannot record what the peer confirmed; a restart would resend more than needed");
         }
@@ -425,6 +491,80 @@ struct Resend {
     resent: u64,
 }
 
+/// Events a resend step gathers before it hands them over, about (a log's chunk is whole).
+const RESEND_BATCH: usize = 256;
+
+impl Resend {
+    /// Reads on (blocking) until about [`RESEND_BATCH`] Events, updating `sent`; with whether
+    /// the pass is over. A log that cannot be read is an error once nothing is gathered (the
+    /// pass then goes on with the next session).
+    fn step(
+        &mut self,
+        journal: &Journal,
+        sent: &mut HashMap<String, Position>,
+    ) -> anyhow::Result<(Vec<Arc<Published>>, bool)> {
+        let mut out: Vec<Arc<Published>> = Vec::new();
+        loop {
+            if out.len() >= RESEND_BATCH {
+                return Ok((out, false));
+            }
+            let (planned, mut cursor, before) = match self.current.take() {
+                Some(current) => current,
+                None => {
+                    let Some(planned) = self.sessions.pop_front() else {
+                        return Ok((out, true));
+                    };
+                    let before = sent.get(&planned.session).copied();
+                    let after = planned.after.max(before);
+                    let cursor = Cursor::new(journal.path(&planned.session), after, None);
+                    (planned, cursor, before)
+                }
+            };
+            let chunk = match cursor.next_chunk() {
+                Ok(chunk) => chunk,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::history::Chunk {
+                    events: Vec::new(),
+                    done: true,
+                },
+                Err(_) if !out.is_empty() => {
+                    // Hand over what is gathered; the error comes at the next step.
+                    self.sessions.push_front(planned);
+                    return Ok((out, false));
+                }
+                Err(e) => {
+                    return Err(anyhow::anyhow!(e).context(format!(
+                        "cannot read the log of session {:?} to resend it",
+                        planned.session
+                    )))
+                }
+            };
+            let mut high = sent.get(&planned.session).copied();
+            for (p, event) in chunk.events {
+                high = high.max(Some(p));
+                out.push(event);
+                self.resent += 1;
+            }
+            if !chunk.done {
+                if let Some(h) = high {
+                    sent.insert(planned.session.clone(), h);
+                }
+                self.current = Some((planned, cursor, before));
+                continue;
+            }
+            // The session's log is read: re-claim it if nothing of it was resent.
+            if high == before {
+                if let Some(last) = &planned.last {
+                    out.push(last.clone());
+                    high = high.max(position(&last.value));
+                }
+            }
+            if let Some(h) = high {
+                sent.insert(planned.session, h);
+            }
+        }
+    }
+}
+
 /// What one connection to the peer is sent, in order: first, from the logs, everything the
 /// peer may lack; then the outbox, without what the logs already gave. Made by
 /// [`Durable::feed`].
@@ -492,75 +632,39 @@ impl Feed {
         fresh
     }
 
-    /// One chunk of the resend pass; empty with the pass over (then `self.resend` is `None`).
+    /// The next part of the resend pass (up to [`RESEND_BATCH`] Events, over as many sessions
+    /// as that takes, read on one blocking thread); empty with the pass over (then
+    /// `self.resend` is `None`).
     async fn resend_step(&mut self) -> anyhow::Result<Vec<Arc<Published>>> {
-        let resend = self.resend.as_mut().expect("a resend pass");
-        let (planned, mut cursor, before) = match resend.current.take() {
-            Some(current) => current,
-            None => {
-                let Some(planned) = resend.sessions.pop_front() else {
-                    let resent = resend.resent;
-                    self.resend = None;
-                    if resent > 0 {
-                        self.durable.resends.fetch_add(resent, Ordering::Relaxed);
-                        tracing::info!(
-                            sink = self.durable.name,
-                            events = resent,
-                            "resent from the session logs what the peer may lack"
-                        );
-                    }
-                    return Ok(Vec::new());
-                };
-                let before = self.sent.get(&planned.session).copied();
-                let after = planned.after.max(before);
-                let cursor = Cursor::new(self.durable.journal.path(&planned.session), after, None);
-                (planned, cursor, before)
-            }
-        };
-        let (back, chunk) = tokio::task::spawn_blocking(move || {
-            let chunk = cursor.next_chunk();
-            (cursor, chunk)
+        let mut resend = self.resend.take().expect("a resend pass");
+        let mut sent = std::mem::take(&mut self.sent);
+        let journal = self.durable.journal.clone();
+        let (resend, sent, step) = tokio::task::spawn_blocking(move || {
+            let step = resend.step(&journal, &mut sent);
+            (resend, sent, step)
         })
         .await?;
-        cursor = back;
-        let chunk = match chunk {
-            Ok(chunk) => chunk,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::history::Chunk {
-                events: Vec::new(),
-                done: true,
-            },
+        self.sent = sent;
+        match step {
+            Ok((events, false)) => {
+                self.resend = Some(resend);
+                Ok(events)
+            }
+            Ok((events, true)) => {
+                if resend.resent > 0 {
+                    self.durable.resends.fetch_add(resend.resent, Ordering::Relaxed);
+                    tracing::info!(
+                        sink = self.durable.name,
+                        events = resend.resent,
+                        "resent from the session logs what the peer may lack"
+                    );
+                }
+                Ok(events)
+            }
             Err(e) => {
-                return Err(anyhow::anyhow!(e).context(format!(
-                    "cannot read the log of session {:?} to resend it",
-                    planned.session
-                )))
-            }
-        };
-        let mut out: Vec<Arc<Published>> = Vec::with_capacity(chunk.events.len());
-        let high = self.sent.get(&planned.session).copied();
-        let mut new_high = high;
-        for (p, event) in chunk.events {
-            new_high = new_high.max(Some(p));
-            out.push(event);
-        }
-        resend.resent += out.len() as u64;
-        if !chunk.done {
-            if let Some(h) = new_high {
-                self.sent.insert(planned.session.clone(), h);
-            }
-            resend.current = Some((planned, cursor, before));
-            return Ok(out);
-        }
-        // The session's log is read: re-claim it if nothing of it was resent.
-        if new_high == before {
-            if let Some(last) = &planned.last {
-                out.push(last.clone());
-                new_high = new_high.max(position(&last.value));
+                self.resend = Some(resend);
+                Err(e)
             }
         }
-        if let Some(h) = new_high {
-            self.sent.insert(planned.session, h);
-        }
-        Ok(out)
     }
 }

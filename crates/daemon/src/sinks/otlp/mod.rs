@@ -77,8 +77,8 @@ impl Otlp {
         deliver::deliver(self.durable.clone(), exporter, batching, self.health.clone()).await
     }
 
-    /// For `/healthz`: `{endpoint, connected, last_error, confirmed, pending, outbox, dropped,
-    /// retries, resends, filtered, capture}`.
+    /// For `/healthz`: `{endpoint, connected, last_error, confirmed, pending, sessions (carried),
+    /// outbox, dropped, retries, resends, filtered, capture}`.
     pub fn status(&self) -> Value {
         let counters = self.durable.counters();
         let health = self.health.status();
@@ -88,6 +88,7 @@ impl Otlp {
             "last_error": health["last_error"],
             "confirmed": health["confirmed"],
             "pending": counters.pending,
+            "sessions": counters.sessions,
             "outbox": counters.outbox,
             "dropped": {
                 "refused_batches": health["refused"]["batches"],
