@@ -17,8 +17,8 @@ use crate::hub;
 use crate::lane::spool::Spool;
 use crate::lane::{Bus, Journal, Sessions};
 use crate::sinks::endpoint::Endpoint;
-use crate::sinks::otlp::Otlp;
 use crate::sinks::nats::Nats;
+use crate::sinks::otlp::Otlp;
 use crate::sinks::relay::Relay;
 use crate::state::discovery::{self, Discovery};
 use crate::state::lock::{Holder, StateLock};
@@ -129,45 +129,23 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         )
     });
     if let Some(endpoint) = &endpoint {
-        let endpoint = endpoint.clone();
-        let first = subscription(&sessions);
-        let sessions = sessions.clone();
-        supervisor.keep("endpoint feed", move || {
-            endpoint
-                .clone()
-                .pump(first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()))
-        });
+        keep_fed(&supervisor, "endpoint feed", &sessions, endpoint, Endpoint::pump);
     }
     let relay = relay_settings.map(|s| Relay::new(s, sessions.clone(), intake.clone(), &instance));
     if let Some(relay) = &relay {
-        let (pumped, first, sessions) = (relay.clone(), subscription(&sessions), sessions.clone());
-        supervisor.keep("relay outbox", move || {
-            pumped
-                .clone()
-                .pump(first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()))
-        });
+        keep_fed(&supervisor, "relay outbox", &sessions, relay, Relay::pump);
         let connected = relay.clone();
         supervisor.keep("relay connection", move || connected.clone().run());
     }
     let otlp = otlp_settings.map(|s| Otlp::new(s, sessions.journal().clone(), config.host.clone()));
     if let Some(otlp) = &otlp {
-        let (pumped, first, sessions) = (otlp.clone(), subscription(&sessions), sessions.clone());
-        supervisor.keep("otlp outbox", move || {
-            pumped
-                .clone()
-                .pump(first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()))
-        });
+        keep_fed(&supervisor, "otlp outbox", &sessions, otlp, Otlp::pump);
         let delivering = otlp.clone();
         supervisor.keep("otlp export", move || delivering.clone().run());
     }
     let nats = nats_settings.map(|s| Nats::new(s, sessions.journal().clone()));
     if let Some(nats) = &nats {
-        let (pumped, first, sessions) = (nats.clone(), subscription(&sessions), sessions.clone());
-        supervisor.keep("JetStream outbox", move || {
-            pumped
-                .clone()
-                .pump(first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()))
-        });
+        keep_fed(&supervisor, "JetStream outbox", &sessions, nats, Nats::pump);
         let connected = nats.clone();
         supervisor.keep("JetStream connection", move || connected.clone().run());
     }
@@ -367,6 +345,27 @@ fn subscription(
     sessions: &Sessions,
 ) -> Arc<parking_lot::Mutex<Option<tokio::sync::broadcast::Receiver<crate::lane::Note>>>> {
     Arc::new(parking_lot::Mutex::new(Some(sessions.bus().subscribe())))
+}
+
+/// Keeps a sink's bus pump running: its first run reads a subscription taken now (before the
+/// spool drain publishes anything, so nothing is missed), a restarted one subscribes anew.
+fn keep_fed<S, Fut>(
+    supervisor: &Supervisor,
+    name: &'static str,
+    sessions: &Arc<Sessions>,
+    sink: &Arc<S>,
+    pump: fn(Arc<S>, tokio::sync::broadcast::Receiver<crate::lane::Note>) -> Fut,
+) where
+    S: Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (sink, first, sessions) = (sink.clone(), subscription(sessions), sessions.clone());
+    supervisor.keep(name, move || {
+        pump(
+            sink.clone(),
+            first.lock().take().unwrap_or_else(|| sessions.bus().subscribe()),
+        )
+    });
 }
 
 /// The log folder exists (owner-only when created here) and takes a file, or the daemon
