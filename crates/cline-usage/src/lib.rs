@@ -17,6 +17,7 @@ pub mod db;
 mod messages;
 mod model;
 mod problem;
+pub mod report;
 mod store;
 
 pub use messages::{read_calls, CallRef, CallSink};
