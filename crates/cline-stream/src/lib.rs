@@ -21,6 +21,6 @@ pub use driver::{run, Format, StreamError};
 pub use event::{Body, Event, ToolEvent};
 pub use normalize::{LineError, LEGACY_USAGE_NOTE};
 pub use price::{openrouter_id, Cost, Price, PriceError, PriceTable, Pricing, SNAPSHOT_DATE};
-pub use summary::{Abort, Lines, ModelSummary, Summary};
+pub use summary::{Abort, Lines, ModelSummary, SubagentSummary, Summary};
 pub use tools::ToolKind;
 pub use usage::{ClineUsage, TokenClasses};

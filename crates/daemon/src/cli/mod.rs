@@ -14,6 +14,7 @@ pub mod show;
 pub mod stream;
 pub mod tail;
 mod tail_nats;
+pub mod usage;
 pub mod validate;
 
 use crate::daemon::settings::DaemonArgs;
@@ -45,6 +46,7 @@ enum Command {
     /// Install (or remove) the Cline hook files that run the shim.
     InstallHooks(install::InstallArgs),
     Stream(stream::StreamArgs),
+    Usage(usage::UsageArgs),
     Tail(Box<tail::TailArgs>),
     Validate(validate::ValidateArgs),
     Sessions(sessions::SessionsArgs),
@@ -79,6 +81,7 @@ pub fn main() -> std::process::ExitCode {
         }
         Command::InstallHooks(args) => install::run(args),
         Command::Stream(args) => stream::run(args),
+        Command::Usage(args) => usage::run(args),
         Command::Tail(args) => tail::run(*args),
         Command::Validate(args) => validate::run(args),
         Command::Sessions(args) => sessions::run(args),
