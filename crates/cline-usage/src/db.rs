@@ -1,0 +1,55 @@
+//! `db/sessions.db`: Cline's SQLite index, one row per session and per subagent. The session
+//! folders alone already give every call (a subagent's file lives in its root's folder); the
+//! database adds the lineage the files do not say: which agent spawned a subagent
+//! (`parent_agent_id`), for the report's `--breakdown`.
+//!
+//! Opened read-only, never creating anything, with a short busy timeout: Cline's database is
+//! in WAL mode, where a reader does not block its writer, and a database that stays locked is
+//! reported (once) rather than waited for.
+
+use crate::problem::{Problem, ProblemKind};
+use rusqlite::{Connection, OpenFlags};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// A subagent's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subagent {
+    /// `<root>__agent_<…>`.
+    pub session_id: String,
+    /// The root session.
+    pub parent_session_id: Option<String>,
+    /// The agent that spawned it.
+    pub parent_agent_id: Option<String>,
+    /// Its own agent id (`agent_<…>`, the name of its messages file).
+    pub agent_id: Option<String>,
+    pub status: Option<String>,
+}
+
+/// Every subagent row, by its own session id. An absent database is no subagents (a store
+/// written without one); a locked or unreadable one is a [`Problem`].
+pub fn subagents(db: &Path) -> Result<HashMap<String, Subagent>, Problem> {
+    if !db.exists() {
+        return Ok(HashMap::new());
+    }
+    read(db).map_err(|e| Problem::new(db, ProblemKind::Database(e.to_string())))
+}
+
+fn read(db: &Path) -> rusqlite::Result<HashMap<String, Subagent>> {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    conn.busy_timeout(Duration::from_millis(200))?;
+    let mut stmt = conn.prepare(
+        "SELECT session_id, parent_session_id, parent_agent_id, agent_id, status FROM sessions WHERE is_subagent = 1",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Subagent {
+            session_id: r.get(0)?,
+            parent_session_id: r.get(1)?,
+            parent_agent_id: r.get(2)?,
+            agent_id: r.get(3)?,
+            status: r.get(4)?,
+        })
+    })?;
+    rows.map(|r| r.map(|s| (s.session_id.clone(), s))).collect()
+}

@@ -1,0 +1,25 @@
+//! Cline's own on-disk history, as model calls and sessions.
+//!
+//! Cline 3.x keeps every session under `$CLINE_DIR/data/sessions/<id>/` ([`Store`]): `<id>.json`
+//! (status, provider, model, workspace), `<id>.messages.json` (the conversation: every assistant
+//! message carries the `metrics` of the model call that produced it, and its `modelInfo`) and,
+//! for each subagent the session spawned, `agent_<agent id>.messages.json` beside them. The
+//! SQLite `db/sessions.db` has one row per session and per subagent ([`db`]).
+//!
+//! The unit is one model call ([`ModelCall`]): the per-message `metrics` are per call, so a
+//! session's, a run's or a day's usage is a sum of calls. Cline's `aggregateUsage` is not
+//! used: it leaves the subagents out (docs/cline-vendor-facts.md). Token classes follow the
+//! one rule `cline_stream::TokenClasses` implements ([`Tokens::classes`]).
+//!
+//! No panics on bad input: a file that cannot be read or parsed is a [`Problem`] naming it.
+
+pub mod db;
+mod messages;
+mod model;
+mod problem;
+mod store;
+
+pub use messages::{read_calls, CallRef, CallSink};
+pub use model::{Agent, ModelCall, Session, Tokens};
+pub use problem::{Problem, ProblemKind};
+pub use store::{data_dir, Store};

@@ -1,0 +1,117 @@
+//! One `*.messages.json` file: the model calls it records. Every assistant message Cline 3.x
+//! writes carries `metrics {inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens}` for
+//! the one model call that produced it and `modelInfo {id, provider}`; messages without
+//! `metrics` (the user's, tool results) are not calls.
+//!
+//! Parsing borrows from the file's bytes and skips the content (text, tool inputs, the system
+//! prompt) without building it, so a call costs no allocation; a file is read whole into a
+//! buffer the caller may reuse.
+
+use crate::model::Tokens;
+use crate::problem::{Problem, ProblemKind};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::path::Path;
+
+/// One call, borrowed from the file being read.
+#[derive(Debug, Clone, Copy)]
+pub struct CallRef<'a> {
+    pub time_ms: Option<i64>,
+    pub provider: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub tokens: Tokens,
+}
+
+/// Receives the calls of a file, in file order.
+pub trait CallSink {
+    fn call(&mut self, call: CallRef<'_>);
+}
+
+impl<F: FnMut(CallRef<'_>)> CallSink for F {
+    fn call(&mut self, call: CallRef<'_>) {
+        self(call)
+    }
+}
+
+#[derive(Deserialize)]
+struct File<'a> {
+    #[serde(borrow, default)]
+    messages: Vec<Message<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(default)]
+    ts: Option<serde_json::Number>,
+    #[serde(borrow, default, rename = "modelInfo")]
+    model_info: Option<ModelInfo<'a>>,
+    #[serde(default)]
+    metrics: Option<Metrics>,
+}
+
+#[derive(Deserialize)]
+struct ModelInfo<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    provider: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Metrics {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_tokens: Option<u64>,
+    #[serde(default)]
+    cache_write_tokens: Option<u64>,
+}
+
+/// Reads the calls of `path` into `sink` (using `buf` for the bytes) and returns how many.
+/// A file that cannot be read or is not whole JSON gives no calls at all and a [`Problem`]:
+/// half a conversation would be a wrong total.
+pub fn read_calls(path: &Path, buf: &mut Vec<u8>, sink: &mut dyn CallSink) -> Result<usize, Problem> {
+    buf.clear();
+    read_into(path, buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Problem::new(path, ProblemKind::MissingMessages),
+        _ => Problem::new(path, ProblemKind::Unreadable(e.to_string())),
+    })?;
+    let file: File<'_> =
+        serde_json::from_slice(buf).map_err(|e| Problem::new(path, ProblemKind::Corrupt(e.to_string())))?;
+    let mut n = 0;
+    for m in &file.messages {
+        let Some(metrics) = &m.metrics else { continue };
+        let info = m.model_info.as_ref();
+        sink.call(CallRef {
+            time_ms: m.ts.as_ref().and_then(epoch_ms),
+            provider: info.and_then(|i| i.provider.as_deref()),
+            model: info.and_then(|i| i.id.as_deref()),
+            tokens: Tokens {
+                input: metrics.input_tokens.unwrap_or(0),
+                output: metrics.output_tokens.unwrap_or(0),
+                cache_read: metrics.cache_read_tokens.unwrap_or(0),
+                cache_write: metrics.cache_write_tokens.unwrap_or(0),
+            },
+        });
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    if let Ok(meta) = f.metadata() {
+        buf.reserve(meta.len() as usize);
+    }
+    f.read_to_end(buf).map(|_| ())
+}
+
+/// `ts` as epoch ms (an integer; a float is truncated).
+fn epoch_ms(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64()
+        .or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+}

@@ -1,0 +1,213 @@
+//! The 3.x session store: `<data>/sessions/<id>/` holds `<id>.json` (the session: status,
+//! times, provider, model, workspace), `<id>.messages.json` (the lead agent's conversation)
+//! and one `agent_<agent id>.messages.json` per subagent the session spawned (their own
+//! sessions are named `<id>__agent_<…>` in the database; their files live in the root's folder).
+
+use crate::messages::{read_calls, CallRef};
+use crate::model::{Agent, ModelCall, Session};
+use crate::problem::{Problem, ProblemKind};
+use serde::Deserialize;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Cline's data folder: `CLINE_DATA_DIR`, else `<cline dir>/data` where the Cline dir is
+/// `cline_dir`, else `CLINE_DIR`, else `~/.cline` (as the CLI resolves it).
+pub fn data_dir(cline_dir: Option<&Path>) -> PathBuf {
+    resolve(
+        std::env::var_os("CLINE_DATA_DIR"),
+        cline_dir
+            .map(|p| p.as_os_str().to_owned())
+            .or_else(|| std::env::var_os("CLINE_DIR")),
+        std::env::var_os("HOME"),
+    )
+}
+
+fn resolve(data: Option<OsString>, cline: Option<OsString>, home: Option<OsString>) -> PathBuf {
+    let set = |v: Option<OsString>| v.filter(|v| !v.is_empty());
+    if let Some(d) = set(data) {
+        return PathBuf::from(d);
+    }
+    let cline = set(cline)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(set(home).unwrap_or_else(|| "/".into())).join(".cline"));
+    cline.join("data")
+}
+
+/// A Cline data folder, read-only.
+#[derive(Debug, Clone)]
+pub struct Store {
+    data: PathBuf,
+}
+
+#[derive(Deserialize, Default)]
+struct SessionFile {
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    pid: Option<i64>,
+    #[serde(default)]
+    started_at: Option<String>,
+    #[serde(default)]
+    ended_at: Option<String>,
+    #[serde(default)]
+    provider: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    workspace_root: Option<String>,
+}
+
+impl Store {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Store { data: data_dir.into() }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.data.join("sessions")
+    }
+
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.sessions_dir().join(id)
+    }
+
+    /// The database (`db/sessions.db`).
+    pub fn database(&self) -> PathBuf {
+        self.data.join("db").join("sessions.db")
+    }
+
+    /// The ids of the sessions on disk (their folders), in no order. An absent store has none.
+    pub fn session_ids(&self) -> std::io::Result<impl Iterator<Item = String>> {
+        let entries = match std::fs::read_dir(self.sessions_dir()) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            other => Some(other?),
+        };
+        Ok(entries.into_iter().flatten().filter_map(|e| {
+            let e = e.ok()?;
+            e.file_type().ok()?.is_dir().then(|| e.file_name().into_string().ok())?
+        }))
+    }
+
+    /// One session with every call, subagents included.
+    pub fn read_session(&self, id: &str) -> Session {
+        let mut buf = Vec::new();
+        let mut calls = Vec::new();
+        let mut session = self.scan_session(id, &mut buf, &mut |agent, c| {
+            let (session, parent) = match agent {
+                Agent::Lead => (id.to_string(), None),
+                Agent::Subagent(a) => (format!("{id}__{a}"), Some(id.to_string())),
+            };
+            calls.push(ModelCall {
+                time_ms: c.time_ms,
+                session,
+                parent,
+                agent: agent.clone(),
+                provider: c.provider.map(str::to_string),
+                model: c.model.map(str::to_string),
+                tokens: c.tokens,
+            });
+        });
+        session.calls = calls;
+        session
+    }
+
+    /// One session's facts, its calls handed to `sink` (the lead's, then each subagent's)
+    /// instead of collected: what a report over the whole history uses, with one `buf` per
+    /// reading thread.
+    pub fn scan_session(&self, id: &str, buf: &mut Vec<u8>, sink: &mut dyn FnMut(&Agent, CallRef<'_>)) -> Session {
+        let dir = self.session_dir(id);
+        let mut session = Session {
+            id: id.to_string(),
+            ..Session::default()
+        };
+        let head = dir.join(format!("{id}.json"));
+        match std::fs::read(&head) {
+            Ok(bytes) => match serde_json::from_slice::<SessionFile>(&bytes) {
+                Ok(f) => {
+                    session.running = f.ended_at.is_none()
+                        && f.status.as_deref().is_none_or(|s| s == "running")
+                        && f.pid.is_none_or(alive);
+                    session.started_ms = f.started_at.as_deref().and_then(iso_ms);
+                    session.ended_ms = f.ended_at.as_deref().and_then(iso_ms);
+                    session.status = f.status;
+                    session.provider = f.provider;
+                    session.model = f.model;
+                    session.workspace = f.workspace_root.filter(|w| !w.is_empty()).or(f.cwd);
+                }
+                Err(e) => session
+                    .problems
+                    .push(Problem::new(&head, ProblemKind::Corrupt(e.to_string()))),
+            },
+            Err(e) => session
+                .problems
+                .push(Problem::new(&head, ProblemKind::Unreadable(e.to_string()))),
+        }
+        let lead = dir.join(format!("{id}.messages.json"));
+        if let Err(p) = read_calls(&lead, buf, &mut |c: CallRef<'_>| sink(&Agent::Lead, c)) {
+            session.problems.push(p);
+        }
+        let mut agents: Vec<String> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                let agent = name.strip_suffix(".messages.json")?;
+                agent.starts_with("agent_").then(|| agent.to_string())
+            })
+            .collect();
+        agents.sort();
+        for a in &agents {
+            let path = dir.join(format!("{a}.messages.json"));
+            let agent = Agent::Subagent(a.clone());
+            if let Err(p) = read_calls(&path, buf, &mut |c: CallRef<'_>| sink(&agent, c)) {
+                session.problems.push(p);
+            }
+        }
+        session.subagents = agents;
+        session
+    }
+}
+
+/// Whether process `pid` exists (Linux: `/proc/<pid>`; elsewhere assumed, since the session
+/// recorded no end).
+fn alive(pid: i64) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
+/// An RFC 3339 time as epoch ms.
+pub(crate) fn iso_ms(t: &str) -> Option<i64> {
+    let t = humantime::parse_rfc3339_weak(t).ok()?;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_data_folder_is_resolved_as_cline_does() {
+        let r = |d: Option<&str>, c: Option<&str>, h: Option<&str>| {
+            resolve(d.map(Into::into), c.map(Into::into), h.map(Into::into))
+        };
+        assert_eq!(r(Some("/d"), Some("/c"), Some("/h")), PathBuf::from("/d"));
+        assert_eq!(r(None, Some("/c"), Some("/h")), PathBuf::from("/c/data"));
+        assert_eq!(r(Some(""), None, Some("/h")), PathBuf::from("/h/.cline/data"));
+    }
+
+    #[test]
+    fn times_are_epoch_ms() {
+        assert_eq!(iso_ms("2026-12-01T05:05:51.591Z"), Some(1_796_101_551_591));
+        assert_eq!(iso_ms("yesterday"), None);
+    }
+}
