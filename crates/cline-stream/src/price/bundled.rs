@@ -49,15 +49,10 @@ impl Bundled {
                 rows.push(row);
             }
         }
-        let by_key = rows
-            .iter()
-            .enumerate()
-            .map(|(i, row)| (row.key.to_ascii_lowercase(), i))
-            .collect();
-
+        let mut by_key = HashMap::with_capacity(rows.len());
         // Canonical ids, with a rank: a vendor's own row before a gateway's, an undated alias
         // before a dated snapshot, a later snapshot before an earlier one.
-        let mut canonical: HashMap<String, (usize, (u8, bool, &str))> = HashMap::new();
+        let mut canonical: HashMap<String, (usize, (u8, bool, &str))> = HashMap::with_capacity(1024);
         let mut offer = |id: String, i: usize, rank: (u8, bool, &'static str)| {
             let better = |old: &(u8, bool, &str)| {
                 (rank.0, rank.1) < (old.0, old.1) || ((rank.0, rank.1) == (old.0, old.1) && rank.2 > old.2)
@@ -71,21 +66,18 @@ impl Bundled {
         };
         for (i, row) in rows.iter().enumerate() {
             let lower = row.key.to_ascii_lowercase();
-            if let Some((vendor, prefix)) = vendor_api(row.provider) {
-                let Some(model) = lower
-                    .strip_prefix(prefix)
-                    .filter(|m| !m.contains('/') && !m.starts_with("ft:"))
-                else {
-                    continue;
-                };
-                let dated = is_dated(model);
+            let vendor_row = vendor_api(row.provider).and_then(|(vendor, prefix)| {
+                let model = lower.strip_prefix(prefix)?;
+                (!model.contains('/') && !model.starts_with("ft:")).then_some((vendor, model))
+            });
+            if let Some((vendor, model)) = vendor_row {
                 // As the vendor lists it (`openai/gpt-4o-2024-05-13`), and as OpenRouter
                 // names it (`anthropic/claude-sonnet-4.5`), when the family is the vendor's.
-                offer(format!("{vendor}/{model}"), i, (0, false, row.key));
+                offer([vendor, "/", model].concat(), i, (0, false, row.key));
                 if let Some(id) = openrouter_id(Some(provider_of_vendor(vendor)), model)
                     .filter(|id| id.split_once('/').is_some_and(|(v, _)| v == vendor))
                 {
-                    offer(id, i, (0, dated, row.key));
+                    offer(id, i, (0, is_dated(model), row.key));
                 }
             } else if let Some((vendor, model)) = row
                 .provider
@@ -93,13 +85,13 @@ impl Bundled {
                 .then_some(())
                 .and_then(|()| lower.strip_prefix("vercel_ai_gateway/")?.split_once('/'))
             {
-                let model = model.to_string();
                 offer(
-                    format!("{}/{model}", openrouter_vendor(vendor)),
+                    [openrouter_vendor(vendor), "/", model].concat(),
                     i,
-                    (1, is_dated(&model), row.key),
+                    (1, is_dated(model), row.key),
                 );
             }
+            by_key.insert(lower, i);
         }
         let mut by_name: HashMap<String, Option<String>> = HashMap::new();
         for id in canonical.keys() {
@@ -142,7 +134,9 @@ impl Bundled {
 
 /// `key \t provider \t input \t output \t cache_read \t cache_write`, USD per token.
 fn parse_row(line: &'static str) -> Option<Row> {
-    let mut f = line.split('\t');
+    // A byte scan: the table is ASCII-delimited, and str::split's searcher was the largest
+    // part of parsing it.
+    let mut f = fields(line);
     let (key, provider) = (f.next()?, f.next()?);
     let mut next = || -> Option<Option<f64>> {
         let v = f.next()?;
@@ -165,6 +159,24 @@ fn parse_row(line: &'static str) -> Option<Row> {
             // those tokens as cache writes, so they are billed at the input price.
             cache_write: cache_write.filter(|w| *w > 0.0),
         },
+    })
+}
+
+/// The tab-separated fields of a line.
+fn fields(line: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(line);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match r.bytes().position(|b| b == b'\t') {
+            Some(at) => {
+                rest = Some(&r[at + 1..]);
+                Some(&r[..at])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
     })
 }
 

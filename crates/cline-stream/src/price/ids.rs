@@ -6,27 +6,73 @@
 //! ([`openrouter_id`]: `anthropic/claude-sonnet-4.5`), which prices a model reached through a
 //! gateway (OpenRouter, Cline's own provider) or a proxy at the vendor's list price.
 
-use regex::Regex;
-use std::sync::LazyLock;
+/// Bedrock's cross-region inference profiles prefix the model id with a geography.
+const BEDROCK_REGIONS: &[&str] = &["us.", "eu.", "apac.", "au.", "jp.", "ca.", "global.", "us-gov."];
+/// OpenRouter's variants that are priced as the base model. `:free` is not among them: it is
+/// free on OpenRouter only, so it stays unpriced rather than taking the base model's price.
+const SAME_PRICE_VARIANTS: &[&str] = &[":thinking", ":beta", ":exacto"];
 
-static BEDROCK_REGION: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?:us|eu|apac|au|jp|ca|global|us-gov)\.").expect("static regex"));
-static BEDROCK_VERSION: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"-v\d+(?::\d+)?$").expect("static regex"));
-static DATE_SUFFIX: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?:[-@]\d{8}|-\d{4}-\d{2}-\d{2}|-latest|@latest)$").expect("static regex"));
-/// `claude-3-7-sonnet` → `claude-3.7-sonnet`; `claude-sonnet-4-5` → `claude-sonnet-4.5`.
-static CLAUDE_VERSION: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^claude-(?:(\d)-(\d)-(.+)|([a-z]+)-(\d)-(\d))$").expect("static regex"));
-/// OpenRouter's variants that are priced as the base model (`:thinking`, `:beta`, `:exacto`).
-/// `:free` is not among them: it is free on OpenRouter only, so it stays unpriced rather than
-/// taking the base model's price.
-static SAME_PRICE_VARIANT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r":(?:thinking|beta|exacto)$").expect("static regex"));
+fn digits(s: &str, n: usize) -> bool {
+    s.len() == n && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `id` less a Bedrock version suffix (`-v1:0`, `-v2`).
+fn strip_bedrock_version(id: &str) -> &str {
+    let Some(at) = id.rfind("-v") else { return id };
+    let version = &id[at + 2..];
+    let (major, minor) = version.split_once(':').unwrap_or((version, "0"));
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if all_digits(major) && all_digits(minor) {
+        &id[..at]
+    } else {
+        id
+    }
+}
+
+/// `id` less a date or `latest` suffix (`-20250929`, `@20250929`, `-2024-08-06`, `-latest`,
+/// `@latest`), or `None` when it has none.
+fn undated(id: &str) -> Option<&str> {
+    if let Some(rest) = id.strip_suffix("-latest").or_else(|| id.strip_suffix("@latest")) {
+        return Some(rest);
+    }
+    let (head, tail) = id.split_at_checked(id.len().checked_sub(9)?)?;
+    if (tail.starts_with('-') || tail.starts_with('@')) && digits(&tail[1..], 8) {
+        return Some(head);
+    }
+    let (head, tail) = id.split_at_checked(id.len().checked_sub(11)?)?;
+    let b = tail.as_bytes();
+    (b[0] == b'-'
+        && b[5] == b'-'
+        && b[8] == b'-'
+        && digits(&tail[1..5], 4)
+        && digits(&tail[6..8], 2)
+        && digits(&tail[9..], 2))
+    .then_some(head)
+}
+
+/// Anthropic's dashed versions dotted, as OpenRouter writes them: `claude-3-7-sonnet` →
+/// `claude-3.7-sonnet`, `claude-sonnet-4-5` → `claude-sonnet-4.5`.
+fn dotted_claude(id: &str) -> Option<String> {
+    let rest = id.strip_prefix("claude-")?;
+    let b = rest.as_bytes();
+    if b.len() > 4 && b[0].is_ascii_digit() && b[1] == b'-' && b[2].is_ascii_digit() && b[3] == b'-' {
+        return Some(format!("claude-{}.{}-{}", &rest[..1], &rest[2..3], &rest[4..]));
+    }
+    let (family, version) = rest.split_once('-')?;
+    let v = version.as_bytes();
+    (!family.is_empty()
+        && family.bytes().all(|c| c.is_ascii_lowercase())
+        && v.len() == 3
+        && v[0].is_ascii_digit()
+        && v[1] == b'-'
+        && v[2].is_ascii_digit())
+    .then(|| format!("claude-{family}-{}.{}", &version[..1], &version[2..]))
+}
 
 /// Whether a model id names a dated (or `-latest`) snapshot of a model: the undated alias is the
 /// one a canonical id takes its price from.
 pub(super) fn is_dated(model_id: &str) -> bool {
-    DATE_SUFFIX.is_match(model_id)
+    undated(model_id).is_some()
 }
 
 /// The OpenRouter id of a provider's model id, or `None` when the vendor cannot be told.
@@ -39,25 +85,24 @@ pub(super) fn is_dated(model_id: &str) -> bool {
 pub fn openrouter_id(provider: Option<&str>, model_id: &str) -> Option<String> {
     let id = model_id.trim().to_ascii_lowercase();
     if id.contains('/') {
-        return Some(SAME_PRICE_VARIANT.replace(&id, "").into_owned());
+        let base = SAME_PRICE_VARIANTS.iter().find_map(|v| id.strip_suffix(v));
+        return Some(base.map_or(id.clone(), str::to_string));
     }
-    let id = BEDROCK_REGION.replace(&id, "");
-    let id = BEDROCK_VERSION.replace(&id, "");
+    let id = BEDROCK_REGIONS.iter().find_map(|r| id.strip_prefix(r)).unwrap_or(&id);
+    let id = strip_bedrock_version(id);
     let (bedrock_vendor, id) = match id.split_once('.') {
         Some((vendor, rest)) if ["anthropic", "meta", "amazon", "mistral", "deepseek"].contains(&vendor) => {
-            (Some(vendor.to_string()), rest.to_string())
+            (Some(vendor), rest)
         }
-        _ => (None, id.to_string()),
+        _ => (None, id),
     };
-    let id = DATE_SUFFIX.replace(&id, "").into_owned();
-    let id = match CLAUDE_VERSION.captures(&id) {
-        Some(c) if c.get(1).is_some() => format!("claude-{}.{}-{}", &c[1], &c[2], &c[3]),
-        Some(c) => format!("claude-{}-{}.{}", &c[4], &c[5], &c[6]),
-        None => id,
-    };
+    let id = undated(id).unwrap_or(id);
+    let id = dotted_claude(id).unwrap_or_else(|| id.to_string());
     let vendor = vendor_of_family(&id)
         .map(str::to_string)
-        .or(bedrock_vendor.map(|v| if v == "mistral" { "mistralai".to_string() } else { v }))
+        .or(bedrock_vendor
+            .map(|v| if v == "mistral" { "mistralai" } else { v })
+            .map(str::to_string))
         .or_else(|| provider.and_then(vendor_of_provider).map(str::to_string))?;
     Some(format!("{vendor}/{id}"))
 }
@@ -276,6 +321,26 @@ mod tests {
         }
         assert_eq!(openrouter_id(Some("openai-compatible"), "fake-model"), None);
         assert_eq!(openrouter_id(None, "fake-model"), None);
+    }
+
+    #[test]
+    fn dates_versions_and_claude_versions_are_read_exactly() {
+        assert_eq!(undated("gpt-4o-2024-08-06"), Some("gpt-4o"));
+        assert_eq!(undated("claude-sonnet-4-5@20250929"), Some("claude-sonnet-4-5"));
+        assert_eq!(undated("claude-3-5-haiku-latest"), Some("claude-3-5-haiku"));
+        assert_eq!(undated("gpt-5"), None);
+        assert_eq!(undated("o3-1234567"), None);
+        assert_eq!(undated("model-2024-8-06"), None);
+        assert_eq!(
+            strip_bedrock_version("claude-3-haiku-20240307-v1:0"),
+            "claude-3-haiku-20240307"
+        );
+        assert_eq!(strip_bedrock_version("claude-opus-4-6-v1"), "claude-opus-4-6");
+        assert_eq!(strip_bedrock_version("nova-pro-v1x"), "nova-pro-v1x");
+        assert_eq!(dotted_claude("claude-3-7-sonnet").as_deref(), Some("claude-3.7-sonnet"));
+        assert_eq!(dotted_claude("claude-haiku-4-5").as_deref(), Some("claude-haiku-4.5"));
+        assert_eq!(dotted_claude("claude-sonnet-4").as_deref(), None);
+        assert_eq!(dotted_claude("claude-opus-4-10"), None);
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::usage::TokenClasses;
 use bundled::{Bundled, BUNDLED};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 pub use ids::openrouter_id;
 
@@ -77,7 +78,8 @@ pub enum PriceError {
 /// Prices: the bundled table, overlaid by a `--prices` file (by OpenRouter id).
 #[derive(Debug, Clone)]
 pub struct PriceTable {
-    bundled: &'static Bundled,
+    /// Parsed on first use: a run that prices nothing never pays for it.
+    bundled: &'static LazyLock<Bundled>,
     overlay: HashMap<String, Price>,
 }
 
