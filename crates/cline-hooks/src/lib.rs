@@ -10,6 +10,7 @@ pub mod outcome;
 pub mod payload;
 pub mod session;
 mod timestamp;
+pub mod usage;
 
 pub use mapping::{map_hook, Link, Mapped};
 pub use payload::{HookPayload, PayloadError};

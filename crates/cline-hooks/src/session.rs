@@ -38,6 +38,7 @@ use crate::mapping::{
 };
 use crate::payload::HookPayload;
 use crate::timestamp::{duration_ms, epoch_ms};
+use crate::usage::{self, HookUsage, Usage};
 use aep_core::bounded::BoundedMap;
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
@@ -113,6 +114,11 @@ impl SessionTracker {
 
     pub fn has_ended(&self) -> bool {
         self.ended
+    }
+
+    /// Whether `session.started` was planned (or logged) already.
+    pub fn has_started(&self) -> bool {
+        self.started
     }
 
     /// Whether the session lives in Cline's hub (see [`SessionTracker::set_hosted`]).
@@ -211,12 +217,40 @@ impl SessionTracker {
         ctx: &MapContext,
         new_id: &mut dyn FnMut() -> String,
     ) -> Vec<Planned> {
+        self.plan_with(payload, ctx, &HookUsage::default(), new_id)
+    }
+
+    /// When the open run of `agent` started (epoch ms), if known: the start of the window
+    /// whose model calls are that run's share.
+    pub fn run_started_at(&self, agent: &str) -> Option<i64> {
+        self.runs.get(agent).and_then(|r| r.started_at)
+    }
+
+    /// The agents with an open run, and when each started.
+    pub fn open_agents(&self) -> Vec<(String, Option<i64>)> {
+        self.runs.iter().map(|(a, r)| (a.clone(), r.started_at)).collect()
+    }
+
+    /// [`SessionTracker::plan`] with what the daemon read of the session's usage: each run
+    /// this hook closes carries its agent's entry of `usage.runs`, `session.ended` the
+    /// session's, `session.started` the model ([`crate::usage`]).
+    pub fn plan_with(
+        &mut self,
+        payload: &HookPayload,
+        ctx: &MapContext,
+        usage: &HookUsage,
+        new_id: &mut dyn FnMut() -> String,
+    ) -> Vec<Planned> {
         let agent = payload.agent().to_string();
         let at = payload.timestamp.as_deref().and_then(epoch_ms);
         let mut out = Vec::new();
         if !self.started {
             self.started = true;
-            out.push(self.stand_alone(session_started(payload, ctx), new_id));
+            let mut started = session_started(payload, ctx);
+            if let Some(data) = started.data.as_mut() {
+                usage::attach_model(data, usage.model.as_deref(), usage.provider.as_deref());
+            }
+            out.push(self.stand_alone(started, new_id));
         }
         let mapped = map_hook(payload, ctx);
         if mapped.iter().any(|m| m.link == Link::OpenRun) {
@@ -259,6 +293,7 @@ impl SessionTracker {
                     Some(open) => {
                         self.closed.insert(agent.clone());
                         let (event, cause) = self.terminal(&open, event, at);
+                        let event = with_usage(event, usage.runs.get(&agent));
                         out.push(Planned {
                             id: new_id(),
                             run: Some(open.id),
@@ -308,8 +343,9 @@ impl SessionTracker {
                     let mut open: Vec<(String, OpenRun)> = self.runs.drain().collect();
                     open.sort_by_key(|(_, run)| run.order);
                     for (agent, run) in open {
-                        self.closed.insert(agent);
                         let (event, cause) = self.terminal(&run, run_cancelled_by_shutdown(ctx), at);
+                        let event = with_usage(event, usage.runs.get(&agent));
+                        self.closed.insert(agent);
                         out.push(Planned {
                             id: new_id(),
                             run: Some(run.id),
@@ -322,7 +358,7 @@ impl SessionTracker {
                         continue; // the hub's session goes on; the next run opens in it
                     }
                     self.ended = true;
-                    out.push(self.stand_alone(event, new_id));
+                    out.push(self.stand_alone(with_usage(event, usage.session.as_ref()), new_id));
                 }
             }
         }
@@ -446,6 +482,14 @@ impl SessionTracker {
             _ => {}
         }
     }
+}
+
+/// `event` with `usage` in its data (nothing at capture `none`, where there is no data).
+fn with_usage(mut event: Mapped, usage: Option<&Usage>) -> Mapped {
+    if let (Some(u), Some(data)) = (usage, event.data.as_mut()) {
+        usage::attach(data, u);
+    }
+    event
 }
 
 impl Planned {

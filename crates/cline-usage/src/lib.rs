@@ -24,6 +24,7 @@ pub mod editors;
 mod messages;
 mod model;
 mod problem;
+pub mod report;
 mod store;
 pub mod task_tokens;
 mod tasks;

@@ -23,6 +23,10 @@ pub const FIRED_HEADER: &str = "x-aep-cline-fired";
 /// Header with the pid of the process that ran the hook, and its start time where the system
 /// says (`<pid>:<start>`), so a pid reused later is not taken for it.
 pub const PARENT_HEADER: &str = "x-aep-cline-parent";
+/// Header with Cline's data folder as the hook's environment names it (`CLINE_DATA_DIR`, else
+/// `$CLINE_DIR/data`, else `~/.cline/data`), percent-encoded: where the daemon reads the
+/// session's usage from Cline's own store ([`crate::lane::usage`]).
+pub const CLINE_DATA_HEADER: &str = "x-aep-cline-data";
 /// Response header proving the daemon holds the discovery token.
 pub const PROOF_HEADER: &str = "x-aep-cline-proof";
 
@@ -41,6 +45,8 @@ pub struct Firing {
     pub parent: Option<u32>,
     /// The parent's start time ([`crate::lane::parent::start_time`]).
     pub parent_started: Option<u64>,
+    /// Cline's data folder in the hook's environment ([`CLINE_DATA_HEADER`]).
+    pub cline_data: Option<String>,
 }
 
 impl Firing {
@@ -90,6 +96,30 @@ pub fn proof(token: &str, delivery: &str) -> String {
     hex::encode(h.finalize())
 }
 
+/// Bytes of a path kept as they are in [`CLINE_DATA_HEADER`]; everything else is escaped, so
+/// any path fits in a header.
+const PATH_KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'/')
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b'_');
+
+/// The shim's value for [`CLINE_DATA_HEADER`]: Cline's data folder resolved from the hook's
+/// environment as Cline resolves it (`cline_usage::data_dir`), absolute (a relative
+/// `CLINE_DIR` is relative to the hook's working directory, the workspace). Three variable
+/// reads and one short string: nothing is opened.
+pub fn cline_data_header() -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::path::absolute(cline_usage::data_dir(None)).ok()?;
+    Some(percent_encoding::percent_encode(dir.as_os_str().as_bytes(), PATH_KEEP).to_string())
+}
+
+/// [`CLINE_DATA_HEADER`] read back; `None` when it is not a UTF-8 path.
+pub fn decode_path(value: &str) -> Option<String> {
+    let path = percent_encoding::percent_decode_str(value).decode_utf8().ok()?;
+    (!path.is_empty()).then(|| path.into_owned())
+}
+
 /// Now, in nanoseconds since the Unix epoch.
 pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
@@ -117,5 +147,9 @@ mod tests {
         assert_eq!(parse_parent(&parent_header(42, Some(7))), Some((42, Some(7))));
         assert_eq!(parse_parent("42"), Some((42, None)));
         assert_eq!(parse_parent("x:1"), None);
+        let odd = "/home/d ü/.cline/data";
+        let encoded = percent_encoding::percent_encode(odd.as_bytes(), PATH_KEEP).to_string();
+        assert!(encoded.is_ascii() && !encoded.contains(' '));
+        assert_eq!(decode_path(&encoded).as_deref(), Some(odd));
     }
 }

@@ -32,6 +32,7 @@ fn spooled(delivery: &str, body: &[u8]) -> Spooled {
         fired: Some(aep_cline::firing::now_ns()),
         parent: None,
         parent_started: None,
+        cline_data: None,
     }
 }
 

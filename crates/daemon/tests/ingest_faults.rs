@@ -138,6 +138,7 @@ fn one_bad_spool_file_is_quarantined_and_the_rest_goes_on() {
         fired: Some(aep_cline::firing::now_ns()),
         parent: None,
         parent_started: None,
+        cline_data: None,
     };
     let long_session = "x".repeat(300);
     let emoji_session = "😀".repeat(30);

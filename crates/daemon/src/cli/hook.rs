@@ -7,7 +7,7 @@
 //! Fail-open and lossless: if the daemon is absent, dead or hung, the shim gives up within
 //! [`BUDGET`] and spools the payload for the daemon to ingest later. Problems go to stderr.
 
-use crate::firing::{self, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER, SHIM_WAIT};
+use crate::firing::{self, CLINE_DATA_HEADER, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER, SHIM_WAIT};
 use crate::lane::spool::{self, Spooled};
 use crate::state::discovery::Discovery;
 use std::io::{Read, Write};
@@ -55,6 +55,8 @@ pub fn run() -> std::process::ExitCode {
         fired: Some(fired),
         parent: Some(parent),
         parent_started: crate::lane::parent::start_time(parent),
+        // Where Cline keeps this session's usage: the daemon reads it there at a run's end.
+        cline_data: firing::cline_data_header(),
     };
     match deliver(&state_dir, &spooled, &body, started + SHIM_WAIT) {
         Delivered::Recorded => {}
@@ -111,6 +113,19 @@ fn remaining(deadline: Instant) -> std::io::Result<Duration> {
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::TimedOut, "gave up after 200 ms"))
 }
 
+/// The [`CLINE_DATA_HEADER`] line, or nothing, written straight into the request head (no
+/// string of its own).
+struct DataHeader<'a>(Option<&'a str>);
+
+impl std::fmt::Display for DataHeader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(dir) => write!(f, "{CLINE_DATA_HEADER}: {dir}\r\n"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The parts of the daemon's answer the shim reads.
 struct Answer {
     status: u16,
@@ -123,11 +138,12 @@ fn post(addr: SocketAddr, token: &str, firing: &Spooled, body: &[u8], deadline: 
     stream.set_nodelay(true)?;
     let head = format!(
         "POST /hook HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{DELIVERY_HEADER}: {}\r\n\
-         {FIRED_HEADER}: {}\r\n{PARENT_HEADER}: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         {FIRED_HEADER}: {}\r\n{PARENT_HEADER}: {}\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n",
         firing.delivery,
         firing.fired.unwrap_or_default(),
         firing::parent_header(firing.parent.unwrap_or_default(), firing.parent_started),
+        DataHeader(firing.cline_data.as_deref()),
         body.len()
     );
     let mut request = Vec::with_capacity(head.len() + body.len());

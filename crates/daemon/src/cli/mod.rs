@@ -13,6 +13,7 @@ pub mod sessions;
 pub mod show;
 pub mod stream;
 pub mod tail;
+pub mod usage;
 pub mod validate;
 
 use crate::daemon::settings::DaemonArgs;
@@ -44,6 +45,7 @@ enum Command {
     /// Install (or remove) the Cline hook files that run the shim.
     InstallHooks(install::InstallArgs),
     Stream(stream::StreamArgs),
+    Usage(usage::UsageArgs),
     Tail(tail::TailArgs),
     Validate(validate::ValidateArgs),
     Sessions(sessions::SessionsArgs),
@@ -78,6 +80,7 @@ pub fn main() -> std::process::ExitCode {
         }
         Command::InstallHooks(args) => install::run(args),
         Command::Stream(args) => stream::run(args),
+        Command::Usage(args) => usage::run(args),
         Command::Tail(args) => tail::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Sessions(args) => sessions::run(args),

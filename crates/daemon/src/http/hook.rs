@@ -7,7 +7,7 @@
 use super::auth::authorized;
 use super::error::error;
 use super::AppState;
-use crate::firing::{self, Firing, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER};
+use crate::firing::{self, Firing, CLINE_DATA_HEADER, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER};
 use crate::lane::spool::Spooled;
 use crate::lane::{IngestError, Ingested};
 use axum::body::Bytes;
@@ -49,6 +49,7 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         fired: header(&headers, FIRED_HEADER).and_then(|v| v.parse().ok()),
         parent: parent.map(|(pid, _)| pid),
         parent_started: parent.and_then(|(_, started)| started),
+        cline_data: header(&headers, CLINE_DATA_HEADER).and_then(firing::decode_path),
     };
     let (sessions, spool) = (state.sessions.clone(), state.spool.clone());
     let outcome = tokio::task::spawn_blocking(move || {
@@ -60,6 +61,7 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
                 fired: firing.fired,
                 parent: firing.parent,
                 parent_started: firing.parent_started,
+                cline_data: firing.cline_data.clone(),
             };
             return spool
                 .put(&entry, &sessions)

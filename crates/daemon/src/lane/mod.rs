@@ -5,12 +5,14 @@
 //! - [`journal`]: the JSONL log, the first sink, written before a hook is answered.
 //! - [`spool`]: hooks the shim could not deliver, drained into the lane in order.
 //! - [`bus`]: what the live sinks hear after the log has it.
+//! - [`usage`]: a run's tokens and cost, read from Cline's own store for the mapping.
 
 pub mod bus;
 pub mod journal;
 pub mod parent;
 pub mod sessions;
 pub mod spool;
+pub mod usage;
 
 pub use bus::{Bus, Note, Published};
 pub use journal::Journal;

@@ -69,6 +69,9 @@ struct SessionState {
     touched: Instant,
     /// The process that ran its last hook: when it dies, the session ends ([`Sessions::reap`]).
     parent: Option<Parent>,
+    /// Cline's data folder its last hook named: where the usage of a session the daemon ends
+    /// itself is read ([`crate::lane::usage`]).
+    cline_data: Option<String>,
 }
 
 /// What a source other than hooks (the hub tap, the command intake) may read and change in a
@@ -249,7 +252,14 @@ impl Sessions {
                 capture: &self.capture,
                 redactor: &self.redactor,
             };
-            let mut planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
+            if firing.cline_data.is_some() {
+                state.cline_data.clone_from(&firing.cline_data);
+            }
+            // I/O at the edge: the store is read here, the mapping gets what it said as data.
+            let usage = crate::lane::usage::read(&payload, &state.tracker, state.cline_data.as_deref());
+            let mut planned = state
+                .tracker
+                .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
             self.dismiss_before_end(&mut planned, state);
             let events = self.commit(&session, state, &planned, delivery, &time)?;
             if let Some(d) = delivery {
@@ -367,7 +377,10 @@ impl Sessions {
             capture: &self.capture,
             redactor: &self.redactor,
         };
-        let mut planned = state.tracker.plan(&payload, &ctx, &mut aep_core::id::new_id);
+        let usage = crate::lane::usage::read(&payload, &state.tracker, state.cline_data.as_deref());
+        let mut planned = state
+            .tracker
+            .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
         let cut_short = planned.iter().any(|p| p.event.link == cline_hooks::Link::CloseRun);
         for p in &mut planned {
             if p.event.ty == "session.ended" {
@@ -501,6 +514,7 @@ impl Sessions {
             ended: None,
             touched: Instant::now(),
             parent: None,
+            cline_data: None,
         };
         for event in &recovered.events {
             state.tracker.recover(event);

@@ -40,6 +40,9 @@ pub struct Spooled {
     pub parent: Option<u32>,
     #[serde(default)]
     pub parent_started: Option<u64>,
+    /// Cline's data folder in the hook's environment (where its usage is read from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cline_data: Option<String>,
 }
 
 impl Spooled {
@@ -49,6 +52,7 @@ impl Spooled {
             fired: self.fired,
             parent: self.parent,
             parent_started: self.parent_started,
+            cline_data: self.cline_data.clone(),
         }
     }
 }
@@ -214,6 +218,7 @@ fn read(path: &Path) -> Result<Spooled, String> {
             fired,
             parent: None,
             parent_started: None,
+            cline_data: None,
         });
     }
     serde_json::from_slice(&bytes).map_err(|e| {

@@ -32,6 +32,12 @@ pub struct Script {
     pub arguments: Value,
     /// The answer once the last message is a tool result.
     pub final_text: String,
+    /// Every call reports other token counts ([`Script::counted`]) instead of the recipe's
+    /// 123 / 45 / 100, so a sum over the wrong calls cannot come out right.
+    pub counted: bool,
+    /// The lead agent calls `spawn_agent` first; the subagent (any other system prompt)
+    /// answers at once ([`Script::spawning`]).
+    pub spawn: bool,
 }
 
 impl Default for Script {
@@ -48,8 +54,38 @@ impl Script {
             tool: "run_commands".to_owned(),
             arguments: json!({ "commands": [shell] }),
             final_text: "Done: the command printed hi.".to_owned(),
+            counted: false,
+            spawn: false,
         }
     }
+
+    /// Token counts that differ per call: call `n` (1-based, in arrival order) reports prompt
+    /// `1000 n + 7`, completion `10 + n`, cached `100 n`; the lead's calls also `cache write`
+    /// nothing (OpenAI-compatible has no cache-write count).
+    pub fn counted(mut self) -> Self {
+        self.counted = true;
+        self
+    }
+
+    /// A lead that spawns one subagent (`spawn_agent`), which answers without a tool.
+    pub fn spawning() -> Self {
+        Script {
+            tool: "spawn_agent".to_owned(),
+            arguments: json!({ "systemPrompt": "You are a helper.", "task": "say hi" }),
+            spawn: true,
+            ..Script::default()
+        }
+    }
+}
+
+/// The usage the fake model reported on one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reported {
+    pub prompt: u64,
+    pub completion: u64,
+    pub cached: u64,
+    /// The call came from the lead agent (Cline's own system prompt), not a subagent.
+    pub lead: bool,
 }
 
 /// One request the fake model received.
@@ -67,6 +103,7 @@ pub struct FakeModel {
     addr: SocketAddr,
     server: Arc<Server>,
     requests: Arc<Mutex<Vec<RecordedRequest>>>,
+    reported: Arc<Mutex<Vec<Reported>>>,
     accept_loop: Option<JoinHandle<()>>,
 }
 
@@ -81,7 +118,8 @@ impl FakeModel {
             .to_ip()
             .expect("fake model: a TCP listener always has an IP address");
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let responder = Arc::new(Responder::new(script));
+        let reported = Arc::new(Mutex::new(Vec::new()));
+        let responder = Arc::new(Responder::new(script, Arc::clone(&reported)));
         let accept_loop = {
             let (server, requests) = (Arc::clone(&server), Arc::clone(&requests));
             std::thread::spawn(move || {
@@ -96,6 +134,7 @@ impl FakeModel {
             addr,
             server,
             requests,
+            reported,
             accept_loop: Some(accept_loop),
         }
     }
@@ -108,6 +147,11 @@ impl FakeModel {
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.requests.lock().expect("fake model: request log poisoned").clone()
+    }
+
+    /// The usage reported on every chat completion so far, in arrival order.
+    pub fn reported(&self) -> Vec<Reported> {
+        self.reported.lock().expect("fake model: usage log poisoned").clone()
     }
 
     /// The bodies of the chat-completion requests received so far, in arrival order.
@@ -196,21 +240,31 @@ struct Responder {
     command_override: Regex,
     final_words: Regex,
     next_id: AtomicU64,
+    reported: Arc<Mutex<Vec<Reported>>>,
 }
 
-/// The usage block every turn carries (the recipe's numbers).
-fn usage() -> Value {
-    json!({ "prompt_tokens": 123, "completion_tokens": 45, "total_tokens": 168,
-            "prompt_tokens_details": { "cached_tokens": 100 } })
+/// The usage block of one turn: the recipe's numbers, or call `n`'s ([`Script::counted`]).
+fn usage(counted: bool, n: u64) -> (Value, (u64, u64, u64)) {
+    let (prompt, completion, cached) = if counted {
+        (1000 * n + 7, 10 + n, 100 * n)
+    } else {
+        (123, 45, 100)
+    };
+    (
+        json!({ "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": { "cached_tokens": cached } }),
+        (prompt, completion, cached),
+    )
 }
 
 impl Responder {
-    fn new(script: Script) -> Self {
+    fn new(script: Script, reported: Arc<Mutex<Vec<Reported>>>) -> Self {
         Responder {
             script,
             command_override: Regex::new(r"CMD:(.+)").expect("static regex"),
             final_words: Regex::new(r"\S+\s*").expect("static regex"),
             next_id: AtomicU64::new(1),
+            reported,
         }
     }
 
@@ -221,12 +275,27 @@ impl Responder {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let completion_id = format!("chatcmpl-{n:012x}");
         let after_tool = messages.last().and_then(|m| m.get("role")).and_then(Value::as_str) == Some("tool");
-        let tool_call = (!after_tool).then(|| {
+        let lead = messages
+            .first()
+            .map(|m| text_of(m.get("content").unwrap_or(&Value::Null)))
+            .is_some_and(|t| t.starts_with("You are Cline"));
+        let (usage, (prompt, completion, cached)) = usage(self.script.counted, n);
+        self.reported
+            .lock()
+            .expect("fake model: usage log poisoned")
+            .push(Reported {
+                prompt,
+                completion,
+                cached,
+                lead,
+            });
+        // A spawned subagent answers at once (it has spawn_agent too, and would recurse).
+        let tool_call = (!after_tool && (lead || !self.script.spawn)).then(|| {
             json!({ "index": 0, "id": format!("call_{n:010x}"), "type": "function",
                     "function": { "name": self.script.tool, "arguments": self.arguments(messages) } })
         });
         if body.get("stream").and_then(Value::as_bool) == Some(true) {
-            self.stream(&completion_id, tool_call)
+            self.stream(&completion_id, tool_call, usage)
         } else {
             let (message, finish) = match tool_call {
                 Some(call) => (
@@ -242,7 +311,7 @@ impl Responder {
                 200,
                 &json!({ "id": completion_id, "object": "chat.completion", "created": 0, "model": MODEL_ID,
                          "choices": [{ "index": 0, "message": message, "finish_reason": finish }],
-                         "usage": usage() }),
+                         "usage": usage }),
             )
         }
     }
@@ -265,7 +334,12 @@ impl Responder {
     }
 
     /// The SSE body, chunk for chunk as the recipe's server sends it.
-    fn stream(&self, completion_id: &str, tool_call: Option<Value>) -> Response<std::io::Cursor<Vec<u8>>> {
+    fn stream(
+        &self,
+        completion_id: &str,
+        tool_call: Option<Value>,
+        usage: Value,
+    ) -> Response<std::io::Cursor<Vec<u8>>> {
         let chunk = |delta: Value, finish: Value| {
             json!({ "id": completion_id, "object": "chat.completion.chunk", "created": 0, "model": MODEL_ID,
                     "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] })
@@ -303,7 +377,7 @@ impl Responder {
         events.push(chunk(json!({}), json!(finish)));
         events.push(
             json!({ "id": completion_id, "object": "chat.completion.chunk", "created": 0, "model": MODEL_ID,
-                            "choices": [], "usage": usage() }),
+                            "choices": [], "usage": usage }),
         );
         let mut sse: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
         sse.push_str("data: [DONE]\n\n");

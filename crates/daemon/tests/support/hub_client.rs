@@ -146,6 +146,12 @@ impl HubClient {
     /// A session that asks for approval of every tool (`toolPolicies {"*": {autoApprove:
     /// false}}`, `metadata.interactive: true`), on the fake model.
     pub async fn create_session(&self, workspace: &Path) -> String {
+        self.create_session_with(workspace, false).await
+    }
+
+    /// A session on the fake model whose tools ask first (`auto_approve` false, as
+    /// [`HubClient::create_session`]) or run at once.
+    pub async fn create_session_with(&self, workspace: &Path, auto_approve: bool) -> String {
         let cwd = workspace.to_str().unwrap();
         let id = self.command(
             "session.create",
@@ -155,8 +161,8 @@ impl HubClient {
                     "cwd": cwd, "workspaceRoot": cwd, "systemPrompt": "", "mode": "act",
                     "enableSpawnAgent": false, "enableAgentTeams": false},
                 "metadata": {"source": "aep-e2e", "interactive": true},
-                "runtimeOptions": {"mode": "act", "autoApproveTools": false},
-                "toolPolicies": {"*": {"autoApprove": false}}}),
+                "runtimeOptions": {"mode": "act", "autoApproveTools": auto_approve},
+                "toolPolicies": {"*": {"autoApprove": auto_approve}}}),
         );
         let reply = self.reply(&id).await;
         assert_eq!(reply["ok"], true, "session.create: {reply}");

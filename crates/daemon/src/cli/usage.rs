@@ -1,0 +1,332 @@
+//! `aep-cline usage`: what Cline cost, over everything it has on disk (`cline_usage`), in the
+//! manner of ccusage: by day, week, month, session or model. The reading and grouping live in
+//! `cline-usage`; this is the command edge: arguments, the table, the JSON, the warnings.
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use cline_stream::{PriceTable, SNAPSHOT_DATE};
+use cline_usage::report::{self, Group, Options, Report, Row};
+use cline_usage::{Store, Tokens};
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GroupArg {
+    Daily,
+    Weekly,
+    Monthly,
+    Session,
+    Model,
+}
+
+/// What Cline cost: tokens and USD by day, week, month, session or model, from Cline's own
+/// session store (every session on disk, also those from before aep-cline was installed).
+///
+/// Reads `$CLINE_DIR/data/sessions/*` (each assistant message's `metrics` is one model call)
+/// and `db/sessions.db` (read-only) for subagents, which are counted with the session that
+/// spawned them (Cline's own `aggregateUsage` leaves them out). Token classes: uncached input
+/// (cache writes included), cache reads, cache writes, output; total = every token once. Cost
+/// from list prices for each call's model; a model with no known price shows its tokens and
+/// "no price", never 0.
+///
+/// A file that cannot be used (truncated or corrupt JSON, a missing messages file, a locked
+/// database) is named once on standard error and counted in the summary; its calls are left
+/// out, never guessed. Sessions still running are marked `*`.
+#[derive(Args, Debug)]
+#[command(after_help = format!("Prices: the bundled snapshot of {SNAPSHOT_DATE}, or --prices FILE (OpenRouter's models JSON).
+
+JSON (--json), stable: {{\"group\", \"timezone\", \"since\", \"until\", \"prices\": {{\"snapshot\"}},
+  \"rows\": [ROW], \"totals\": ROW|null, \"sessions_read\", \"problems\": [{{\"file\", \"problem\"}}],
+  \"unpriced\": [{{\"provider\", \"model\", \"note\"}}]}}
+ROW: {{\"key\", \"sessions\", \"running\", \"model_calls\", \"tokens\": TOKENS, \"cost_usd\": number|null,
+  \"priced_cost_usd\", \"models\": [{{\"provider\", \"model\", \"model_calls\", \"tokens\", \"cost_usd\"}}],
+  session rows also \"workspace\", \"started\", \"subagents\": [{{\"agent\", \"parent_agent\", \"model_calls\", \"tokens\"}}]}}
+TOKENS: {{\"input\", \"uncached_input\", \"cache_read\", \"cache_write\", \"output\", \"total\"}}
+
+Examples:
+  aep-cline usage                       # by day, in the local time zone
+  aep-cline usage session --breakdown   # per session, each model and subagent below it
+  aep-cline usage monthly --since 2026-01-01 --json | jq .totals.cost_usd"))]
+pub struct UsageArgs {
+    /// How to group: daily, weekly (weeks from Monday), monthly, session, model.
+    #[arg(value_enum, default_value = "daily")]
+    pub group: GroupArg,
+
+    /// Only model calls on or after this date (YYYY-MM-DD or YYYYMMDD, in --timezone).
+    #[arg(long, value_parser = parse_date)]
+    pub since: Option<Date>,
+
+    /// Only model calls on or before this date.
+    #[arg(long, value_parser = parse_date)]
+    pub until: Option<Date>,
+
+    /// The time zone days are counted in: an IANA name (Europe/Paris) or UTC; default the
+    /// system's.
+    #[arg(long, value_name = "TZ")]
+    pub timezone: Option<String>,
+
+    /// Show each model inside each row (and, per session, each subagent under its parent).
+    #[arg(long)]
+    pub breakdown: bool,
+
+    /// Only sessions whose workspace is this folder or inside it.
+    #[arg(long, value_name = "PATH")]
+    pub workspace: Option<PathBuf>,
+
+    /// Print one JSON object (its shape is below) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Cline's folder (default $CLINE_DIR, else ~/.cline); CLINE_DATA_DIR, when set, names the
+    /// data folder itself, as for Cline.
+    #[arg(long, value_name = "DIR")]
+    pub cline_dir: Option<PathBuf>,
+
+    /// OpenRouter's models JSON (GET https://openrouter.ai/api/v1/models) over the bundled prices.
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+}
+
+fn parse_date(s: &str) -> Result<Date, String> {
+    let t = s.trim();
+    let dashed = if t.len() == 8 && t.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{}-{}-{}", &t[..4], &t[4..6], &t[6..])
+    } else {
+        t.to_string()
+    };
+    dashed
+        .parse::<Date>()
+        .map_err(|e| format!("{s:?} is not a date (YYYY-MM-DD or YYYYMMDD): {e}"))
+}
+
+pub fn run(args: UsageArgs) -> anyhow::Result<()> {
+    let timezone = match args.timezone.as_deref() {
+        None => TimeZone::system(),
+        Some(name) => TimeZone::get(name).with_context(|| {
+            format!("--timezone {name:?} is not a time zone: use an IANA name such as Europe/Paris, or UTC")
+        })?,
+    };
+    if let (Some(s), Some(u)) = (args.since, args.until) {
+        if s > u {
+            bail!("--since {s} is after --until {u}: nothing could match");
+        }
+    }
+    let mut prices = PriceTable::bundled();
+    if let Some(path) = &args.prices {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read the prices file {}", path.display()))?;
+        prices
+            .overlay_openrouter_json(&text)
+            .with_context(|| format!("cannot use the prices file {}", path.display()))?;
+    }
+    let store = Store::new(cline_usage::data_dir(args.cline_dir.as_deref()));
+    let group = match args.group {
+        GroupArg::Daily => Group::Daily,
+        GroupArg::Weekly => Group::Weekly,
+        GroupArg::Monthly => Group::Monthly,
+        GroupArg::Session => Group::Session,
+        GroupArg::Model => Group::Model,
+    };
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
+    let opts = Options {
+        group,
+        since: args.since,
+        until: args.until,
+        timezone: timezone.clone(),
+        workspace: args
+            .workspace
+            .as_ref()
+            .map(|w| std::path::absolute(w).unwrap_or_else(|_| w.clone())),
+        threads,
+    };
+    let report = report::build(&store, &opts, &prices);
+    let tz_name = timezone.iana_name().unwrap_or("system").to_string();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        serde_json::to_writer(&mut out, &to_json(&report, &opts, &tz_name))?;
+        writeln!(out)?;
+    } else {
+        write_table(&mut out, &report, group, args.breakdown, &store)?;
+    }
+    out.flush()?;
+    warn(&report);
+    Ok(())
+}
+
+/// Each problem once, then the count; each unpriced model once.
+fn warn(report: &Report) {
+    for p in &report.problems {
+        eprintln!("aep-cline usage: {p}");
+    }
+    for (provider, model, _) in &report.unpriced {
+        eprintln!(
+            "aep-cline usage: no price known for model {:?} ({}): its tokens are counted, its cost shows \"no price\" (see --prices)",
+            model.as_deref().unwrap_or("?"),
+            provider.as_deref().unwrap_or("no provider")
+        );
+    }
+    if !report.problems.is_empty() {
+        eprintln!(
+            "aep-cline usage: {} sessions read; {} files could not be used (above), their calls are not in the totals",
+            report.sessions_read,
+            report.problems.len()
+        );
+    }
+}
+
+fn tokens_json(t: &Tokens) -> Value {
+    let c = t.classes();
+    json!({"input": c.total_input(), "uncached_input": c.uncached_input(), "cache_read": t.cache_read,
+           "cache_write": t.cache_write, "output": t.output, "total": t.total()})
+}
+
+fn row_json(r: &Row, group: Group) -> Value {
+    let mut v = json!({
+        "key": r.key, "sessions": r.sessions, "running": r.running, "model_calls": r.calls,
+        "tokens": tokens_json(&r.tokens), "cost_usd": r.cost().map(cents), "priced_cost_usd": cents(r.priced_cost()),
+        "models": r.models.iter().map(|m| json!({"provider": m.provider, "model": m.model, "model_calls": m.calls,
+            "tokens": tokens_json(&m.tokens), "cost_usd": m.cost.map(cents)})).collect::<Vec<_>>(),
+    });
+    if group == Group::Session {
+        v["workspace"] = json!(r.workspace);
+        v["started"] = json!(r
+            .started_ms
+            .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+            .map(|t| t.to_string()));
+        v["subagents"] = r
+            .subagents
+            .iter()
+            .map(|s| json!({"agent": s.agent, "parent_agent": s.parent_agent, "model_calls": s.calls, "tokens": tokens_json(&s.tokens)}))
+            .collect();
+    }
+    v
+}
+
+/// USD to a millionth of a dollar: exact to the cent, free of float noise.
+fn cents(usd: f64) -> f64 {
+    (usd * 1e6).round() / 1e6
+}
+
+fn to_json(report: &Report, opts: &Options, tz: &str) -> Value {
+    json!({
+        "group": opts.group.name(),
+        "timezone": tz,
+        "since": opts.since.map(|d| d.to_string()),
+        "until": opts.until.map(|d| d.to_string()),
+        "prices": {"snapshot": SNAPSHOT_DATE},
+        "rows": report.rows.iter().map(|r| row_json(r, opts.group)).collect::<Vec<_>>(),
+        "totals": report.totals.as_ref().map(|r| row_json(r, opts.group)),
+        "sessions_read": report.sessions_read,
+        "problems": report.problems.iter().map(|p| json!({"file": p.path, "problem": p.kind.to_string()})).collect::<Vec<_>>(),
+        "unpriced": report.unpriced.iter().map(|(p, m, n)| json!({"provider": p, "model": m, "note": n})).collect::<Vec<_>>(),
+    })
+}
+
+/// A count in at most 8 characters: exact below 100 million, then `123.4M`, `12.3B`.
+fn count(n: u64) -> String {
+    if n < 100_000_000 {
+        n.to_string()
+    } else if n < 100_000_000_000 {
+        format!("{:.1}M", n as f64 / 1e6)
+    } else {
+        format!("{:.1}B", n as f64 / 1e9)
+    }
+}
+
+/// `text`, or its last `width - 1` characters after `…` when it is longer than `width`.
+fn tail(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().skip(n - (width - 1)).collect();
+    format!("…{kept}")
+}
+
+fn cost_cell(cost: Option<f64>) -> String {
+    match cost {
+        Some(c) => format!("${c:.2}"),
+        None => "no price".to_string(),
+    }
+}
+
+/// Fits 80 columns: a 20-column key, five counts of 8, the cost in 9.
+fn line(out: &mut impl Write, key: &str, t: &Tokens, cost: &str) -> std::io::Result<()> {
+    let c = t.classes();
+    let uncached = c.uncached_input().map_or("?".to_string(), count);
+    let key = tail(key, 20);
+    writeln!(
+        out,
+        "{key:<20} {uncached:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        count(t.cache_read),
+        count(t.cache_write),
+        count(t.output),
+        count(t.total()),
+        cost
+    )
+}
+
+fn write_table(
+    out: &mut impl Write,
+    report: &Report,
+    group: Group,
+    breakdown: bool,
+    store: &Store,
+) -> std::io::Result<()> {
+    let first = match group {
+        Group::Daily => "DAY",
+        Group::Weekly => "WEEK (MONDAY)",
+        Group::Monthly => "MONTH",
+        Group::Session => "SESSION",
+        Group::Model => "MODEL",
+    };
+    if report.rows.is_empty() {
+        writeln!(out, "no model calls found in {}", store.sessions_dir().display())?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{first:<20} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "INPUT", "CACHE_RD", "CACHE_WR", "OUTPUT", "TOTAL", "COST"
+    )?;
+    for r in &report.rows {
+        let key = if r.running > 0 && group == Group::Session {
+            format!("{}*", r.key)
+        } else {
+            r.key.clone()
+        };
+        line(out, &key, &r.tokens, &cost_cell(r.cost()))?;
+        if breakdown && group != Group::Model {
+            for m in &r.models {
+                line(
+                    out,
+                    &format!("  {}", m.model.as_deref().unwrap_or("?")),
+                    &m.tokens,
+                    &cost_cell(m.cost),
+                )?;
+            }
+            for s in &r.subagents {
+                // A subagent's cost is inside its session's models above.
+                line(out, &format!("  └ {}", tail(&s.agent, 16)), &s.tokens, "")?;
+            }
+        }
+    }
+    if let Some(t) = &report.totals {
+        writeln!(out, "{}", "─".repeat(79))?;
+        line(out, "TOTAL", &t.tokens, &cost_cell(t.cost()))?;
+    }
+    writeln!(
+        out,
+        "INPUT = uncached input incl. cache writes; TOTAL = every token once.{}",
+        if group == Group::Session && report.rows.iter().any(|r| r.running > 0) {
+            " * = still running."
+        } else {
+            ""
+        }
+    )?;
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! Usage at the edge: what a hook's run (or session) consumed, read from Cline's own session
+//! store (`cline_usage`) in the folder the hook's environment names ([`Firing::cline_data`]),
+//! and handed to the pure mapping as data (`cline_hooks::usage`).
+//!
+//! Only the hooks that need it read anything: a run's terminal (`agent_end`, `agent_abort`,
+//! `agent_error`), `session_shutdown` (the runs it closes, and the session), and the first hook
+//! of a session (its model, from the small `<id>.json`). Cline runs those detached, so the
+//! read never holds Cline up, and the blocking `tool_call`/`tool_result` hooks read nothing.
+//! A missing or unreadable store, or one larger than [`MAX_STORE_BYTES`], means no usage on
+//! the event, never a failed hook.
+//!
+//! A run's share is the model calls whose time (`ts` of the assistant message that carries
+//! the call's `metrics`) falls in the run: after its start hook's `timestamp`, up to its
+//! terminal hook's. Windows rather than deltas of Cline's running totals, because a window
+//! needs no reading at the run's start (a delta would, and a spooled hook ingested later
+//! would see a later total), gives the same answer whenever it is read, and counts the
+//! subagents, whose calls Cline's `aggregateUsage` leaves out. A lead agent's run counts every
+//! call in its window, its subagents' included; a subagent's own run (its agent id names an
+//! `agent_<id>.messages.json`) counts its own calls, reported as delegated.
+//!
+//! [`Firing::cline_data`]: crate::firing::Firing::cline_data
+
+use cline_hooks::usage::{Cost, Counts, HookUsage, Usage};
+use cline_hooks::{HookPayload, SessionTracker};
+use cline_stream::{PriceTable, Pricing};
+use cline_usage::{Agent, ModelCall, Session, Store};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::LazyLock;
+
+/// A session folder larger than this is not read on the hook path (its usage is left off the
+/// event; `aep-cline usage` still reports it): the read must stay a few milliseconds.
+pub const MAX_STORE_BYTES: u64 = 64 << 20;
+
+static PRICES: LazyLock<PriceTable> = LazyLock::new(PriceTable::bundled);
+
+/// Whether `payload` is a hook whose events carry usage or the model, given the tracker.
+fn wanted(payload: &HookPayload, tracker: &SessionTracker) -> bool {
+    !tracker.has_started()
+        || matches!(
+            payload.hook_name.as_str(),
+            "agent_end" | "agent_abort" | "agent_error" | "session_shutdown"
+        )
+}
+
+/// What the store says for this hook; empty when it says nothing or cannot be read.
+pub fn read(payload: &HookPayload, tracker: &SessionTracker, data_dir: Option<&str>) -> HookUsage {
+    let (Some(dir), Some(session)) = (data_dir, payload.session_key()) else {
+        return HookUsage::default();
+    };
+    if !wanted(payload, tracker) {
+        return HookUsage::default();
+    }
+    let store = Store::new(dir);
+    let folder = store.session_dir(session);
+    let bytes = folder_bytes(&folder);
+    if bytes > MAX_STORE_BYTES {
+        tracing::warn!(%session, bytes, "the session's store folder is too large to read on the hook path; its usage is left off the event");
+        return HookUsage::default();
+    }
+    let s = store.read_session(session);
+    for p in &s.problems {
+        tracing::debug!(%session, problem = %p, "the session store could not be read whole");
+    }
+    let mut out = HookUsage {
+        model: s.model.clone(),
+        provider: s.provider.clone(),
+        ..HookUsage::default()
+    };
+    let end = payload
+        .timestamp
+        .as_deref()
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(i64::MAX, |d| d.as_millis() as i64);
+    let closing: Vec<(String, Option<i64>)> = match payload.hook_name.as_str() {
+        "session_shutdown" => {
+            out.session = Some(usage_of(&s, |_| true, false));
+            tracker.open_agents()
+        }
+        "agent_end" | "agent_abort" | "agent_error" => {
+            let agent = payload.agent().to_string();
+            let started = tracker.run_started_at(&agent);
+            vec![(agent, started)]
+        }
+        _ => Vec::new(),
+    };
+    for (agent, started) in closing {
+        // A run whose start is not known has no window: no share is claimed.
+        let Some(start) = started else { continue };
+        let in_window = |c: &ModelCall| c.time_ms.is_some_and(|t| t > start && t <= end);
+        let usage = if s.subagents.contains(&agent) {
+            usage_of(&s, |c| in_window(c) && c.agent == Agent::Subagent(agent.clone()), true)
+        } else {
+            usage_of(&s, in_window, false)
+        };
+        out.runs.insert(agent, usage);
+    }
+    out
+}
+
+/// The usage of the calls `keep` selects, priced per model.
+fn usage_of(s: &Session, keep: impl Fn(&ModelCall) -> bool, delegated: bool) -> Usage {
+    let mut usage = Usage {
+        delegated,
+        ..Usage::default()
+    };
+    let mut by_model: BTreeMap<(Option<&str>, Option<&str>), cline_usage::Tokens> = BTreeMap::new();
+    for c in s.calls.iter().filter(|c| keep(c)) {
+        add(&mut usage.total, c);
+        if c.agent != Agent::Lead {
+            add(&mut usage.subagents, c);
+        }
+        *by_model.entry((c.provider.as_deref(), c.model.as_deref())).or_default() += c.tokens;
+    }
+    let mut cost = Cost {
+        total: 0.0,
+        prompt: 0.0,
+        completion: 0.0,
+        cache: 0.0,
+    };
+    for ((provider, model), tokens) in &by_model {
+        match PRICES.cost(*provider, *model, &tokens.classes()) {
+            Pricing::Priced(c) => {
+                cost.total += c.total;
+                cost.prompt += c.uncached_input;
+                cost.completion += c.output;
+                cost.cache += c.cached_input;
+            }
+            Pricing::Unknown(note) => {
+                // One unpriced model makes the whole cost unknown: a part is not the cost.
+                usage.cost_note = Some(note);
+                return usage;
+            }
+        }
+    }
+    if !by_model.is_empty() {
+        usage.cost = Some(cost);
+    }
+    usage
+}
+
+fn add(counts: &mut Counts, c: &ModelCall) {
+    counts.input += c.tokens.input;
+    counts.output += c.tokens.output;
+    counts.cache_read += c.tokens.cache_read;
+    counts.cache_write += c.tokens.cache_write;
+    counts.calls += 1;
+}
+
+/// The bytes of the files directly in `folder` (0 when it cannot be listed).
+fn folder_bytes(folder: &Path) -> u64 {
+    std::fs::read_dir(folder)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}

@@ -1,0 +1,206 @@
+//! Live usage on the REAL Cline CLI 3.0.65, offline: each run's terminal carries the tokens
+//! the fake model reported for that run's calls, exactly (read by the daemon from Cline's own
+//! session store), subagents counted into the run that spawned them, and each of a session's
+//! runs its own share. The fake model reports different counts on every call
+//! ([`Script::counted`]), so a share taken from the wrong calls cannot add up.
+
+mod support;
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use support::cline::ClineSandbox;
+use support::daemon::{assert_valid_stream, of, Sandbox};
+use support::fake_model::{FakeModel, Reported, Script};
+use support::hub_client::HubClient;
+use support::real_hub::RealHub;
+
+struct Rig {
+    model: FakeModel,
+    cline: ClineSandbox,
+    aep: Sandbox,
+}
+
+impl Rig {
+    fn new(script: Script) -> Self {
+        let model = FakeModel::start(script);
+        let cline = ClineSandbox::new(&model);
+        let aep = Sandbox::new();
+        let out = aep.run(
+            &["install-hooks"],
+            &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
+        );
+        assert!(
+            out.status.success(),
+            "install-hooks: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Rig { model, cline, aep }
+    }
+
+    /// The one session's log once `done` holds of it.
+    fn log_until(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> (String, Vec<Value>) {
+        let dir = self.aep.log_dir.join("cline");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+                .unwrap_or_default();
+            if let [file] = files.as_slice() {
+                let session = file.file_stem().unwrap().to_str().unwrap().to_string();
+                let events = self.aep.log(&session);
+                if done(&events) {
+                    return (session, events);
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} did not happen within 30 s: {files:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// `(input, output, cache read)` as Cline counts them: OpenAI's prompt tokens include the
+/// cached ones, as Cline's `inputTokens` includes its cache reads.
+fn sum(calls: &[Reported]) -> (u64, u64, u64) {
+    calls
+        .iter()
+        .fold((0, 0, 0), |(i, o, c), r| (i + r.prompt, o + r.completion, c + r.cached))
+}
+
+fn tokens(data: &Value) -> (u64, u64, u64) {
+    (
+        data["gen_ai.usage.input_tokens"]
+            .as_u64()
+            .expect("gen_ai.usage.input_tokens"),
+        data["gen_ai.usage.output_tokens"]
+            .as_u64()
+            .expect("gen_ai.usage.output_tokens"),
+        data["cline.usage"]["cache_read"]
+            .as_u64()
+            .expect("cline.usage.cache_read"),
+    )
+}
+
+fn ended(events: &[Value]) -> bool {
+    !of(events, "session.ended").is_empty()
+}
+
+#[test]
+fn a_real_run_carries_exactly_the_tokens_the_model_reported() {
+    let rig = Rig::new(Script::default().counted());
+    let daemon = rig.aep.start();
+    rig.cline
+        .run("Run the command and report what it printed.")
+        .assert_success("cline --json");
+    let (_, events) = rig.log_until("session.ended", ended);
+    let reported = rig.model.reported();
+    assert_eq!(reported.len(), 2, "one tool call, then the answer");
+    let finished = of(&events, "run.finished");
+    let data = &finished[0]["data"];
+    assert_eq!(tokens(data), sum(&reported), "{data}");
+    let (input, output, read) = sum(&reported);
+    assert_eq!(
+        data["cline.usage"],
+        serde_json::json!({"uncached_input": input - read, "cache_read": read, "cache_write": 0, "output": output,
+                           "model_calls": 2, "source": "store",
+                           "cost_note": data["cline.usage"]["cost_note"]})
+    );
+    assert!(data.get("cost").is_none(), "fake-model has no price: no cost, never 0");
+    // The session's own total, and the model on session.started.
+    assert_eq!(tokens(&of(&events, "session.ended")[0]["data"]), sum(&reported));
+    let started = &of(&events, "session.started")[0]["data"];
+    assert_eq!(started["gen_ai.request.model"], "fake-model");
+    assert_eq!(started["cline.provider"], "openai-compatible");
+    assert_valid_stream(&events);
+    drop(daemon);
+}
+
+#[test]
+fn a_run_that_spawns_a_subagent_counts_the_subagents_tokens_once() {
+    let rig = Rig::new(Script::spawning().counted());
+    let daemon = rig.aep.start();
+    rig.cline
+        .run("Spawn a helper to say hi.")
+        .assert_success("cline --json");
+    let (_, events) = rig.log_until("session.ended", ended);
+    let reported = rig.model.reported();
+    let (lead, sub): (Vec<Reported>, Vec<Reported>) = reported.iter().partition(|r| r.lead);
+    assert_eq!((lead.len(), sub.len()), (2, 1), "{reported:?}");
+    let finished = of(&events, "run.finished");
+    assert_eq!(finished.len(), 2, "the subagent's run and the lead's");
+    let (child, parent): (Vec<&Value>, Vec<&Value>) = finished
+        .iter()
+        .partition(|e| e["data"]["cline.usage"]["delegated"] == true);
+    // The lead's run: its own calls and the subagent's.
+    let data = &parent[0]["data"];
+    assert_eq!(tokens(data), sum(&reported), "{data}");
+    let (si, so, _) = sum(&sub);
+    assert_eq!(
+        data["cline.usage"]["subagents"],
+        serde_json::json!({"input": si, "output": so, "model_calls": 1})
+    );
+    // The subagent's run: its own calls, outside gen_ai.usage so no sum counts them twice.
+    let own = &child[0]["data"];
+    assert!(own.get("gen_ai.usage.input_tokens").is_none(), "{own}");
+    assert_eq!(own["cline.usage"]["model_calls"], 1);
+    assert_eq!(own["cline.usage"]["output"], so);
+    let total: u64 = finished
+        .iter()
+        .filter_map(|e| e["data"]["gen_ai.usage.output_tokens"].as_u64())
+        .sum();
+    assert_eq!(total, sum(&reported).1, "summing the runs counts every call once");
+    assert_eq!(tokens(&of(&events, "session.ended")[0]["data"]), sum(&reported));
+    assert_valid_stream(&events);
+    drop(daemon);
+}
+
+/// Cline's CLI cannot resume a session in `--json` mode (`--id` makes it interactive), so a
+/// session with two runs is the hub's: two `run.start`s on one session, hooks run by the hub
+/// with the sandbox's environment (its `CLINE_DIR`), the daemon's hub tap on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_hub_mode_each_run_of_one_session_reports_its_own_share() {
+    let model = FakeModel::start(Script::default().counted());
+    let cline = ClineSandbox::new(&model);
+    let discovery = cline.cline_dir().join("data/locks/hub/production.json");
+    let aep = Sandbox::new()
+        .with_env("AEP_CLINE_HUB", "1")
+        .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
+    let out = aep.run(
+        &["install-hooks"],
+        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
+    );
+    assert!(
+        out.status.success(),
+        "install-hooks: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session_with(&cline.workspace(), true).await;
+    let mut shares = Vec::new();
+    for n in 0..2 {
+        let before = model.reported().len();
+        client.start_run(&session, &format!("run {n} CMD:echo run{n}"));
+        aep.wait_log(&session, "the run's end", Duration::from_secs(60), |l| {
+            of(l, "run.finished").len() > n
+        });
+        shares.push(model.reported()[before..].to_vec());
+    }
+    let log = aep.log(&session);
+    let finished = of(&log, "run.finished");
+    assert_eq!((shares[0].len(), shares[1].len()), (2, 2), "{shares:?}");
+    assert_eq!(tokens(&finished[0]["data"]), sum(&shares[0]), "{}", finished[0]["data"]);
+    assert_eq!(
+        tokens(&finished[1]["data"]),
+        sum(&shares[1]),
+        "the second run's own calls only"
+    );
+    assert_ne!(sum(&shares[0]), sum(&shares[1]));
+    assert_valid_stream(&log);
+    drop(daemon);
+    drop(hub);
+}

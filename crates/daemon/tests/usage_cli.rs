@@ -1,0 +1,323 @@
+//! `aep-cline usage` driven as a user runs it, over real stores: the one the real Cline CLI
+//! 3.0.65 wrote in the shared capture, a real spawn_agent run's, and generated stores in
+//! Cline's format with known totals (to the token and the cent, priced from a fixed
+//! `--prices` file so the expected cents do not move with the bundled table), with bad files
+//! among them.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_aep-cline")
+}
+
+fn captured(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../cline-usage/tests/data")
+        .join(name)
+}
+
+fn prices() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/usage-prices.json")
+}
+
+fn usage(data: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("usage")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CLINE_DATA_DIR", data)
+        .output()
+        .expect("aep-cline runs")
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn the_real_capture_reports_exact_totals() {
+    let v = json_of(&usage(
+        &captured("captured"),
+        &["session", "--json", "--timezone", "UTC"],
+    ));
+    assert_eq!(v["rows"].as_array().unwrap().len(), 1);
+    let row = &v["rows"][0];
+    assert_eq!(row["key"], "1796101551589_u7fdi");
+    assert_eq!(row["workspace"], "/home/dev/proj");
+    assert_eq!(row["running"], 0);
+    assert_eq!(
+        row["tokens"],
+        json!({"input": 246, "uncached_input": 46, "cache_read": 200, "cache_write": 0, "output": 90, "total": 336})
+    );
+    assert_eq!(row["cost_usd"], Value::Null, "fake-model has no price: null, never 0");
+    assert_eq!(v["unpriced"][0]["model"], "fake-model");
+    let table = usage(&captured("captured"), &["--timezone", "UTC"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("2026-12-01") && text.contains("no price"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
+
+#[test]
+fn a_subagents_tokens_are_counted_under_its_parent() {
+    let v = json_of(&usage(&captured("spawn"), &["session", "--json", "--breakdown"]));
+    let row = &v["rows"][0];
+    // aggregateUsage says 2000 / 20: the subagent's 200 / 3 are only in its own file.
+    assert_eq!(row["tokens"]["input"], 2200);
+    assert_eq!(row["tokens"]["output"], 23);
+    assert_eq!(row["model_calls"], 3);
+    assert_eq!(
+        row["subagents"],
+        json!([{"agent": "agent_1796119471188_obbix1", "parent_agent": "agent_1796119470496_wfdzhb", "model_calls": 1,
+                "tokens": {"input": 200, "uncached_input": 200, "cache_read": 0, "cache_write": 0, "output": 3, "total": 203}}])
+    );
+    let table = String::from_utf8_lossy(&usage(&captured("spawn"), &["session", "--breakdown"]).stdout).to_string();
+    assert!(table.contains("└"), "{table}");
+}
+
+/// One generated session: `calls` model calls of 10,000 input (8,000 cache reads), 1,000 cache
+/// writes and 500 output each, at `time_ms` + n seconds.
+struct Gen<'a> {
+    id: &'a str,
+    workspace: &'a str,
+    time_ms: i64,
+    calls: usize,
+    model: &'a str,
+    running: bool,
+}
+
+fn write_session(data: &Path, g: &Gen) {
+    let dir = data.join("sessions").join(g.id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let started = jiff::Timestamp::from_millisecond(g.time_ms).unwrap().to_string();
+    let mut head = json!({"version": 1, "session_id": g.id, "source": "cli", "pid": std::process::id(),
+        "started_at": started, "status": if g.running { "running" } else { "completed" },
+        "provider": "anthropic", "model": g.model, "cwd": g.workspace, "workspace_root": g.workspace,
+        "metadata": {"title": "generated"}});
+    if !g.running {
+        head["ended_at"] = json!(started);
+    }
+    std::fs::write(dir.join(format!("{}.json", g.id)), head.to_string()).unwrap();
+    let mut messages = vec![json!({"role": "user", "content": [{"type": "text", "text": "go"}], "ts": g.time_ms})];
+    for n in 0..g.calls {
+        messages.push(json!({"id": format!("m{n}"), "role": "assistant",
+            "content": [{"type": "text", "text": "a \"quoted\" answer"}], "ts": g.time_ms + 1000 * n as i64 + 1,
+            "modelInfo": {"id": g.model, "provider": "anthropic"},
+            "metrics": {"inputTokens": 10_000, "outputTokens": 500, "cacheReadTokens": 8_000, "cacheWriteTokens": 1_000}}));
+    }
+    let file = json!({"version": 1, "agent": "lead", "sessionId": g.id, "messages": messages, "system_prompt": "x"});
+    std::fs::write(dir.join(format!("{}.messages.json", g.id)), file.to_string()).unwrap();
+}
+
+/// USD of one generated call at the fixed prices: 2,000 fresh × $3/M + 1,000 writes × $3.75/M
+/// + 8,000 reads × $0.30/M + 500 out × $15/M = $0.01965.
+const CALL_USD: f64 = 0.01965;
+const DAY_MS: i64 = 86_400_000;
+/// 2026-12-01T12:00:00Z.
+const NOON: i64 = 1_796_126_400_000;
+
+fn generated(sessions: usize, calls: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for k in 0..sessions {
+        let id = format!("17961{k:08}_gen{k:02}");
+        write_session(
+            dir.path(),
+            &Gen {
+                id: &id,
+                workspace: if k % 2 == 0 { "/work/even" } else { "/work/odd" },
+                time_ms: NOON + DAY_MS * (k % 3) as i64,
+                calls,
+                model: "claude-sonnet-4-5-20250929",
+                running: false,
+            },
+        );
+    }
+    dir
+}
+
+fn close(a: &Value, b: f64) {
+    let a = a.as_f64().unwrap_or_else(|| panic!("not a number: {a}"));
+    assert!((a - b).abs() < 1e-9, "{a} != {b}");
+}
+
+#[test]
+fn a_generated_store_adds_up_to_the_token_and_the_cent() {
+    let store = generated(30, 10);
+    let p = prices();
+    let v = json_of(&usage(
+        store.path(),
+        &["--json", "--timezone", "UTC", "--prices", p.to_str().unwrap()],
+    ));
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r["key"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["2026-12-01", "2026-12-02", "2026-12-03"]
+    );
+    for r in rows {
+        assert_eq!(r["sessions"], 10);
+        assert_eq!(r["model_calls"], 100);
+        assert_eq!(r["tokens"]["input"], 100 * 11_000);
+        assert_eq!(r["tokens"]["uncached_input"], 100 * 3_000);
+        assert_eq!(r["tokens"]["output"], 100 * 500);
+        close(&r["cost_usd"], 100.0 * CALL_USD);
+    }
+    close(&v["totals"]["cost_usd"], 300.0 * CALL_USD);
+    assert_eq!(v["totals"]["tokens"]["total"], 300 * 11_500);
+    assert!(v["problems"].as_array().unwrap().is_empty());
+
+    let by_session = json_of(&usage(
+        store.path(),
+        &["session", "--json", "--prices", p.to_str().unwrap()],
+    ));
+    assert_eq!(by_session["rows"].as_array().unwrap().len(), 30);
+    close(&by_session["totals"]["cost_usd"], 300.0 * CALL_USD);
+
+    let monthly = json_of(&usage(
+        store.path(),
+        &[
+            "monthly",
+            "--json",
+            "--timezone",
+            "UTC",
+            "--prices",
+            p.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(monthly["rows"][0]["key"], "2026-12");
+    let weekly = json_of(&usage(store.path(), &["weekly", "--json", "--timezone", "UTC"]));
+    // 2026-12-01 is a Tuesday: its week starts on Monday 2026-11-30.
+    assert_eq!(weekly["rows"][0]["key"], "2026-11-30");
+    let model = json_of(&usage(store.path(), &["model", "--json"]));
+    assert_eq!(model["rows"][0]["key"], "anthropic/claude-sonnet-4-5-20250929");
+    assert_eq!(model["rows"][0]["model_calls"], 300);
+}
+
+#[test]
+fn dates_workspaces_and_time_zones_select_calls() {
+    let store = generated(30, 10);
+    let v = json_of(&usage(
+        store.path(),
+        &[
+            "--json",
+            "--timezone",
+            "UTC",
+            "--since",
+            "2026-12-02",
+            "--until",
+            "20261202",
+        ],
+    ));
+    assert_eq!(v["rows"].as_array().unwrap().len(), 1);
+    assert_eq!(v["totals"]["model_calls"], 100);
+    let even = json_of(&usage(
+        store.path(),
+        &["session", "--json", "--workspace", "/work/even"],
+    ));
+    assert_eq!(even["rows"].as_array().unwrap().len(), 15);
+    let sub = json_of(&usage(
+        store.path(),
+        &["--json", "--workspace", "/work/even", "--timezone", "UTC"],
+    ));
+    assert_eq!(sub["totals"]["model_calls"], 150);
+    // Noon UTC is 21:00 in Tokyo and 01:00 the next day in Kiritimati (UTC+14).
+    let east = json_of(&usage(store.path(), &["--json", "--timezone", "Pacific/Kiritimati"]));
+    assert_eq!(east["rows"][0]["key"], "2026-12-02");
+    let bad = usage(store.path(), &["--timezone", "Mars/Olympus"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("IANA"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let bad = usage(store.path(), &["--since", "yesterday"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn bad_files_are_named_once_counted_and_left_out_of_exact_totals() {
+    let store = generated(6, 4);
+    let data = store.path();
+    let sessions = data.join("sessions");
+    let ids: Vec<String> = {
+        let mut v: Vec<String> = std::fs::read_dir(&sessions)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    // Truncated, missing, corrupt head (its calls still count: the messages are whole).
+    let truncated = sessions.join(&ids[0]).join(format!("{}.messages.json", ids[0]));
+    let text = std::fs::read_to_string(&truncated).unwrap();
+    std::fs::write(&truncated, &text[..text.len() - 40]).unwrap();
+    let missing = sessions.join(&ids[1]).join(format!("{}.messages.json", ids[1]));
+    std::fs::remove_file(&missing).unwrap();
+    let head = sessions.join(&ids[2]).join(format!("{}.json", ids[2]));
+    std::fs::write(&head, b"{\"session_id\": \"cut").unwrap();
+    // A model with no price, and a running session.
+    write_session(
+        data,
+        &Gen {
+            id: "17969_unknown",
+            workspace: "/w",
+            time_ms: NOON,
+            calls: 2,
+            model: "mystery-model-9",
+            running: false,
+        },
+    );
+    write_session(
+        data,
+        &Gen {
+            id: "17969_running",
+            workspace: "/w",
+            time_ms: NOON,
+            calls: 1,
+            model: "claude-sonnet-4-5-20250929",
+            running: true,
+        },
+    );
+    // A database Cline holds an exclusive lock on.
+    std::fs::create_dir_all(data.join("db")).unwrap();
+    let db = data.join("db/sessions.db");
+    let lock = rusqlite::Connection::open(&db).unwrap();
+    lock.execute_batch("CREATE TABLE sessions (session_id TEXT); PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; INSERT INTO sessions VALUES ('x');").unwrap();
+
+    let p = prices();
+    let out = usage(data, &["session", "--json", "--prices", p.to_str().unwrap()]);
+    let v = json_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for file in [&truncated, &missing, &head, &db] {
+        let name = file.display().to_string();
+        assert_eq!(stderr.matches(&name).count(), 1, "{name} named once:\n{stderr}");
+    }
+    assert_eq!(stderr.matches("mystery-model-9").count(), 1, "{stderr}");
+    assert!(stderr.contains("4 files could not be used"), "{stderr}");
+    assert_eq!(v["problems"].as_array().unwrap().len(), 4);
+    // 6 generated sessions of 4 calls, two of them unusable: 16 calls, plus 2 unpriced and 1 running.
+    assert_eq!(v["totals"]["model_calls"], 16 + 2 + 1);
+    assert_eq!(
+        v["totals"]["cost_usd"],
+        Value::Null,
+        "an unpriced model leaves the total unknown, never 0"
+    );
+    close(&v["totals"]["priced_cost_usd"], 17.0 * CALL_USD);
+    let running: Vec<&Value> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["running"] == 1)
+        .collect();
+    assert_eq!(running.len(), 1);
+    assert_eq!(running[0]["key"], "17969_running");
+    let table = String::from_utf8_lossy(&usage(data, &["session"]).stdout).to_string();
+    assert!(
+        table.contains("17969_running*") && table.contains("still running"),
+        "{table}"
+    );
+    drop(lock);
+}
