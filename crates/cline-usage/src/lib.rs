@@ -21,6 +21,7 @@
 
 pub mod db;
 pub mod editors;
+mod history;
 mod messages;
 mod model;
 mod problem;
@@ -29,6 +30,7 @@ mod store;
 pub mod task_tokens;
 mod tasks;
 
+pub use history::{Extensions, History, Source, TaskSource};
 pub use messages::{read_calls, CallRef, CallSink};
 pub use model::{Agent, ModelCall, Session, Tokens};
 pub use problem::{Problem, ProblemKind};
