@@ -76,10 +76,11 @@ assert cc == exp, f"ccusage counted {cc}, the Claude history holds {exp}: it did
 want = json.load(open(f"{d}/cline/totals.json"))
 out = json.load(open(f"{d}/aep-cline.json"))
 tokens = out["totals"]["tokens"]
-ours = (tokens["uncached_input"], tokens["cached_input"], tokens["cache_creation"], tokens["output"])
-exp = (want["tokens"]["uncached_input"], want["tokens"]["cached_input"],
-       want["tokens"]["cache_write_tokens"], want["tokens"]["output_tokens"])
+ours = (tokens["uncached_input"], tokens["cache_read"], tokens["cache_write"], tokens["output"], out["totals"]["model_calls"])
+exp = (want["tokens"]["uncached_input"], want["tokens"]["cache_read_tokens"],
+       want["tokens"]["cache_write_tokens"], want["tokens"]["output_tokens"], want["model_calls"])
 assert ours == exp, f"aep-cline counted {ours}, the Cline store holds {exp}"
+assert not out["problems"], out["problems"]
 print(f"totals check: ccusage and aep-cline both count all {want['model_calls']} model calls")
 PY
 }
