@@ -18,6 +18,7 @@ pub mod guard;
 
 use crate::control::Intake;
 use crate::http::error::error;
+use crate::http::origin::{Doors, Visitors};
 use crate::lane::Sessions;
 use crate::people::act::{self, Action};
 use crate::people::index::{Index, EVERYTHING};
@@ -63,7 +64,7 @@ pub struct Dashboard {
     intake: Arc<Intake>,
     token: Arc<str>,
     cookie: String,
-    hosts: Vec<String>,
+    doors: Arc<Doors>,
     url: String,
     host: String,
     /// What `/api/status` adds: capture, hub, relay (the daemon's `/healthz` view).
@@ -89,7 +90,7 @@ impl Dashboard {
             sessions,
             intake,
             token,
-            hosts: guard::allowed_hosts(listen),
+            doors: Doors::new(listen),
             url: format!("http://{listen}"),
             host,
             status,
@@ -162,7 +163,7 @@ pub fn routes(d: Arc<Dashboard>) -> Router {
 
 /// Every dashboard route: the listener's own Host and Origin only, and hardened headers.
 async fn same_origin(State(d): State<Arc<Dashboard>>, request: Request, next: Next) -> Response {
-    if let Some(refused) = guard::check_origin(request.headers(), &d.hosts) {
+    if let Some(refused) = d.doors.refuse(request.headers(), Visitors::Pages) {
         return refused;
     }
     let mut response = next.run(request).await;

@@ -11,10 +11,14 @@
 //! Programs (the shim, `tail`, relays, `curl`) send the daemon's own `Host` and no `Origin`.
 //! Beyond loopback any name may address the listener (the token guards it there), but a foreign
 //! `Origin` is refused all the same.
+//!
+//! The dashboard's pages ([`Visitors::Pages`]) are held to more: a `Host` is required and must be
+//! the listener's own address (or `localhost` with its port, on loopback), beyond loopback too,
+//! and an `Origin` must be that address over `http://`, the only scheme the daemon serves.
 
 use crate::http::error::error;
 use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use std::net::SocketAddr;
@@ -26,9 +30,84 @@ pub struct Doors {
     addr: SocketAddr,
 }
 
+/// Who a route serves, and so which rule its requests meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visitors {
+    /// Every route: programs, and a browser only from the daemon's own origin.
+    Programs,
+    /// The dashboard: the listener's own address in `Host` always, and in `Origin` when sent.
+    Pages,
+}
+
 impl Doors {
     pub fn new(addr: SocketAddr) -> Arc<Doors> {
         Arc::new(Doors { addr })
+    }
+
+    /// Whether `host` is exactly the listener's address, or `localhost` with its port on
+    /// loopback: the names a page of the dashboard is served under.
+    fn is_listener(&self, host: &str) -> bool {
+        host.eq_ignore_ascii_case(&self.addr.to_string())
+            || (self.addr.ip().is_loopback() && host.eq_ignore_ascii_case(&format!("localhost:{}", self.addr.port())))
+    }
+
+    /// `None` when a request with these headers may go on; else the refusal (403, no data).
+    pub fn refuse(&self, headers: &HeaderMap, visitors: Visitors) -> Option<Response> {
+        let host = headers.get(header::HOST).map(|h| h.to_str().unwrap_or_default());
+        let origin = headers.get(header::ORIGIN).map(|o| o.to_str().ok());
+        match visitors {
+            Visitors::Programs => self.refuse_program(host, origin),
+            Visitors::Pages => self.refuse_page(host.unwrap_or_default(), origin),
+        }
+    }
+
+    fn refuse_program(&self, host: Option<&str>, origin: Option<Option<&str>>) -> Option<Response> {
+        if host.is_some_and(|host| !self.names_us(host)) {
+            return Some(error(
+                StatusCode::FORBIDDEN,
+                "forbidden-host",
+                format!(
+                    "this daemon answers only requests addressed to it by its loopback name (127.0.0.1:{port} or localhost:{port}); \
+                     another name is how a web page reaches loopback (DNS rebinding)",
+                    port = self.addr.port()
+                ),
+            ));
+        }
+        let origin = origin?;
+        let authority = origin.and_then(|o| o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")));
+        let same = match (authority, host) {
+            (Some(authority), Some(host)) => authority.eq_ignore_ascii_case(host) && self.names_us(authority),
+            _ => false,
+        };
+        (!same).then(|| {
+            error(
+                StatusCode::FORBIDDEN,
+                "forbidden-origin",
+                "a request from a web page of another origin gets no data and no control; \
+                 programs send no Origin header",
+            )
+        })
+    }
+
+    fn refuse_page(&self, host: &str, origin: Option<Option<&str>>) -> Option<Response> {
+        if !self.is_listener(host) {
+            return Some(error(
+                StatusCode::FORBIDDEN,
+                "forbidden-host",
+                "the dashboard answers only requests addressed to the daemon's own listener address",
+            ));
+        }
+        let origin = origin?;
+        let ok = origin
+            .and_then(|o| o.strip_prefix("http://"))
+            .is_some_and(|o| self.is_listener(o));
+        (!ok).then(|| {
+            error(
+                StatusCode::FORBIDDEN,
+                "forbidden-origin",
+                "requests from another site's pages are refused",
+            )
+        })
     }
 
     /// Whether `host` (a `Host` header, or an origin's authority) names this listener.
@@ -63,43 +142,24 @@ fn split_port(host: &str) -> (&str, Option<&str>) {
 
 /// The guard, in front of every route.
 pub async fn guard(State(doors): State<Arc<Doors>>, request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let host = headers.get(header::HOST).map(|h| h.to_str().unwrap_or_default());
-    if host.is_some_and(|host| !doors.names_us(host)) {
-        return error(
-            StatusCode::FORBIDDEN,
-            "forbidden-host",
-            format!(
-                "this daemon answers only requests addressed to it by its loopback name (127.0.0.1:{port} or localhost:{port}); \
-                 another name is how a web page reaches loopback (DNS rebinding)",
-                port = doors.addr.port()
-            ),
-        );
+    match doors.refuse(request.headers(), Visitors::Programs) {
+        Some(refused) => refused,
+        None => next.run(request).await,
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let authority = origin
-            .to_str()
-            .ok()
-            .and_then(|o| o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")));
-        let same = match (authority, host) {
-            (Some(authority), Some(host)) => authority.eq_ignore_ascii_case(host) && doors.names_us(authority),
-            _ => false,
-        };
-        if !same {
-            return error(
-                StatusCode::FORBIDDEN,
-                "forbidden-origin",
-                "a request from a web page of another origin gets no data and no control; \
-                 programs send no Origin header",
-            );
-        }
-    }
-    next.run(request).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
 
     #[test]
     fn only_the_loopback_names_of_the_port_are_ours() {
@@ -122,5 +182,55 @@ mod tests {
         assert!(wide.names_us("box.example:8789"), "beyond loopback, any name");
         let v6 = Doors::new("[::1]:9000".parse().unwrap());
         assert!(v6.names_us("[::1]:9000") && !v6.names_us("[::1]:9001"));
+    }
+
+    #[test]
+    fn only_the_listeners_own_host_and_origin_pass() {
+        let doors = Doors::new("127.0.0.1:8789".parse().unwrap());
+        assert!(doors
+            .refuse(&headers(&[(header::HOST, "127.0.0.1:8789")]), Visitors::Pages)
+            .is_none());
+        assert!(doors
+            .refuse(&headers(&[(header::HOST, "localhost:8789")]), Visitors::Pages)
+            .is_none());
+        assert!(doors
+            .refuse(
+                &headers(&[
+                    (header::HOST, "127.0.0.1:8789"),
+                    (header::ORIGIN, "http://127.0.0.1:8789")
+                ]),
+                Visitors::Pages
+            )
+            .is_none());
+        for bad in [
+            headers(&[(header::HOST, "evil.example:8789")]),
+            headers(&[]),
+            headers(&[
+                (header::HOST, "127.0.0.1:8789"),
+                (header::ORIGIN, "http://evil.example"),
+            ]),
+            headers(&[(header::HOST, "127.0.0.1:8789"), (header::ORIGIN, "null")]),
+            headers(&[
+                (header::HOST, "127.0.0.1:8789"),
+                (header::ORIGIN, "https://127.0.0.1:8789"),
+            ]),
+        ] {
+            assert!(doors.refuse(&bad, Visitors::Pages).is_some(), "{bad:?}");
+        }
+        let wide = Doors::new("0.0.0.0:1".parse().unwrap());
+        let at = |host| headers(&[(header::HOST, host)]);
+        assert!(wide.refuse(&at("0.0.0.0:1"), Visitors::Pages).is_none());
+        assert!(
+            wide.refuse(&at("localhost:1"), Visitors::Pages).is_some(),
+            "no localhost alias beyond loopback"
+        );
+        assert!(
+            wide.refuse(&at("box.example:1"), Visitors::Pages).is_some(),
+            "pages: the listener's own name only"
+        );
+        assert!(
+            wide.refuse(&at("box.example:1"), Visitors::Programs).is_none(),
+            "programs: any name beyond loopback"
+        );
     }
 }
