@@ -10,9 +10,11 @@
 //!   `run.cancelled` and `session.ended` are open schemas (§5.4: an emitter MAY carry more
 //!   fields, which default to metadata, §5.1 rule 4), and a run that failed or was cancelled
 //!   spent its tokens too, so they carry the same fields under the same names.
-//! - The classes the two counts do not tell (`uncached_input`, `cache_read`, `cache_write`),
-//!   the number of model calls and the subagents' share: the vendor field `cline.usage`
-//!   (metadata: counts, never content).
+//! - The cache counts under OTel GenAI's names, as `aep-cline stream --aep` writes them
+//!   (`gen_ai.usage.cache_read.input_tokens`, `gen_ai.usage.cache_creation.input_tokens`), and
+//!   the classes, the number of model calls and the subagents' share in the vendor field
+//!   `cline.usage` (`uncached_input`, `cache_read`, `cache_write`, `output`, `model_calls`,
+//!   `subagents`, `delegated`, `cost_note`, `source`; metadata: counts, never content).
 //! - The model: `gen_ai.request.model` on `session.started` (its schema's home), the provider
 //!   as the vendor field `cline.provider`.
 //!
@@ -89,6 +91,9 @@ pub fn attach(data: &mut Map<String, Value>, usage: &Usage) {
             data.insert("gen_ai.usage.input_tokens".into(), json!(u + t.cache_read));
         }
         data.insert("gen_ai.usage.output_tokens".into(), json!(t.output));
+        // OTel GenAI's cache counts, as `aep-cline stream --aep` writes them.
+        data.insert("gen_ai.usage.cache_read.input_tokens".into(), json!(t.cache_read));
+        data.insert("gen_ai.usage.cache_creation.input_tokens".into(), json!(t.cache_write));
         if let Some(c) = usage.cost {
             data.insert(
                 "cost".into(),

@@ -24,6 +24,6 @@ pub use price::{
     openrouter_id, Cost, Price, PriceError, PriceMatch, PriceTable, Pricing, LITELLM_VERSION, PRICES_SNAPSHOT,
     SNAPSHOT_DATE,
 };
-pub use summary::{Abort, Lines, ModelSummary, Summary};
+pub use summary::{Abort, Lines, ModelSummary, SubagentSummary, Summary};
 pub use tools::ToolKind;
 pub use usage::{ClineUsage, TokenClasses};

@@ -17,7 +17,7 @@
 
 use crate::event::{Body, Event, ToolEvent};
 use crate::record::{self, Legacy, ModelRef, Nested, Record};
-use crate::summary::{Abort, Lines, ModelSummary, Summary};
+use crate::summary::{Abort, Lines, ModelSummary, SubagentSummary, Summary};
 use crate::tools::{self, ToolKind};
 use crate::usage::{ClineUsage, TokenClasses};
 use crate::{price, PriceTable, StreamError};
@@ -109,8 +109,13 @@ struct Pending {
 pub(crate) struct Normalizer {
     pending: HashMap<String, Pending>,
     session: Option<String>,
-    /// Last aggregation: the last record carrying usage wins.
+    /// Last aggregation: the last record carrying usage wins (the lead agent's totals).
     usage: Option<ClineUsage>,
+    /// Subagents started and not yet done, innermost last: the next `done` is the last one's.
+    subagents_running: Vec<String>,
+    /// Each subagent's own totals (its last `done`), by agent id. Cline's `aggregateUsage`
+    /// leaves them out, so they are added to the lead's.
+    subagents: BTreeMap<String, ClineUsage>,
     model: Option<ModelRef>,
     finish_reason: Option<String>,
     iterations: Option<u64>,
@@ -146,7 +151,16 @@ impl Normalizer {
             ctx.fact(Fact::Activity)?;
         }
         match parsed.record {
-            Record::Hook => {}
+            Record::Hook { event, agent, parent } => {
+                let parented = parent.as_deref().is_some_and(|p| !p.is_empty());
+                if let (Some("agent_start"), Some(agent), true) = (event.as_deref(), agent, parented) {
+                    ctx.state.subagents_running.push(agent.into_owned());
+                } else if !parented {
+                    // The lead speaks again: spawn_agent waits for its subagent, so any still
+                    // listed ended without a `done` (aborted) and the next `done` is the lead's.
+                    ctx.state.subagents_running.clear();
+                }
+            }
             Record::Agent(None) => ctx.unknown("agent_event", "the record has no nested event", None, None)?,
             Record::Agent(Some(mut nested)) => ctx.nested(&mut nested)?,
             Record::RunResult(r) => {
@@ -163,7 +177,7 @@ impl Normalizer {
                 let end = RunEnd {
                     finish_reason: s.finish_reason.clone(),
                     duration_ms: r.duration_ms,
-                    usage: s.usage,
+                    usage: s.total_usage(),
                     model: r.model,
                 };
                 ctx.fact(Fact::RunEnded(&end))?;
@@ -195,7 +209,12 @@ impl Normalizer {
             sink,
         };
         ctx.flush_pending()?;
-        let tokens = self.usage.as_ref().map(TokenClasses::from_cline);
+        let tokens = self.total_usage().as_ref().map(TokenClasses::from_cline);
+        let subagents = (!self.subagents.is_empty()).then(|| SubagentSummary {
+            count: self.subagents.len() as u64,
+            tokens: TokenClasses::from_cline(&self.subagents.values().fold(ClineUsage::default(), |a, u| sum(&a, u))),
+            counted: "each subagent's own totals (its last `done` record, between its parented agent_start and that done) are added to the lead's: Cline's aggregateUsage leaves them out",
+        });
         let provider = self.model.as_ref().and_then(|m| m.provider.as_deref());
         let model_id = self.model.as_ref().and_then(|m| m.id.as_deref());
         let (cost, cost_note) = match &tokens {
@@ -227,9 +246,34 @@ impl Normalizer {
                 ..lines
             },
             tokens,
+            subagents,
             cost,
             cost_note,
         })
+    }
+
+    /// The lead's totals plus every subagent's.
+    fn total_usage(&self) -> Option<ClineUsage> {
+        let lead = self.usage?;
+        Some(self.subagents.values().fold(lead, |a, u| sum(&a, u)))
+    }
+}
+
+/// Two usage records added, count by count (absent + absent stays absent).
+fn sum(a: &ClineUsage, b: &ClineUsage) -> ClineUsage {
+    let add = |x: Option<u64>, y: Option<u64>| match (x, y) {
+        (None, None) => None,
+        (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+    };
+    ClineUsage {
+        input_tokens: add(a.input_tokens, b.input_tokens),
+        output_tokens: add(a.output_tokens, b.output_tokens),
+        cache_read_tokens: add(a.cache_read_tokens, b.cache_read_tokens),
+        cache_write_tokens: add(a.cache_write_tokens, b.cache_write_tokens),
+        total_cost: match (a.total_cost, b.total_cost) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
+        },
     }
 }
 
@@ -300,8 +344,13 @@ impl<S: Sink> Ctx<'_, '_, S> {
             // Totals come from run_result; content_update streams output that content_end restates.
             "iteration_end" | "usage" | "content_update" => Ok(()),
             "done" => {
-                if n.usage.is_some() {
-                    self.state.usage = n.usage;
+                if let Some(usage) = n.usage {
+                    match self.state.subagents_running.pop() {
+                        Some(agent) => {
+                            self.state.subagents.insert(agent, usage);
+                        }
+                        None => self.state.usage = Some(usage),
+                    }
                 }
                 Ok(())
             }
@@ -952,6 +1001,30 @@ mod tests {
             &agent(r#"{"type":"done","usage":{"inputTokens":300,"outputTokens":2,"cacheReadTokens":0}}"#),
         ]);
         assert_eq!(s.tokens.unwrap().uncached_input(), Some(300));
+    }
+
+    #[test]
+    fn a_subagents_own_totals_are_added_to_the_leads() {
+        // A real spawn_agent run (CLI 3.0.65): the lead made two calls of 1000 in (800 cached)
+        // / 10 out, the subagent one of 200 / 3; run_result's aggregateUsage says 2000 / 20.
+        let real: Vec<&str> = include_str!("../tests/data/json-stream-spawn.jsonl").lines().collect();
+        let (_, s, _) = run(&real);
+        let t = s.tokens.unwrap();
+        assert_eq!((t.total_input(), t.cached_input(), t.output()), (Some(2200), 1600, 23));
+        let sub = s.subagents.unwrap();
+        assert_eq!(sub.count, 1);
+        assert_eq!((sub.tokens.total_input(), sub.tokens.output()), (Some(200), 3));
+        // Without subagents there is nothing to say.
+        let (_, s, _) = run(&[r#"{"type":"run_result","usage":{"inputTokens":5,"outputTokens":1}}"#]);
+        assert!(s.subagents.is_none());
+        // A subagent that ended without its `done` does not take the lead's.
+        let (_, s, _) = run(&[
+            r#"{"type":"hook_event","hookEventName":"agent_start","agentId":"sub","parentAgentId":"lead"}"#,
+            r#"{"type":"hook_event","hookEventName":"tool_result","agentId":"lead"}"#,
+            &agent(r#"{"type":"done","usage":{"inputTokens":7,"outputTokens":1}}"#),
+        ]);
+        assert!(s.subagents.is_none());
+        assert_eq!(s.tokens.unwrap().total_input(), Some(7));
     }
 
     #[test]

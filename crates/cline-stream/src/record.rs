@@ -27,8 +27,13 @@ pub(crate) struct Parsed<'a> {
 /// The top-level dispatch.
 #[derive(Debug)]
 pub(crate) enum Record<'a> {
-    /// `hook_event`: lifecycle bookkeeping; the hooks surface reports these itself.
-    Hook,
+    /// `hook_event`: lifecycle bookkeeping; the hooks surface reports these itself. A
+    /// subagent's start is kept: its `done` totals are the subagent's own.
+    Hook {
+        event: Option<Cow<'a, str>>,
+        agent: Option<Cow<'a, str>>,
+        parent: Option<Cow<'a, str>>,
+    },
     /// `agent_event`: the nested `event` drives the mapping; `None` when it is absent or null.
     Agent(Option<Nested<'a>>),
     /// `run_result`: the terminal record.
@@ -149,6 +154,12 @@ struct Raw<'a> {
     ask: Option<Cow<'a, str>>,
     #[serde(default)]
     partial: Option<bool>,
+    #[serde(rename = "hookEventName", borrow, default, deserialize_with = "opt_cow")]
+    hook_event_name: Option<Cow<'a, str>>,
+    #[serde(rename = "agentId", borrow, default, deserialize_with = "opt_cow")]
+    agent_id: Option<Cow<'a, str>>,
+    #[serde(rename = "parentAgentId", borrow, default, deserialize_with = "opt_cow")]
+    parent_agent_id: Option<Cow<'a, str>>,
 }
 
 /// Parses one non-empty line.
@@ -162,7 +173,11 @@ pub(crate) fn parse(line: &str) -> Result<Parsed<'_>, serde_json::Error> {
     let raw: Raw<'_> = serde_json::from_str(line)?;
     let session = raw.session_id_camel.or(raw.session_id_snake).or(raw.id);
     let record = match raw.ty.as_deref() {
-        Some("hook_event") => Record::Hook,
+        Some("hook_event") => Record::Hook {
+            event: raw.hook_event_name,
+            agent: raw.agent_id,
+            parent: raw.parent_agent_id,
+        },
         Some("agent_event") => Record::Agent(raw.event),
         Some("run_result") => Record::RunResult(RunResult {
             finish_reason: raw.finish_reason,
@@ -340,7 +355,7 @@ mod tests {
     fn dispatches_on_the_top_level_type() {
         assert!(matches!(
             parse(r#"{"type":"hook_event"}"#).unwrap().record,
-            Record::Hook
+            Record::Hook { .. }
         ));
         assert!(matches!(
             parse(r#"{"type":"agent_event"}"#).unwrap().record,

@@ -23,8 +23,11 @@ pub struct Summary {
     /// Normalized events written, by `type`.
     pub events: BTreeMap<String, u64>,
     pub lines: Lines,
-    /// The usage totals of the last record carrying them, as token classes.
+    /// The lead's usage totals (the last record carrying them) plus every subagent's own, as
+    /// token classes.
     pub tokens: Option<TokenClasses>,
+    /// How subagents were counted, and their share of `tokens`; `null` when none ran.
+    pub subagents: Option<SubagentSummary>,
     /// `null` when no price is known; `cost_note` says why.
     pub cost: Option<Cost>,
     pub cost_note: Option<String>,
@@ -37,6 +40,15 @@ pub struct ModelSummary {
     pub provider: Option<String>,
     /// The id prices were looked up under.
     pub openrouter_id: Option<String>,
+}
+
+/// The subagents' share of a run's tokens.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SubagentSummary {
+    pub count: u64,
+    pub tokens: TokenClasses,
+    /// How they were counted.
+    pub counted: &'static str,
 }
 
 /// A `run_aborted` record.

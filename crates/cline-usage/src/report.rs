@@ -252,9 +252,11 @@ fn scan(
     let mut agents: Vec<(String, u64, Tokens)> = Vec::new();
     let group = opts.group;
     let session = history.scan(source, id, buf, &mut |agent, c| {
-        let date = c.time_ms.and_then(date_of);
+        // The zone conversion only where a date is asked for.
+        let dated = opts.since.is_some() || opts.until.is_some() || !matches!(group, Group::Session | Group::Model);
+        let date = if dated { c.time_ms.and_then(date_of) } else { None };
         // A call without a time cannot be placed in a range, or on a day: left out of those.
-        if opts.since.is_some() || opts.until.is_some() || !matches!(group, Group::Session | Group::Model) {
+        if dated {
             match date {
                 Some(d) if in_range(d) => {}
                 _ => return,

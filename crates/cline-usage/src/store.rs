@@ -89,7 +89,10 @@ impl Store {
         };
         Ok(entries.into_iter().flatten().filter_map(|e| {
             let e = e.ok()?;
-            e.file_type().ok()?.is_dir().then(|| e.file_name().into_string().ok())?
+            let kind = e.file_type().ok()?;
+            // A folder, or a link to one (a store assembled from elsewhere).
+            let folder = kind.is_dir() || (kind.is_symlink() && e.path().is_dir());
+            folder.then(|| e.file_name().into_string().ok())?
         }))
     }
 

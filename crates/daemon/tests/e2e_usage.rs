@@ -204,3 +204,48 @@ async fn in_hub_mode_each_run_of_one_session_reports_its_own_share() {
     drop(daemon);
     drop(hub);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_hub_mode_a_run_that_spawns_a_subagent_counts_its_tokens_once() {
+    let model = FakeModel::start(Script::spawning().counted());
+    let cline = ClineSandbox::new(&model);
+    let discovery = cline.cline_dir().join("data/locks/hub/production.json");
+    let aep = Sandbox::new()
+        .with_env("AEP_CLINE_HUB", "1")
+        .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
+    let out = aep.run(
+        &["install-hooks"],
+        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
+    );
+    assert!(
+        out.status.success(),
+        "install-hooks: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session_spawning(&cline.workspace(), true, true).await;
+    client.start_run(&session, "Spawn a helper to say hi.");
+    let log = aep.wait_log(&session, "both runs' ends", Duration::from_secs(60), |l| {
+        of(l, "run.finished").len() == 2
+    });
+    let reported = model.reported();
+    let sub: Vec<Reported> = reported.iter().copied().filter(|r| !r.lead).collect();
+    assert_eq!((reported.len(), sub.len()), (3, 1), "{reported:?}");
+    let finished = of(&log, "run.finished");
+    let lead = finished
+        .iter()
+        .find(|e| e["data"]["cline.usage"]["delegated"] != true)
+        .unwrap();
+    assert_eq!(tokens(&lead["data"]), sum(&reported), "{}", lead["data"]);
+    assert_eq!(lead["data"]["cline.usage"]["subagents"]["output"], sum(&sub).1);
+    let total: u64 = finished
+        .iter()
+        .filter_map(|e| e["data"]["gen_ai.usage.output_tokens"].as_u64())
+        .sum();
+    assert_eq!(total, sum(&reported).1, "summing the runs counts every call once");
+    assert_valid_stream(&log);
+    drop(daemon);
+    drop(hub);
+}

@@ -80,6 +80,12 @@ const REAL: &[(&str, &[&str], &[&str])] = &[
             "run.finished",
         ],
     ),
+    (
+        // A lead that spawned a subagent (spawn_agent has no normalized kind yet: unknown).
+        "json-stream-spawn.jsonl",
+        &["agent_message", "unknown", "agent_message"],
+        &["run.started", "tool.requested", "tool.completed", "run.finished"],
+    ),
 ];
 
 #[test]

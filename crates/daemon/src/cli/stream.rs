@@ -230,6 +230,14 @@ fn table(s: &Summary) -> String {
     line("reasoning", reasoning, "(not reported)".to_string());
     let total = tokens.total_input().map(|i| i + tokens.output());
     line("total", count(total), usd(|c| c.total));
+    if let Some(sub) = &s.subagents {
+        t.push_str(&format!(
+            "  subagents: {} counted in the totals above ({} input, {} output tokens): each one's own totals added to the lead's, which Cline's aggregateUsage leaves out\n",
+            sub.count,
+            count(sub.tokens.total_input()),
+            sub.tokens.output()
+        ));
+    }
     match (cost, &s.cost_note) {
         (Some(c), _) => t.push_str(&format!("  prices: {}\n", c.source)),
         (None, Some(note)) => t.push_str(&format!("  cost unknown: {note}\n")),

@@ -276,15 +276,15 @@ fn line(out: &mut impl Write, key: &str, t: &Tokens, cost: &str) -> std::io::Res
     let c = t.classes();
     let uncached = c.uncached_input().map_or("?".to_string(), count);
     let key = tail(key, 20);
-    writeln!(
-        out,
+    let text = format!(
         "{key:<20} {uncached:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
         count(t.cache_read),
         count(t.cache_write),
         count(t.output),
         count(t.total()),
         cost
-    )
+    );
+    writeln!(out, "{}", text.trim_end())
 }
 
 fn write_table(

@@ -22,6 +22,9 @@ use tiny_http::{Header, Request, Response, Server};
 /// The only model the fake serves; the CLI is configured with `-m fake-model`.
 pub const MODEL_ID: &str = "fake-model";
 
+/// The system prompt of the subagent [`Script::spawning`] spawns.
+pub const SUBAGENT_PROMPT: &str = "You are a helper.";
+
 /// What the fake model answers. `Script::default()` is the recipe's behaviour.
 #[derive(Clone, Debug)]
 pub struct Script {
@@ -71,7 +74,7 @@ impl Script {
     pub fn spawning() -> Self {
         Script {
             tool: "spawn_agent".to_owned(),
-            arguments: json!({ "systemPrompt": "You are a helper.", "task": "say hi" }),
+            arguments: json!({ "systemPrompt": SUBAGENT_PROMPT, "task": "say hi" }),
             spawn: true,
             ..Script::default()
         }
@@ -275,10 +278,12 @@ impl Responder {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let completion_id = format!("chatcmpl-{n:012x}");
         let after_tool = messages.last().and_then(|m| m.get("role")).and_then(Value::as_str) == Some("tool");
-        let lead = messages
+        // A subagent runs on the system prompt `Script::spawning` gave it; anything else (Cline's
+        // own prompt, a hub session's) is the lead.
+        let lead = !messages
             .first()
             .map(|m| text_of(m.get("content").unwrap_or(&Value::Null)))
-            .is_some_and(|t| t.starts_with("You are Cline"));
+            .is_some_and(|t| t.starts_with(SUBAGENT_PROMPT));
         let (usage, (prompt, completion, cached)) = usage(self.script.counted, n);
         self.reported
             .lock()

@@ -152,6 +152,11 @@ impl HubClient {
     /// A session on the fake model whose tools ask first (`auto_approve` false, as
     /// [`HubClient::create_session`]) or run at once.
     pub async fn create_session_with(&self, workspace: &Path, auto_approve: bool) -> String {
+        self.create_session_spawning(workspace, auto_approve, false).await
+    }
+
+    /// [`HubClient::create_session_with`], whose lead may spawn subagents (`spawn_agent`).
+    pub async fn create_session_spawning(&self, workspace: &Path, auto_approve: bool, spawn: bool) -> String {
         let cwd = workspace.to_str().unwrap();
         let id = self.command(
             "session.create",
@@ -159,7 +164,7 @@ impl HubClient {
             json!({"workspaceRoot": cwd, "cwd": cwd,
                 "sessionConfig": {"providerId": "openai-compatible", "modelId": "fake-model", "apiKey": "dummy-key",
                     "cwd": cwd, "workspaceRoot": cwd, "systemPrompt": "", "mode": "act",
-                    "enableSpawnAgent": false, "enableAgentTeams": false},
+                    "enableSpawnAgent": spawn, "enableAgentTeams": false},
                 "metadata": {"source": "aep-e2e", "interactive": true},
                 "runtimeOptions": {"mode": "act", "autoApproveTools": auto_approve},
                 "toolPolicies": {"*": {"autoApprove": auto_approve}}}),
