@@ -11,16 +11,28 @@
 //! used: it leaves the subagents out (docs/cline-vendor-facts.md). Token classes follow the
 //! one rule `cline_stream::TokenClasses` implements ([`Tokens::classes`]).
 //!
+//! The other generation, the 2.x CLI and the VS Code extension (one core), keeps a task history
+//! instead ([`TaskStore`]): `state/taskHistory.json` and `tasks/<id>/ui_messages.json`, under
+//! `$CLINE_DIR/data` for the CLI and under the editor's global storage for the extension
+//! ([`editors`]). A task reads as a [`Session`] of the same model; its per-request counts are
+//! mapped per provider ([`task_tokens`]).
+//!
 //! No panics on bad input: a file that cannot be read or parsed is a [`Problem`] naming it.
 
 pub mod db;
+pub mod editors;
+mod history;
 mod messages;
 mod model;
 mod problem;
 pub mod report;
 mod store;
+pub mod task_tokens;
+mod tasks;
 
+pub use history::{Extensions, History, Source, TaskSource};
 pub use messages::{read_calls, CallRef, CallSink};
 pub use model::{Agent, ModelCall, Session, Tokens};
 pub use problem::{Problem, ProblemKind};
 pub use store::{data_dir, Store};
+pub use tasks::TaskStore;

@@ -101,7 +101,7 @@ pub fn read_calls(path: &Path, buf: &mut Vec<u8>, sink: &mut dyn CallSink) -> Re
     Ok(n)
 }
 
-fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
+pub(crate) fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
     if let Ok(meta) = f.metadata() {

@@ -6,10 +6,10 @@
 //! they are parsed, so memory follows the number of rows (days, models, or sessions asked
 //! for), never the number of calls.
 
+use crate::history::{History, Source};
 use crate::messages::CallRef;
 use crate::model::{Agent, Tokens};
 use crate::problem::Problem;
-use crate::store::Store;
 use cline_stream::{PriceTable, Pricing};
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
@@ -179,26 +179,18 @@ impl Acc {
 /// Keys sort as they read (dates, ids, model names).
 type Partial = HashMap<String, Acc>;
 
-/// Reads the whole store and builds the report.
-pub fn build(store: &Store, opts: &Options, prices: &PriceTable) -> Report {
+/// Reads every history and builds the report.
+pub fn build(history: &History, opts: &Options, prices: &PriceTable) -> Report {
     let mut problems = Vec::new();
-    let subagent_rows = match crate::db::subagents(&store.database()) {
+    let subagent_rows = match crate::db::subagents(&history.store.database()) {
         Ok(rows) => rows,
         Err(p) => {
             problems.push(p);
             HashMap::new()
         }
     };
-    let ids: Vec<String> = match store.session_ids() {
-        Ok(ids) => ids.collect(),
-        Err(e) => {
-            problems.push(Problem::new(
-                store.sessions_dir(),
-                crate::problem::ProblemKind::Unreadable(e.to_string()),
-            ));
-            Vec::new()
-        }
-    };
+    let (ids, unlisted) = history.sessions();
+    problems.extend(unlisted);
     let next = AtomicUsize::new(0);
     let merged: Mutex<(Partial, Vec<Problem>, u64)> = Mutex::new((HashMap::new(), Vec::new(), 0));
     let threads = opts.threads.clamp(1, 16).min(ids.len().max(1));
@@ -211,9 +203,17 @@ pub fn build(store: &Store, opts: &Options, prices: &PriceTable) -> Report {
                 let mut buf = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(id) = ids.get(i) else { break };
+                    let Some((source, id)) = ids.get(i) else { break };
                     read += 1;
-                    scan(store, id, opts, &subagent_rows, &mut buf, &mut rows, &mut found);
+                    scan(
+                        history,
+                        (*source, id),
+                        opts,
+                        &subagent_rows,
+                        &mut buf,
+                        &mut rows,
+                        &mut found,
+                    );
                 }
                 let mut m = merged.lock().expect("no reader panics");
                 for (k, acc) in rows {
@@ -232,8 +232,8 @@ pub fn build(store: &Store, opts: &Options, prices: &PriceTable) -> Report {
 
 /// One session into the partial rows.
 fn scan(
-    store: &Store,
-    id: &str,
+    history: &History,
+    (source, id): (Source, &str),
     opts: &Options,
     subagent_rows: &HashMap<String, crate::db::Subagent>,
     buf: &mut Vec<u8>,
@@ -251,7 +251,7 @@ fn scan(
     let mut local: Vec<(String, Acc)> = Vec::new();
     let mut agents: Vec<(String, u64, Tokens)> = Vec::new();
     let group = opts.group;
-    let session = store.scan_session(id, buf, &mut |agent, c| {
+    let session = history.scan(source, id, buf, &mut |agent, c| {
         // The zone conversion only where a date is asked for.
         let dated = opts.since.is_some() || opts.until.is_some() || !matches!(group, Group::Session | Group::Model);
         let date = if dated { c.time_ms.and_then(date_of) } else { None };

@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use clap::Args;
-use cline_stream::{Format, PriceTable, StreamError, Summary};
+use cline_stream::{Format, PriceTable, StreamError, Summary, PRICES_SNAPSHOT};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
@@ -22,9 +22,10 @@ const EXIT_MALFORMED: i32 = 3;
 ///
 /// Tokens come from the run's cumulative totals, split into uncached input (cache writes
 /// included), cached input, cache creation and output; Cline's `inputTokens` already counts
-/// the cache reads, so they are never billed twice. Cost is derived from OpenRouter prices for
-/// the run's model (Cline reports none off its own provider); with no known price the cost is
-/// null and the summary says why.
+/// the cache reads, so they are never billed twice. Cost is derived from list prices for the
+/// run's model (Cline reports none off its own provider): a table bundled from litellm's
+/// model_prices_and_context_window.json (see --prices), or OpenRouter's models JSON with
+/// --prices; with no known price the cost is null and the summary says why.
 ///
 /// Cline 2.x streams (`cline@2.18`: say/ask records) are read too: the run ends at
 /// `completion_result` or fails at `api_req_failed`, the model is each record's `modelInfo`,
@@ -76,10 +77,20 @@ pub struct StreamArgs {
     #[arg(long, value_name = "ID", requires = "aep")]
     pub session: Option<String>,
 
-    /// Price the run with OpenRouter's models JSON (the body of GET
-    /// https://openrouter.ai/api/v1/models), over the bundled snapshot of list prices.
-    #[arg(long, value_name = "FILE")]
+    /// Price the run with OpenRouter's models JSON, over the bundled list prices.
+    #[arg(long, value_name = "FILE", long_help = prices_help())]
     pub prices: Option<PathBuf>,
+}
+
+/// `--prices`'s long help: names the bundled table, so `--help` tells how old its prices are.
+/// (A constant, not the table's own count: clap builds this text on every start.)
+fn prices_help() -> String {
+    format!(
+        "Price the run with OpenRouter's models JSON (the body of GET \
+         https://openrouter.ai/api/v1/models), over the bundled list prices: {PRICES_SNAPSHOT}, \
+         by the provider's own row (Anthropic, OpenAI, Bedrock, Vertex, Gemini, DeepSeek, xAI, \
+         Mistral, Groq, ...) or, through a gateway (OpenRouter, Cline), the vendor's list price."
+    )
 }
 
 /// Runs the command. Exits the process with status 3 itself when lines were malformed.

@@ -4,9 +4,9 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use cline_stream::{PriceTable, SNAPSHOT_DATE};
+use cline_stream::{PriceTable, LITELLM_VERSION, PRICES_SNAPSHOT, SNAPSHOT_DATE};
 use cline_usage::report::{self, Group, Options, Report, Row};
-use cline_usage::{Store, Tokens};
+use cline_usage::{Extensions, History, Tokens};
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use serde_json::{json, Value};
@@ -23,11 +23,15 @@ pub enum GroupArg {
 }
 
 /// What Cline cost: tokens and USD by day, week, month, session or model, from Cline's own
-/// session store (every session on disk, also those from before aep-cline was installed).
+/// history (every session on disk, also those from before aep-cline was installed).
 ///
-/// Reads `$CLINE_DIR/data/sessions/*` (each assistant message's `metrics` is one model call)
-/// and `db/sessions.db` (read-only) for subagents, which are counted with the session that
-/// spawned them (Cline's own `aggregateUsage` leaves them out). Token classes: uncached input
+/// Reads `$CLINE_DIR/data/sessions/*` (Cline 3.x: each assistant message's `metrics` is one
+/// model call) and `db/sessions.db` (read-only) for subagents, which are counted with the
+/// session that spawned them (Cline's own `aggregateUsage` leaves them out); the 2.x CLI's
+/// `$CLINE_DIR/data/state/taskHistory.json` and `tasks/<id>/ui_messages.json` (each
+/// `api_req_started` is one model call); and the VS Code extension's, the same files in the
+/// editor's global storage `…/User/globalStorage/saoudrizwan.claude-dev` (VS Code, VS Code
+/// Insiders, VSCodium, Cursor, Windsurf; Linux, macOS and remote servers), or --extension-dir. Token classes: uncached input
 /// (cache writes included), cache reads, cache writes, output; total = every token once. Cost
 /// from list prices for each call's model; a model with no known price shows its tokens and
 /// "no price", never 0.
@@ -36,9 +40,10 @@ pub enum GroupArg {
 /// database) is named once on standard error and counted in the summary; its calls are left
 /// out, never guessed. Sessions still running are marked `*`.
 #[derive(Args, Debug)]
-#[command(after_help = format!("Prices: the bundled snapshot of {SNAPSHOT_DATE}, or --prices FILE (OpenRouter's models JSON).
+#[command(after_help = format!("Prices: the bundled {PRICES_SNAPSHOT}, or --prices FILE (OpenRouter's models JSON).
 
-JSON (--json), stable: {{\"group\", \"timezone\", \"since\", \"until\", \"prices\": {{\"snapshot\"}},
+JSON (--json), stable: {{\"group\", \"timezone\", \"since\", \"until\", \"prices\": {{\"snapshot\", \"source\", \"litellm\"}},
+  \"histories\": [{{\"kind\", \"path\"}}],
   \"rows\": [ROW], \"totals\": ROW|null, \"sessions_read\", \"problems\": [{{\"file\", \"problem\"}}],
   \"unpriced\": [{{\"provider\", \"model\", \"note\"}}]}}
 ROW: {{\"key\", \"sessions\", \"running\", \"model_calls\", \"tokens\": TOKENS, \"cost_usd\": number|null,
@@ -85,6 +90,11 @@ pub struct UsageArgs {
     #[arg(long, value_name = "DIR")]
     pub cline_dir: Option<PathBuf>,
 
+    /// The VS Code extension's history folder (`…/globalStorage/saoudrizwan.claude-dev`), instead
+    /// of every editor's found on this machine; repeat for several, or pass `none` to read none.
+    #[arg(long, value_name = "DIR")]
+    pub extension_dir: Vec<PathBuf>,
+
     /// OpenRouter's models JSON (GET https://openrouter.ai/api/v1/models) over the bundled prices.
     #[arg(long, value_name = "FILE")]
     pub prices: Option<PathBuf>,
@@ -122,7 +132,12 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
             .overlay_openrouter_json(&text)
             .with_context(|| format!("cannot use the prices file {}", path.display()))?;
     }
-    let store = Store::new(cline_usage::data_dir(args.cline_dir.as_deref()));
+    let extensions = match &args.extension_dir[..] {
+        [] => Extensions::Found,
+        [none] if none.as_os_str() == "none" => Extensions::Dirs(Vec::new()),
+        dirs => Extensions::Dirs(dirs.to_vec()),
+    };
+    let (history, mut opened) = History::open(&cline_usage::data_dir(args.cline_dir.as_deref()), &extensions);
     let group = match args.group {
         GroupArg::Daily => Group::Daily,
         GroupArg::Weekly => Group::Weekly,
@@ -142,15 +157,16 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
             .map(|w| std::path::absolute(w).unwrap_or_else(|_| w.clone())),
         threads,
     };
-    let report = report::build(&store, &opts, &prices);
+    let mut report = report::build(&history, &opts, &prices);
+    report.problems.append(&mut opened);
     let tz_name = timezone.iana_name().unwrap_or("system").to_string();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {
-        serde_json::to_writer(&mut out, &to_json(&report, &opts, &tz_name))?;
+        serde_json::to_writer(&mut out, &to_json(&report, &opts, &tz_name, &history))?;
         writeln!(out)?;
     } else {
-        write_table(&mut out, &report, group, args.breakdown, &store)?;
+        write_table(&mut out, &report, group, args.breakdown, &history)?;
     }
     out.flush()?;
     warn(&report);
@@ -211,13 +227,14 @@ fn cents(usd: f64) -> f64 {
     (usd * 1e6).round() / 1e6
 }
 
-fn to_json(report: &Report, opts: &Options, tz: &str) -> Value {
+fn to_json(report: &Report, opts: &Options, tz: &str, history: &History) -> Value {
     json!({
         "group": opts.group.name(),
         "timezone": tz,
         "since": opts.since.map(|d| d.to_string()),
         "until": opts.until.map(|d| d.to_string()),
-        "prices": {"snapshot": SNAPSHOT_DATE},
+        "prices": {"snapshot": SNAPSHOT_DATE, "source": PRICES_SNAPSHOT, "litellm": LITELLM_VERSION},
+        "histories": history.folders().into_iter().map(|(kind, path)| json!({"kind": kind, "path": path})).collect::<Vec<_>>(),
         "rows": report.rows.iter().map(|r| row_json(r, opts.group)).collect::<Vec<_>>(),
         "totals": report.totals.as_ref().map(|r| row_json(r, opts.group)),
         "sessions_read": report.sessions_read,
@@ -275,7 +292,7 @@ fn write_table(
     report: &Report,
     group: Group,
     breakdown: bool,
-    store: &Store,
+    history: &History,
 ) -> std::io::Result<()> {
     let first = match group {
         Group::Daily => "DAY",
@@ -285,7 +302,8 @@ fn write_table(
         Group::Model => "MODEL",
     };
     if report.rows.is_empty() {
-        writeln!(out, "no model calls found in {}", store.sessions_dir().display())?;
+        let folders: Vec<String> = history.folders().iter().map(|(_, p)| p.display().to_string()).collect();
+        writeln!(out, "no model calls found in {}", folders.join(", "))?;
         return Ok(());
     }
     writeln!(
