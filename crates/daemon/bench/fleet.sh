@@ -14,13 +14,16 @@
 #   crates/daemon/bench/fleet.sh              # N = 1 10 100, 10 s each
 #   crates/daemon/bench/fleet.sh 1 10         # chosen N
 #   FLEET_SECONDS=20 FLEET_CONNECTIONS=16 crates/daemon/bench/fleet.sh 1
+#   AEP_CLINE_BIN=... FLEET_LOAD=... crates/daemon/bench/fleet.sh   # other builds, no cargo
 # Needs nats-server (Debian's package) and python3. Loopback only; every run is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-cargo build --release -q -p aep-cline --bin aep-cline --example fleet_load
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}/release"
-BIN="$TARGET/aep-cline"
-LOAD="$TARGET/examples/fleet_load"
+if [ -z "${AEP_CLINE_BIN:-}" ]; then
+  cargo build --release -q -p aep-cline --bin aep-cline --example fleet_load
+fi
+BIN="${AEP_CLINE_BIN:-$TARGET/aep-cline}"
+LOAD="${FLEET_LOAD:-$TARGET/examples/fleet_load}"
 SECS="${FLEET_SECONDS:-10}"
 ulimit -n "$(ulimit -Hn)"
 WORK="$(mktemp -d)"

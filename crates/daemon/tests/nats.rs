@@ -546,4 +546,12 @@ fn tail_nats_turns_the_stream_back_into_the_logged_events() {
     );
     let bad = sandbox.run(&["tail", "--since-seq", "3"], &[]);
     assert!(!bad.status.success(), "--since-seq wants --nats");
+    // The daemon's AEP_NATS_STREAM in the environment does not turn a plain tail into a NATS one.
+    drop(daemon);
+    let plain = sandbox.run(&["tail"], &[("AEP_NATS_STREAM", "OTHER")]);
+    let said = String::from_utf8_lossy(&plain.stderr);
+    assert!(
+        !said.contains("nats") && (said.contains("nothing answers") || said.contains("no running daemon")),
+        "{said}"
+    );
 }

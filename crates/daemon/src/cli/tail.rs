@@ -55,9 +55,10 @@ pub struct TailArgs {
     /// authenticates with AEP_NATS_CREDS, AEP_NATS_TOKEN or AEP_NATS_USER + AEP_NATS_PASSWORD.
     #[arg(long, value_name = "URL", conflicts_with = "url", hide_env_values = true)]
     pub(super) nats: Option<String>,
-    /// The stream to follow, with --nats.
+    /// The stream to follow, with --nats (AEP_NATS_STREAM, as the daemon's sink, counts only
+    /// there: it is no reason to refuse a plain `tail`).
     #[arg(long = "nats-stream", env = "AEP_NATS_STREAM", default_value = crate::sinks::nats::settings::DEFAULT_STREAM,
-          value_name = "NAME", requires = "nats")]
+          value_name = "NAME")]
     pub(super) nats_stream: String,
     /// With --nats: start at this stream sequence (the server's, 1 is the first message).
     #[arg(long, value_name = "N", requires = "nats", conflicts_with_all = ["replay", "since"])]
