@@ -14,20 +14,12 @@ use support::cline::ClineSandbox;
 use support::daemon::{of, types, Sandbox, BIN};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
-use support::real_hub::RealHub;
+use support::real_hub::{tapped_sandbox, RealHub};
 
 fn setup() -> (FakeModel, ClineSandbox, Sandbox) {
     let model = FakeModel::start(Script::default());
     let cline = ClineSandbox::new(&model);
-    let discovery = cline.cline_dir().join("data/locks/hub/production.json");
-    let aep = Sandbox::new()
-        .with_env("AEP_CLINE_HUB_CONTROL", "1")
-        .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
-    let out = aep.run(
-        &["install-hooks"],
-        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL");
     (model, cline, aep)
 }
 

@@ -19,26 +19,13 @@ use support::cline::ClineSandbox;
 use support::daemon::{assert_valid_stream, http, of, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
-use support::real_hub::RealHub;
+use support::real_hub::{tapped_sandbox, RealHub};
 
 /// A Cline sandbox whose hooks run the real shim, and the daemon's sandbox with the hub gates on.
 fn setup() -> (FakeModel, ClineSandbox, Sandbox) {
     let model = FakeModel::start(Script::default());
     let cline = ClineSandbox::new(&model);
-    let discovery = cline.cline_dir().join("data/locks/hub/production.json");
-    let aep = Sandbox::new()
-        .with_env("RUST_LOG", "info")
-        .with_env("AEP_CLINE_HUB_CONTROL", "1")
-        .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
-    let out = aep.run(
-        &["install-hooks"],
-        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
-    );
-    assert!(
-        out.status.success(),
-        "install-hooks: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL").with_env("RUST_LOG", "info");
     (model, cline, aep)
 }
 

@@ -13,7 +13,7 @@ use support::cline::ClineSandbox;
 use support::daemon::{assert_valid_stream, of, Sandbox};
 use support::fake_model::{FakeModel, Reported, Script};
 use support::hub_client::HubClient;
-use support::real_hub::RealHub;
+use support::real_hub::{tapped_sandbox, RealHub};
 
 struct Rig {
     model: FakeModel,
@@ -164,19 +164,7 @@ fn a_run_that_spawns_a_subagent_counts_the_subagents_tokens_once() {
 async fn in_hub_mode_each_run_of_one_session_reports_its_own_share() {
     let model = FakeModel::start(Script::default().counted());
     let cline = ClineSandbox::new(&model);
-    let discovery = cline.cline_dir().join("data/locks/hub/production.json");
-    let aep = Sandbox::new()
-        .with_env("AEP_CLINE_HUB", "1")
-        .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
-    let out = aep.run(
-        &["install-hooks"],
-        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
-    );
-    assert!(
-        out.status.success(),
-        "install-hooks: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB");
     let hub = RealHub::ensure(&cline);
     let daemon = aep.start();
     let client = HubClient::connect(&hub.discovery()).await;
@@ -209,19 +197,7 @@ async fn in_hub_mode_each_run_of_one_session_reports_its_own_share() {
 async fn in_hub_mode_a_run_that_spawns_a_subagent_counts_its_tokens_once() {
     let model = FakeModel::start(Script::spawning().counted());
     let cline = ClineSandbox::new(&model);
-    let discovery = cline.cline_dir().join("data/locks/hub/production.json");
-    let aep = Sandbox::new()
-        .with_env("AEP_CLINE_HUB", "1")
-        .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
-    let out = aep.run(
-        &["install-hooks"],
-        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
-    );
-    assert!(
-        out.status.success(),
-        "install-hooks: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB");
     let hub = RealHub::ensure(&cline);
     let daemon = aep.start();
     let client = HubClient::connect(&hub.discovery()).await;

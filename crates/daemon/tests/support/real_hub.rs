@@ -3,9 +3,30 @@
 //! running.
 
 use super::cline::ClineSandbox;
+use super::daemon::Sandbox;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
+
+/// A daemon sandbox whose hub tap (`tap`: `AEP_CLINE_HUB`, or `AEP_CLINE_HUB_CONTROL` for
+/// control too) reads the discovery file `cline hub ensure` will write in `cline`, with its hooks
+/// installed in the sandbox's `CLINE_DIR`: the hub runs hooks with its own environment.
+pub fn tapped_sandbox(cline: &ClineSandbox, tap: &str) -> Sandbox {
+    let discovery = cline.cline_dir().join("data/locks/hub/production.json");
+    let aep = Sandbox::new()
+        .with_env(tap, "1")
+        .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
+    let out = aep.run(
+        &["install-hooks"],
+        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
+    );
+    assert!(
+        out.status.success(),
+        "install-hooks: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    aep
+}
 
 pub struct RealHub<'a> {
     cline: &'a ClineSandbox,
