@@ -188,6 +188,37 @@ fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
         );
         assert!(summary["cost_note"].as_str().unwrap().contains("aep-cline usage"));
     }
+
+    // `aep-cline usage` over the history these runs left: exactly what the fake model reported.
+    // Its turn n reports prompt 1000 + 100n (cache included: the OpenAI-compatible provider),
+    // completion 50 + n, 800 cached and 200 cache misses.
+    let out = Command::new(BIN)
+        .args(["usage", "session", "--json", "--extension-dir", "none", "--cline-dir"])
+        .arg(sandbox.path().join("home/.cline"))
+        .env_remove("CLINE_DATA_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "one row per task: {report}");
+    for events in &sessions {
+        let session = events[0]["session"].as_str().unwrap();
+        let row = rows.iter().find(|r| r["key"] == session).expect("the task's row");
+        let calls = row["model_calls"].as_u64().unwrap();
+        assert!(calls >= 2, "a tool call, then the completion: {row}");
+        let turns = 0..calls;
+        let expected = serde_json::json!({
+            "input": turns.clone().map(|n| 1000 + 100 * n).sum::<u64>(),
+            "output": turns.map(|n| 50 + n).sum::<u64>(),
+            "cache_read": 800 * calls,
+            "cache_write": 200 * calls,
+        });
+        for class in ["input", "output", "cache_read", "cache_write"] {
+            assert_eq!(row["tokens"][class], expected[class], "{class} of {session}: {row}");
+        }
+    }
 }
 
 #[test]
