@@ -53,6 +53,11 @@ pub fn read(payload: &HookPayload, tracker: &SessionTracker, data_dir: Option<&s
     }
     let store = Store::new(dir);
     let folder = store.session_dir(session);
+    if !folder.is_dir() {
+        // Not in this store (a Cline 2.x task, or another CLINE_DIR): nothing is known, and
+        // nothing is claimed; an empty usage would say the run used no tokens.
+        return HookUsage::default();
+    }
     let bytes = folder_bytes(&folder);
     if bytes > MAX_STORE_BYTES {
         tracing::warn!(%session, bytes, "the session's store folder is too large to read on the hook path; its usage is left off the event");
@@ -61,6 +66,9 @@ pub fn read(payload: &HookPayload, tracker: &SessionTracker, data_dir: Option<&s
     let s = store.read_session(session);
     for p in &s.problems {
         tracing::debug!(%session, problem = %p, "the session store could not be read whole");
+    }
+    if s.calls.is_empty() && !s.problems.is_empty() {
+        return HookUsage::default(); // unreadable: no usage, rather than a usage of zero
     }
     let mut out = HookUsage {
         model: s.model.clone(),
