@@ -163,7 +163,7 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {
-        serde_json::to_writer(&mut out, &to_json(&report, &opts, &tz_name, &history))?;
+        serde_json::to_writer(&mut out, &ReportJson::new(&report, &opts, &tz_name, &history))?;
         writeln!(out)?;
     } else {
         write_table(&mut out, &report, group, args.breakdown, &history)?;
@@ -227,20 +227,60 @@ fn cents(usd: f64) -> f64 {
     (usd * 1e6).round() / 1e6
 }
 
-fn to_json(report: &Report, opts: &Options, tz: &str, history: &History) -> Value {
-    json!({
-        "group": opts.group.name(),
-        "timezone": tz,
-        "since": opts.since.map(|d| d.to_string()),
-        "until": opts.until.map(|d| d.to_string()),
-        "prices": {"snapshot": SNAPSHOT_DATE, "source": PRICES_SNAPSHOT, "litellm": LITELLM_VERSION},
-        "histories": history.folders().into_iter().map(|(kind, path)| json!({"kind": kind, "path": path})).collect::<Vec<_>>(),
-        "rows": report.rows.iter().map(|r| row_json(r, opts.group)).collect::<Vec<_>>(),
-        "totals": report.totals.as_ref().map(|r| row_json(r, opts.group)),
-        "sessions_read": report.sessions_read,
-        "problems": report.problems.iter().map(|p| json!({"file": p.path, "problem": p.kind.to_string()})).collect::<Vec<_>>(),
-        "unpriced": report.unpriced.iter().map(|(p, m, n)| json!({"provider": p, "model": m, "note": n})).collect::<Vec<_>>(),
-    })
+/// The report's JSON, written as it is serialized: one row's `Value` at a time, never the
+/// whole document (10,000 session rows were 100 MB as one `Value`). The fields are in
+/// `serde_json::Map`'s order (sorted keys), so the bytes are those of the one `Value` it was.
+#[derive(serde::Serialize)]
+struct ReportJson<'a> {
+    group: &'static str,
+    histories: Value,
+    prices: Value,
+    problems: Value,
+    rows: RowsJson<'a>,
+    sessions_read: u64,
+    since: Option<String>,
+    timezone: &'a str,
+    totals: Option<Value>,
+    unpriced: Value,
+    until: Option<String>,
+}
+
+impl<'a> ReportJson<'a> {
+    fn new(report: &'a Report, opts: &Options, tz: &'a str, history: &History) -> Self {
+        ReportJson {
+            group: opts.group.name(),
+            histories: history
+                .folders()
+                .into_iter()
+                .map(|(kind, path)| json!({"kind": kind, "path": path}))
+                .collect(),
+            prices: json!({"snapshot": SNAPSHOT_DATE, "source": PRICES_SNAPSHOT, "litellm": LITELLM_VERSION}),
+            problems: report
+                .problems
+                .iter()
+                .map(|p| json!({"file": p.path, "problem": p.kind.to_string()}))
+                .collect(),
+            rows: RowsJson(&report.rows, opts.group),
+            sessions_read: report.sessions_read,
+            since: opts.since.map(|d| d.to_string()),
+            timezone: tz,
+            totals: report.totals.as_ref().map(|r| row_json(r, opts.group)),
+            unpriced: report
+                .unpriced
+                .iter()
+                .map(|(p, m, n)| json!({"provider": p, "model": m, "note": n}))
+                .collect(),
+            until: opts.until.map(|d| d.to_string()),
+        }
+    }
+}
+
+struct RowsJson<'a>(&'a [Row], Group);
+
+impl serde::Serialize for RowsJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|r| row_json(r, self.1)))
+    }
 }
 
 /// A count in at most 8 characters: exact below 100 million, then `123.4M`, `12.3B`.
