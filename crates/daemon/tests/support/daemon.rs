@@ -116,11 +116,23 @@ impl Sandbox {
             .collect()
     }
 
+    /// The whole lines of a session's log so far: a poll may meet the line the daemon is writing
+    /// at that moment, which is not yet a partial line left behind.
+    fn log_so_far(&self, session: &str) -> Vec<Value> {
+        let path = aep_cline::lane::Journal::new(&self.log_dir).path(session);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let whole = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+        whole
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every whole log line is JSON"))
+            .collect()
+    }
+
     /// Waits (up to 20 s) until a session's log holds at least `n` events.
     pub fn wait_for_events(&self, session: &str, n: usize) -> Vec<Value> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let events = self.log(session);
+            let events = self.log_so_far(session);
             if events.len() >= n || Instant::now() > deadline {
                 return events;
             }
@@ -133,7 +145,7 @@ impl Sandbox {
     pub fn wait_log(&self, session: &str, what: &str, within: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let deadline = Instant::now() + within;
         loop {
-            let events = self.log(session);
+            let events = self.log_so_far(session);
             if done(&events) {
                 return events;
             }
