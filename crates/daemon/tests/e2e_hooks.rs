@@ -23,13 +23,7 @@ impl Rig {
         let model = FakeModel::start(script);
         let cline = ClineSandbox::new(&model);
         let aep = Sandbox::new();
-        let cline_dir = cline.cline_dir();
-        let out = aep.run(&["install-hooks"], &[("CLINE_DIR", cline_dir.to_str().unwrap())]);
-        assert!(
-            out.status.success(),
-            "install-hooks: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        aep.install_hooks_for(&cline);
         Rig {
             _model: model,
             cline,

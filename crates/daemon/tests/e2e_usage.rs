@@ -26,15 +26,7 @@ impl Rig {
         let model = FakeModel::start(script);
         let cline = ClineSandbox::new(&model);
         let aep = Sandbox::new();
-        let out = aep.run(
-            &["install-hooks"],
-            &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
-        );
-        assert!(
-            out.status.success(),
-            "install-hooks: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        aep.install_hooks_for(&cline);
         Rig { model, cline, aep }
     }
 

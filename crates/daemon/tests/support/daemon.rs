@@ -93,6 +93,20 @@ impl Sandbox {
         child.wait_with_output().unwrap()
     }
 
+    /// `install-hooks` into `cline`'s `CLINE_DIR`: its runs (and its hub's) fire this
+    /// sandbox's shim.
+    pub fn install_hooks_for(&self, cline: &super::cline::ClineSandbox) {
+        let out = self.run(
+            &["install-hooks"],
+            &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
+        );
+        assert!(
+            out.status.success(),
+            "install-hooks: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Runs a user command (install-hooks, ...) with extra environment.
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = self.command(args);

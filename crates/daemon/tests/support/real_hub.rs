@@ -16,15 +16,7 @@ pub fn tapped_sandbox(cline: &ClineSandbox, tap: &str) -> Sandbox {
     let aep = Sandbox::new()
         .with_env(tap, "1")
         .with_env("AEP_CLINE_HUB_DISCOVERY", discovery.to_str().unwrap());
-    let out = aep.run(
-        &["install-hooks"],
-        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
-    );
-    assert!(
-        out.status.success(),
-        "install-hooks: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    aep.install_hooks_for(cline);
     aep
 }
 
