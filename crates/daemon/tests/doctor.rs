@@ -113,13 +113,23 @@ async fn each_problem_fails_with_its_fix() {
     assert!(text.contains("→ run `aep-cline install-hooks`"), "{text}");
     assert!(text.contains("FAIL  daemon   no aep-cline daemon is running"), "{text}");
 
-    // Hooks in two folders Cline reads: every hook would fire twice.
+    // Hooks in two folders Cline reads (copied by hand: install-hooks never writes a second
+    // copy): every hook would fire twice.
     install(&sandbox, &[]);
-    install(&sandbox, &["--project", project.path().to_str().unwrap()]);
+    let clinerules = project.path().join(".clinerules/hooks");
+    std::fs::create_dir_all(&clinerules).unwrap();
+    for file in std::fs::read_dir(sandbox.root.path().join(".cline/hooks")).unwrap() {
+        let file = file.unwrap().path();
+        std::fs::copy(&file, clinerules.join(file.file_name().unwrap())).unwrap();
+    }
     let (code, text) = doctor(&sandbox, project.path());
     assert_eq!(code, 1);
     assert!(text.contains("Cline 3.x runs aep-cline hooks from 2 folders"), "{text}");
     assert!(text.contains("Cline 2.x runs aep-cline hooks from 2 folders"), "{text}");
+    assert!(
+        text.contains("--uninstall --project DIR"),
+        "the fix keeps the global hooks: {text}"
+    );
     let out = sandbox.run(
         &[
             "install-hooks",
@@ -138,7 +148,6 @@ async fn each_problem_fails_with_its_fix() {
         "#!/bin/sh\n# aep-cline-hook: written by `aep-cline install-hooks`\nexec '/nowhere/aep-cline' hook\n",
     )
     .unwrap();
-    let clinerules = project.path().join(".clinerules/hooks");
     std::fs::create_dir_all(&clinerules).unwrap();
     std::fs::write(clinerules.join("TaskStart.sh"), "#!/bin/sh\nexit 0\n").unwrap();
     let (code, text) = doctor(&sandbox, project.path());
@@ -225,4 +234,30 @@ async fn a_hub_tap_that_cannot_connect_fails_with_the_reason() {
     );
     assert!(text.contains("refused the connection (HTTP 401"), "{text}");
     assert!(text.contains("→ start Cline's hub"), "{text}");
+}
+
+#[test]
+fn cline_hub_not_running_is_said_and_is_no_failure() {
+    let sandbox = Sandbox::new()
+        .with_env("AEP_CLINE_HUB", "1")
+        .with_env("AEP_CLINE_HUB_DISCOVERY", "/nonexistent/locks/hub/production.json");
+    let project = tempfile::tempdir().unwrap();
+    install(&sandbox, &[]);
+    let daemon = sandbox.start();
+    let health = loop {
+        let (_, body) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        if v["hub"]["last_error"].is_string() {
+            break v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(health["hub"]["hub_down"], true, "{health}");
+    let (code, text) = doctor(&sandbox, project.path());
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("info  hub tap  Cline's hub is not running right now (cannot read the hub discovery file"),
+        "{text}"
+    );
+    assert!(text.contains("the tap connects when it starts"), "{text}");
 }

@@ -212,7 +212,7 @@ fn a_project_folder_that_does_not_exist_is_refused_and_nothing_is_created() {
 }
 
 #[test]
-fn hooks_in_another_folder_cline_reads_are_named() {
+fn a_project_install_under_global_hooks_writes_nothing_and_says_why() {
     let sb = Sandbox::new();
     let cline_dir = sb.root.path().join("cline-home");
     let project = sb.root.path().join("proj");
@@ -220,15 +220,95 @@ fn hooks_in_another_folder_cline_reads_are_named() {
     let env = [("CLINE_DIR", cline_dir.to_str().unwrap())];
     assert!(sb.run(&["install-hooks"], &env).status.success());
     let out = sb.run(&["install-hooks", "--project", project.to_str().unwrap()], &env);
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains(&format!(
-            "aep-cline hooks also in {}",
-            cline_dir.join("hooks").display()
+            "the global hooks in {} (Cline 3.x reads it) already run for {}",
+            cline_dir.join("hooks").display(),
+            project.display()
         )),
         "{said}"
     );
+    assert!(said.contains("--uninstall --global"), "{said}");
+    assert!(!project.join(".clinerules").exists(), "no second copy for Cline to run");
+    let doctor = sb.run_in(&project, &["doctor", "--project", project.to_str().unwrap()], &env);
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(!report.contains("more than once"), "{report}");
+
+    // Removing the global ones (only them) lets the project have its own.
+    let out = sb.run(&["install-hooks", "--uninstall", "--global"], &env);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).matches("removed").count(), 22);
+    let out = sb.run(&["install-hooks", "--project", project.to_str().unwrap()], &env);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).matches("installed").count(), 11);
+    let out = sb.run(&["install-hooks", "--uninstall", "--global"], &env);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no aep-cline hook files in"));
+    assert!(
+        project.join(".clinerules/hooks/PreToolUse").is_file(),
+        "--global leaves the project's"
+    );
+}
+
+#[test]
+fn a_reinstall_after_clines_folders_moved_removes_the_copies_it_wrote_before() {
+    let sb = Sandbox::new();
+    let cline_dir = sb.root.path().join("cline-home");
+    let config = xdg(&sb);
+    let env = [
+        ("CLINE_DIR", cline_dir.to_str().unwrap()),
+        ("XDG_CONFIG_HOME", config.as_str()),
+    ];
+    // No user-dirs.dirs: one folder per generation.
+    assert!(sb.run(&["install-hooks"], &env).status.success());
+    let (v3, v2) = (cline_dir.join("hooks"), sb.root.path().join("Cline/Hooks"));
+    assert!(v3.join("TaskStart").is_file() && v2.join("TaskStart").is_file());
+    let foreign = v3.join("TaskStart.sh");
+    std::fs::write(&foreign, "#!/bin/sh\necho mine\n").unwrap();
+    // Now 2.x reads ~/Documents, as 3.x does: one folder serves both.
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        std::path::Path::new(&config).join("user-dirs.dirs"),
+        "XDG_DOCUMENTS_DIR=\"$HOME/Documents\"\n",
+    )
+    .unwrap();
+    let out = sb.run(&["install-hooks"], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said.matches("  removed  ").count(), 22, "{said}");
+    assert!(
+        said.contains("a copy from an earlier install in a folder Cline no longer needs"),
+        "{said}"
+    );
+    for name in FILES {
+        assert!(!v3.join(name).exists() && !v2.join(name).exists(), "{name}");
+        assert!(sb.root.path().join("Documents/Cline/Hooks").join(name).is_file());
+    }
+    assert!(foreign.is_file(), "a file aep-cline did not write is never removed");
+    let doctor = sb.run(&["doctor"], &env);
+    let report = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        !report.contains("more than once") && report.contains("ok    hooks"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_global_install_removes_the_current_workspaces_own_copy() {
+    let sb = Sandbox::new();
+    let cline_dir = sb.root.path().join("cline-home");
+    let project = sb.root.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let env = [("CLINE_DIR", cline_dir.to_str().unwrap())];
+    assert!(sb
+        .run(&["install-hooks", "--project", project.to_str().unwrap()], &env)
+        .status
+        .success());
+    let out = sb.run_in(&project, &["install-hooks"], &env);
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("(the global hooks run for this workspace now)"), "{said}");
+    assert!(!project.join(".clinerules/hooks/PreToolUse").exists());
+    assert!(cline_dir.join("hooks/PreToolUse").is_file());
 }
 
 #[test]

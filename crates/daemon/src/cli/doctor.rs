@@ -274,7 +274,8 @@ fn hooks(r: &mut Report, project: &Path, exe: Option<&Path>) {
                     "{generation} runs aep-cline hooks from {n} folders ({}), so every hook fires more than once",
                     read.join(", ")
                 ),
-                "keep one: `aep-cline install-hooks --uninstall` (or with --project DIR) removes the others",
+                "run `aep-cline install-hooks` again (it removes the copies it wrote before), or keep the global \
+                 hooks only: `aep-cline install-hooks --uninstall --project DIR`",
             ),
         }
     }
@@ -495,6 +496,15 @@ fn hub(r: &mut Report, hub: &Value) {
                 s("url"),
                 hub["protocol"].as_str().unwrap_or("not given"),
                 out::when(&s("since"))
+            ),
+        );
+    } else if hub["hub_down"] == true {
+        // Cline starts its hub when it needs one: not running now is not broken.
+        r.info(
+            "hub tap",
+            format!(
+                "Cline's hub is not running right now ({}); the tap connects when it starts",
+                hub["last_error"].as_str().unwrap_or("no hub found")
             ),
         );
     } else {

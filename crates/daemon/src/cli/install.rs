@@ -163,17 +163,25 @@ fn targets(project: Option<&Path>) -> anyhow::Result<Vec<Folder>> {
 /// $CLINE_DIR/hooks (~/.cline/hooks) for 3.x and 2.x's own folder (often $HOME/Cline/Hooks).
 /// With --project they go to DIR/.clinerules/hooks, which both read, for one workspace only. It
 /// prints every file and which generations each folder covers. Running it again is safe; a hook
-/// file aep-cline did not write is never overwritten. If AEP_CLINE_STATE_DIR is set, the files
-/// pin it, so the shim finds the same daemon whatever environment Cline runs hooks with. Run it
-/// with the HOME (and XDG_CONFIG_HOME) Cline runs with.
+/// file aep-cline did not write is never overwritten.
+///
+/// It never leaves two copies Cline would run for one hook: copies it wrote before in a folder
+/// that is no longer the place (Cline's folders moved, or the current folder's project copy
+/// once the global hooks cover every workspace) are removed, and --project does nothing while
+/// the global hooks already run for that workspace (it says so). If AEP_CLINE_STATE_DIR is set,
+/// the files pin it, so the shim finds the same daemon whatever environment Cline runs hooks
+/// with. Run it with the HOME (and XDG_CONFIG_HOME) Cline runs with.
 #[derive(Args, Debug)]
 pub struct InstallArgs {
     /// Install into DIR/.clinerules/hooks (one project, both generations) instead of the global
-    /// folders.
-    #[arg(long, value_name = "DIR")]
+    /// folders; with --uninstall, remove from that project's folders only.
+    #[arg(long, value_name = "DIR", conflicts_with = "global")]
     project: Option<PathBuf>,
+    /// The global folders (the default): with --uninstall, remove from them only.
+    #[arg(long)]
+    global: bool,
     /// Remove the hook files aep-cline wrote (and nothing else), from every folder of the scope
-    /// (global, or the project's) either generation reads.
+    /// (--global, the default, or --project DIR) either generation reads.
     #[arg(long)]
     uninstall: bool,
 }
@@ -191,9 +199,31 @@ pub fn run(args: InstallArgs) -> anyhow::Result<()> {
     if args.uninstall {
         let scope = match &args.project {
             Some(p) => project_folders(p),
-            None => global_folders()?,
+            None => global_folders()?
+                .into_iter()
+                .chain(Installed::read().global())
+                .collect(),
         };
         return uninstall(&scope);
+    }
+    if let Some(project) = &args.project {
+        // Cline runs the global hooks for every workspace: a project copy would fire each hook
+        // twice (recorded once, but run twice, and `doctor` fails on it).
+        let global: Vec<Folder> = global_folders()?.into_iter().filter(|f| holds_ours(&f.path)).collect();
+        if !global.is_empty() {
+            for folder in &global {
+                out::line(format_args!(
+                    "  nothing  written: the global hooks in {} ({} reads it) already run for {}",
+                    folder.path.display(),
+                    folder.readers.names(),
+                    project.display()
+                ));
+            }
+            out::line(
+                "  to hook this project only, remove the global ones first: `aep-cline install-hooks --uninstall --global`",
+            );
+            return Ok(());
+        }
     }
     let targets = targets(args.project.as_deref())?;
     let exe = std::env::current_exe().context("cannot tell where the aep-cline binary is")?;
@@ -221,12 +251,13 @@ pub fn run(args: InstallArgs) -> anyhow::Result<()> {
             target.path.display()
         ));
     }
-    for other in other_folders(&targets, args.project.as_deref()) {
-        out::line(format_args!(
-            "     note  aep-cline hooks also in {} ({} reads it): Cline runs both; the daemon records each firing once",
-            other.path.display(),
-            other.readers.names()
-        ));
+    for (stale, why) in stale_folders(&targets, args.project.as_deref()) {
+        for path in remove_ours(&stale.path)? {
+            out::line(format_args!("  removed  {} ({why})", path.display()));
+        }
+    }
+    if args.project.is_none() {
+        Installed::write(&targets);
     }
     if !foreign.is_empty() {
         for path in &foreign {
@@ -242,19 +273,94 @@ pub fn run(args: InstallArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The other folders Cline reads hooks from that already hold aep-cline hook files.
-fn other_folders(installed: &[Folder], project: Option<&Path>) -> Vec<Folder> {
-    let workspace = project.map(Path::to_path_buf).or_else(|| std::env::current_dir().ok());
-    let mut folders = global_folders().unwrap_or_default();
-    if let Some(w) = workspace {
-        folders.extend(project_folders(&w));
-    }
-    folders
+/// The folders that hold copies aep-cline wrote before and that Cline would run beside the ones
+/// just installed, each with why it is stale: a global install supersedes the other global
+/// folders and the current folder's project copies; a project install supersedes the project's
+/// other folder.
+fn stale_folders(installed: &[Folder], project: Option<&Path>) -> Vec<(Folder, &'static str)> {
+    let candidates: Vec<(Folder, &'static str)> = match project {
+        Some(p) => project_folders(p)
+            .into_iter()
+            .map(|f| {
+                (
+                    f,
+                    "a copy from an earlier install; the project's hooks are in .clinerules/hooks",
+                )
+            })
+            .collect(),
+        None => {
+            let global = global_folders()
+                .unwrap_or_default()
+                .into_iter()
+                .chain(Installed::read().global())
+                .map(|f| (f, "a copy from an earlier install in a folder Cline no longer needs"));
+            let here = std::env::current_dir()
+                .map(|w| project_folders(&w))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|f| (f, "the global hooks run for this workspace now"));
+            global.chain(here).collect()
+        }
+    };
+    candidates
         .into_iter()
-        .filter(|f| {
-            !installed.iter().any(|i| i.path == f.path) && HOOK_FILES.iter().any(|name| is_ours(&f.path.join(name)))
-        })
+        .filter(|(f, _)| !installed.iter().any(|i| i.path == f.path) && holds_ours(&f.path))
         .collect()
+}
+
+/// Where the last global install wrote (`<state>/hook-folders`, one path a line): Cline's folders
+/// can move (2.x follows `xdg-user-dir`), and a folder it no longer reads is not found by asking
+/// where it reads now, so the next install or uninstall still finds the copies left there.
+struct Installed(Vec<PathBuf>);
+
+impl Installed {
+    const FILE: &'static str = "hook-folders";
+
+    fn read() -> Installed {
+        let text = crate::state::state_dir()
+            .ok()
+            .and_then(|d| std::fs::read_to_string(d.join(Self::FILE)).ok())
+            .unwrap_or_default();
+        Installed(text.lines().filter(|l| l.starts_with('/')).map(PathBuf::from).collect())
+    }
+
+    fn global(self) -> impl Iterator<Item = Folder> {
+        self.0.into_iter().map(|path| Folder {
+            path,
+            readers: Readers::BOTH,
+        })
+    }
+
+    /// Best effort: without the record only a moved folder's copies are missed, and `doctor`
+    /// names them.
+    fn write(targets: &[Folder]) {
+        let text: String = targets.iter().map(|f| format!("{}\n", f.path.display())).collect();
+        if let Ok(dir) = crate::state::state_dir() {
+            if let Err(e) = crate::state::write_owner_only(&dir, Self::FILE, text.as_bytes(), false) {
+                out::line(format_args!(
+                    "     note  cannot record the hook folders in {} ({e}); a later install may not find these copies",
+                    dir.display()
+                ));
+            }
+        }
+    }
+}
+
+fn holds_ours(dir: &Path) -> bool {
+    HOOK_FILES.iter().any(|name| is_ours(&dir.join(name)))
+}
+
+/// Removes the hook files aep-cline wrote in `dir` (never another file); returns what it removed.
+fn remove_ours(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for name in HOOK_FILES {
+        let path = dir.join(name);
+        if is_ours(&path) {
+            std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+            removed.push(path);
+        }
+    }
+    Ok(removed)
 }
 
 fn quote(path: &Path) -> String {

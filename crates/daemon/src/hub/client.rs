@@ -93,15 +93,17 @@ pub async fn run(
             flights: HashMap::new(),
             next_request: 0,
             connected: false,
+            hub_down: false,
         };
         let ended = conn.attempt(&mut resume, &mut failures).await;
+        let hub_down = conn.hub_down;
         if conn.connected {
             backoff.reset();
         }
         let lane = conn.lane;
         requests.set_connected(false);
         if let Err(why) = ended {
-            status.failed(&why);
+            status.failed(&why, hub_down);
             failures.report(&why);
         }
         lane.run(|s, _| tap::disconnected(s)).await;
@@ -146,13 +148,18 @@ struct Connection<'a> {
     next_request: u64,
     /// Registered and subscribed at some point: the backoff starts over.
     connected: bool,
+    /// The attempt found no hub running (no discovery file, nothing listening).
+    hub_down: bool,
 }
 
 impl Connection<'_> {
     /// One connection, from resolving the endpoint to its end, which is always an `Err` saying
     /// why.
     async fn attempt(&mut self, resume: &mut Resume, failures: &mut Failures) -> Result<(), String> {
-        let endpoint = self.settings.source.resolve()?;
+        let endpoint = self.settings.source.resolve().inspect_err(|_| {
+            // No discovery file (or an unreadable one): the hub is not running.
+            self.hub_down = true;
+        })?;
         endpoint.check_version().map_err(|e| e.to_string())?;
         if endpoint.hub_id != resume.hub_id {
             resume.since = None;
@@ -182,7 +189,13 @@ impl Connection<'_> {
                     response.status()
                 ))
             }
-            Ok(Err(e)) => return Err(format!("cannot connect to the hub at {}: {e}", endpoint.url)),
+            Ok(Err(e)) => {
+                use tokio_tungstenite::tungstenite::Error::Io;
+                // Nothing listens where the hub was: it is not running (`cline hub stop`, or
+                // not started yet), which is no fault of the setup.
+                self.hub_down = matches!(&e, Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused);
+                return Err(format!("cannot connect to the hub at {}: {e}", endpoint.url));
+            }
             Ok(Ok(ok)) => ok,
         };
         let io = |e: tokio_tungstenite::tungstenite::Error| format!("the hub connection failed: {e}");

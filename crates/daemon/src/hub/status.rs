@@ -16,6 +16,9 @@ struct Inner {
     since: Option<String>,
     last_error: Option<String>,
     last_error_at: Option<String>,
+    /// The last attempt found Cline's hub not running (not a fault of the setup: the tap
+    /// connects when it starts).
+    hub_down: bool,
     connections: u64,
 }
 
@@ -41,12 +44,14 @@ impl Status {
         s.hub_id = hub_id.map(str::to_string);
         s.since = Some(aep_core::id::now_rfc3339());
         s.connections += 1;
+        s.hub_down = false;
     }
 
-    /// The connection ended, or an attempt failed, for this reason.
-    pub fn failed(&self, why: &str) {
+    /// The connection ended, or an attempt failed, for this reason; `hub_down` when no hub runs.
+    pub fn failed(&self, why: &str, hub_down: bool) {
         let mut s = self.inner.lock();
         s.connected = false;
+        s.hub_down = hub_down;
         s.last_error = Some(why.to_string());
         s.last_error_at = Some(aep_core::id::now_rfc3339());
     }

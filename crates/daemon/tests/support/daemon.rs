@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -109,7 +109,13 @@ impl Sandbox {
 
     /// Runs a user command (install-hooks, ...) with extra environment.
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.run_in(Path::new("."), args, env)
+    }
+
+    /// [`Sandbox::run`] from another working folder (what `install-hooks` takes as the workspace).
+    pub fn run_in(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = self.command(args);
+        cmd.current_dir(cwd);
         for (k, v) in env {
             cmd.env(k, v);
         }
