@@ -35,6 +35,8 @@ fn install_writes_a_unit_that_keeps_the_daemon_running() {
                 ("AEP_CLINE_SERVICE_CTL", ctl.to_str().unwrap()),
                 ("AEP_CAPTURE", "metadata,attention=redacted"),
                 ("AEP_TOKEN", "endpoint-secret-123"),
+                // The detached daemon below: any free port, never a real daemon's.
+                ("AEP_LISTEN", "127.0.0.1:0"),
             ],
         )
     };
@@ -90,13 +92,48 @@ fn install_writes_a_unit_that_keeps_the_daemon_running() {
     assert!(text.contains(&format!("running: pid {}", daemon.child.id())), "{text}");
     drop(daemon);
 
-    // A service manager that fails: the files are there, and what to run is said.
+    // A service manager that fails (no systemd user session: "Failed to connect to bus"): the
+    // files are there, the daemon runs detached all the same, and what would keep it running is
+    // said.
     let failing = fake_ctl(sandbox.root.path(), 1);
     let out = run(&["service", "install"], &failing);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("systemctl --user enable --now aep-cline.service"), "{err}");
-    assert!(!err.contains("endpoint-secret-123"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("systemctl --user enable --now aep-cline.service"),
+        "{text}"
+    );
+    assert!(text.contains("started detached: pid "), "{text}");
+    assert!(text.contains("aep-cline service start"), "{text}");
+    assert!(!text.contains("endpoint-secret-123"));
+    let detached = sandbox
+        .discovery()
+        .expect("the detached daemon wrote its discovery file");
+    let pid = detached["pid"].as_u64().unwrap() as i32;
+    let out = run(&["service", "status"], &ok);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = run(&["service", "start"], &ok);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.starts_with(&format!("already running: pid {pid}")), "{text}");
+    // SIGTERM: the detached daemon stops like any other.
+    assert!(std::process::Command::new("kill")
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success());
+    let stopped = std::time::Instant::now();
+    while sandbox.discovery().is_some() {
+        assert!(
+            stopped.elapsed() < std::time::Duration::from_secs(10),
+            "the daemon did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 
     // uninstall: stopped and gone.
     std::fs::remove_file(sandbox.root.path().join("calls")).unwrap();

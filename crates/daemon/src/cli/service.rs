@@ -40,6 +40,10 @@ enum Action {
         #[arg(long)]
         no_start: bool,
     },
+    /// Start the daemon now, detached from this terminal, without a service manager (where
+    /// there is none: a container, a machine without a systemd user session). It is not
+    /// restarted at login or after a failure; its log is the state folder's daemon.log.
+    Start,
     /// Stop the service and remove its files.
     Uninstall,
     /// Whether the service is installed, and whether the daemon runs.
@@ -235,14 +239,28 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
                     if !(run_ctl(&ctl, &["--user", "daemon-reload"])
                         && run_ctl(&ctl, &["--user", "enable", "--now", UNIT]))
                     {
-                        bail!(
-                            "the unit is written but not started (is there a systemd user session? `loginctl enable-linger` \
-                             keeps one without a login): run `systemctl --user enable --now {UNIT}`"
-                        );
+                        // No systemd user session (a container, ssh without linger): the daemon
+                        // still runs now, and what would keep it running is said.
+                        let started = start_detached().context(format!(
+                            "the unit is written but no service manager started it, and neither could a detached \
+                             daemon: run `aep-cline daemon` yourself, or get a systemd user session (`loginctl \
+                             enable-linger`) and run `systemctl --user enable --now {UNIT}`"
+                        ))?;
+                        out::print(&format!(
+                            "no systemd user session answered: the unit is written for when there is one \
+                             (`loginctl enable-linger`, then `systemctl --user enable --now {UNIT}`)\n{started}\n\
+                             it does not start again at login or after a failure: put `aep-cline service start` in \
+                             your shell profile, or run `aep-cline daemon` under your own supervisor\n"
+                        ))?;
+                        return Ok(ExitCode::SUCCESS);
                     }
                     out::print(&format!("started: systemctl --user status {UNIT}\n"))?;
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Start => {
+            out::print(&format!("{}\n", start_detached()?))?;
             Ok(ExitCode::SUCCESS)
         }
         Action::Uninstall => {
@@ -289,6 +307,76 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
             out::print(&text)?;
             Ok(if running { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
+    }
+}
+
+/// Whether a daemon answers `/healthz` for this state folder, and which.
+fn running() -> Option<Daemon> {
+    let daemon = Daemon::find().ok()?;
+    let answer = daemon
+        .request("GET", "/healthz", None, std::time::Duration::from_secs(3))
+        .ok()?;
+    (answer.status == 200).then_some(daemon)
+}
+
+/// Starts `aep-cline daemon` in a process group of its own (the terminal's Ctrl+C and hang-up
+/// do not reach it), its output appended to `<state>/daemon.log`, and waits until it serves;
+/// says which daemon runs.
+fn start_detached() -> anyhow::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::CommandExt;
+    if let Some(d) = running() {
+        return Ok(format!("already running: pid {}, {}", d.discovery.pid, d.discovery.url));
+    }
+    let state_dir = crate::state::state_dir()?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&state_dir)
+            .with_context(|| format!("cannot create {}", state_dir.display()))?;
+    }
+    let log = state_dir.join("daemon.log");
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    let exe = std::env::current_exe().context("cannot tell where the aep-cline binary is")?;
+    let mut child = std::process::Command::new(exe)
+        .arg("daemon")
+        .stdin(std::process::Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .process_group(0)
+        .spawn()
+        .context("cannot start `aep-cline daemon`")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            bail!(
+                "the daemon exited at start ({status}); its reason is at the end of {}",
+                log.display()
+            );
+        }
+        if let Some(d) = running().filter(|d| d.discovery.pid == child.id()) {
+            return Ok(format!(
+                "started detached: pid {}, {} (log: {})",
+                d.discovery.pid,
+                d.discovery.url,
+                log.display()
+            ));
+        }
+        if std::time::Instant::now() > deadline {
+            bail!(
+                "the daemon (pid {}) did not serve within 15 s; see {}",
+                child.id(),
+                log.display()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
