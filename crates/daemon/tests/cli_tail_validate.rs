@@ -18,6 +18,7 @@ fn tail(sb: &Sandbox, args: &[&str]) -> (std::process::Child, mpsc::Receiver<Str
         .args(args)
         .env("HOME", sb.root.path())
         .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .env("AEP_LOG_DIR", &sb.log_dir)
         .env_remove("AEP_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -58,7 +59,9 @@ fn tail_replay_shows_the_history_a_restart_left_in_the_logs() {
     let log = sb.log(SESSION);
     let daemon = sb.start();
     let (mut all, all_rx) = tail(&sb, &["--json", "--replay"]);
-    let (mut one, one_rx) = tail(&sb, &["--replay", "--session", SESSION]);
+    // The short id `aep-cline sessions` prints names the session here too.
+    let short = &SESSION[SESSION.len() - 8..];
+    let (mut one, one_rx) = tail(&sb, &["--replay", "--session", short]);
     let got: Vec<Value> = lines(&all_rx, log.len())
         .iter()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -144,6 +147,22 @@ fn tail_explains_what_is_wrong() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn tail_refuses_a_session_name_that_matches_two_sessions() {
+    let sb = Sandbox::new();
+    let journal = aep_cline::lane::Journal::new(&sb.log_dir);
+    for session in ["1796007203184_aaaaa", "1796007203184_bbbbb"] {
+        std::fs::create_dir_all(journal.path(session).parent().unwrap()).unwrap();
+        let started = json!({"specversion": "0.1", "type": "session.started", "session": session, "seq": 0, "epoch": 0,
+            "id": format!("evt_{session}"), "time": "2026-12-01T00:00:00Z", "source": "aep://h/agent/cline", "data": {}});
+        std::fs::write(journal.path(session), format!("{started}\n")).unwrap();
+    }
+    let out = sb.run(&["tail", "--session", "1796007203184"], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("matches more than one session (1796007203184_"), "{err}");
 }
 
 #[test]

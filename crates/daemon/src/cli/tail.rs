@@ -29,9 +29,13 @@ use tokio_tungstenite::tungstenite::Message;
 /// --since-seq or --since.
 #[derive(clap::Args)]
 pub struct TailArgs {
-    /// Only this session's Events.
+    /// Only this session's Events: its id, or a unique start or end of it as `aep-cline
+    /// sessions` prints it (looked up in the local logs; an id no log has yet is followed as
+    /// given).
     #[arg(long, value_name = "SESSION")]
     pub(super) session: Option<String>,
+    #[command(flatten)]
+    logs: super::client::LogArgs,
     /// An attr-match filter (AEP-0003 §6), e.g. '{"type":["tool.*","run.failed"]}'.
     #[arg(long, value_name = "JSON")]
     filter: Option<String>,
@@ -71,7 +75,10 @@ pub struct TailArgs {
     pub(super) nats_auth: crate::sinks::nats::settings::AuthArgs,
 }
 
-pub fn run(args: TailArgs) -> anyhow::Result<()> {
+pub fn run(mut args: TailArgs) -> anyhow::Result<()> {
+    if let Some(query) = args.session.take() {
+        args.session = Some(session_named(&args.logs, &query)?);
+    }
     let mut filter = match &args.filter {
         None => Map::new(),
         Some(text) => match serde_json::from_str(text) {
@@ -244,6 +251,23 @@ async fn session(
         }
     }
     Ok(Fatal::No("the connection closed".into()))
+}
+
+/// The session a person named: the one log whose id it is or uniquely starts or ends; a name no
+/// log has yet (a session still to come, or only on another machine) is followed as given.
+fn session_named(logs: &super::client::LogArgs, query: &str) -> anyhow::Result<String> {
+    use crate::people::logs::{self, Found};
+    let Ok(journal) = logs.journal() else {
+        return Ok(query.to_string());
+    };
+    match logs::find(logs::summaries(&journal), |s| s.session.as_str(), query) {
+        Found::One(summary) => Ok(summary.session),
+        Found::None => Ok(query.to_string()),
+        Found::Many(ids) => bail!(
+            "--session {query:?} matches more than one session ({}, ...): type more of it",
+            ids.join(", ")
+        ),
+    }
 }
 
 /// One readable line for an Event: `time type session:seq run subject k=v...`.
