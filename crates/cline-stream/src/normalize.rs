@@ -23,9 +23,13 @@
 //! say `api_req_retried` is consumed. `task_started` names the session (2.x's hooks key
 //! sessions by the same task id) and starts no run by itself: it has no `ts`, and the run's
 //! time is the first timed record's. 2.x prints no token counts (`api_req_started` is printed
-//! before its usage is known and never again), so the summary says where they are. Its tool
-//! records (say `command`, `tool`, ask `command_output`) stay `unknown`: they name no call and
-//! no verdict, and are not reconstructed.
+//! before its usage is known and never again), so the summary says where they are. A command
+//! (say `command`) is an `execute_command` call (its id made from the record's line, 2.x names
+//! none) that ends at the next `api_req_started`, whose request text opens with the command's
+//! result and verdict (`Command executed successfully (exit code 0).` / `Command failed with exit
+//! code N.`), read by the same rule as 2.x's hooks; ask `command_output` (the output as it runs)
+//! is consumed. File tools (say `tool`) stay `unknown`: no captured 2.x stream shows one, so
+//! their records are not guessed at.
 //!
 //! Some models fold their reasoning into the visible text; then there is no `reasoning`
 //! event, by design: the normalizer does not guess at text.
@@ -36,7 +40,7 @@ use crate::summary::{Abort, Lines, ModelSummary, SubagentSummary, Summary};
 use crate::tools::{self, ToolKind};
 use crate::usage::{ClineUsage, TokenClasses};
 use crate::{price, PriceTable, StreamError};
-use cline_hooks::outcome::{error_text, outcome, Failure};
+use cline_hooks::outcome::{error_text, outcome, Failure, Outcome};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -146,6 +150,8 @@ pub(crate) struct Normalizer {
     /// The first record time (epoch ms), for a 2.x run's duration.
     first_ms: Option<i64>,
     retries: u64,
+    /// The 2.x command running now (its call id in `pending`), until its result is told.
+    legacy_call: Option<String>,
 }
 
 impl Normalizer {
@@ -540,6 +546,12 @@ impl<S: Sink> Ctx<'_, '_, S> {
             failure: outcome.failure.clone(),
             duration_ms: n.duration_ms,
         };
+        self.resolved(call, outcome)
+    }
+
+    /// A tool call's end, told as one tool event per target (a batch's items each with its
+    /// own verdict when the output gives them).
+    fn resolved(&mut self, call: ResolvedCall, outcome: Outcome) -> Result<(), StreamError> {
         self.fact(Fact::ToolResolved(&call))?;
         let Some(kind) = ToolKind::of(&call.tool) else {
             return self.unknown(
@@ -714,6 +726,10 @@ impl<S: Sink> Ctx<'_, '_, S> {
                 })
             }
             (Some("say"), Some("api_req_retried"), _) => None,
+            (Some("say"), Some("command"), _) => return self.legacy_command(text),
+            // The command's output as it runs: its result comes whole with the next request.
+            (Some("ask"), _, Some("command_output")) => None,
+            (Some("say"), Some("api_req_started"), _) => return self.legacy_request(text),
             (Some("say"), Some(say), _) => {
                 return self.unknown(
                     format!("say.{say}"),
@@ -737,6 +753,72 @@ impl<S: Sink> Ctx<'_, '_, S> {
             Some(body) => self.event(body),
             None => Ok(()),
         }
+    }
+}
+
+impl<S: Sink> Ctx<'_, '_, S> {
+    /// 2.x `say command`: the agent runs `execute_command` (2.x names no call id: one is made
+    /// from the record's line, and a command's result always comes before the next tool).
+    fn legacy_command(&mut self, command: &str) -> Result<(), StreamError> {
+        let call_id = format!("legacy-{}", self.line);
+        let input = serde_json::json!({ "command": command });
+        self.fact(Fact::ToolRequested {
+            call_id: &call_id,
+            tool: "execute_command",
+            input: Some(&input),
+        })?;
+        let pending = Pending {
+            tool: Some("execute_command".into()),
+            input: Some(input),
+            requested: true,
+            line: self.line,
+            ts: self.ts.map(str::to_string),
+        };
+        self.state.pending.insert(call_id.clone(), pending);
+        self.state.legacy_call = Some(call_id);
+        Ok(())
+    }
+
+    /// 2.x `say api_req_started`: the next model request, whose text opens with the last tool's
+    /// result (`[execute_command for '…'] Result:` then `Command executed successfully (exit
+    /// code 0).` or `Command failed with exit code 2.`): the running command ends there, with the
+    /// verdict the hooks read from the same text ([`cline_hooks::outcome::reported_failure`]).
+    fn legacy_request(&mut self, text: &str) -> Result<(), StreamError> {
+        let Some(call_id) = self.state.legacy_call.take() else {
+            return Ok(());
+        };
+        let request: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        let result = request
+            .get("request")
+            .and_then(Value::as_str)
+            .and_then(|r| r.split_once("] Result:"))
+            .map(|(_, after)| after.trim_start().to_string());
+        let Some(p) = self.state.pending.remove(&call_id) else {
+            return Ok(());
+        };
+        let Some(result) = result else {
+            // A request that tells no result (the run went on otherwise): the call stays open and
+            // is reported without a verdict when the run ends.
+            self.state.pending.insert(call_id.clone(), p);
+            self.state.legacy_call = Some(call_id);
+            return Ok(());
+        };
+        let output = Value::String(result);
+        let outcome = outcome(Some(&output), None);
+        let duration_ms = match (p.ts.as_deref().and_then(epoch_ms), self.ts.and_then(epoch_ms)) {
+            (Some(start), Some(end)) => u64::try_from(end - start).ok(),
+            _ => None,
+        };
+        let call = ResolvedCall {
+            call_id: Some(call_id),
+            tool: p.tool.unwrap_or_else(|| "execute_command".into()),
+            input: p.input,
+            output: Some(output),
+            requested: true,
+            failure: outcome.failure.clone(),
+            duration_ms,
+        };
+        self.resolved(call, outcome)
     }
 }
 

@@ -206,19 +206,40 @@ fn a_model_error_fails_the_run_once_and_counts_the_retries() {
 }
 
 #[test]
-fn legacy_tool_records_stay_unknown() {
-    let out = stream("c-cmdfail-nohooks");
-    let unknown: Vec<&str> = out
-        .events
-        .iter()
-        .filter(|e| e["type"] == "unknown")
-        .map(|e| e["record"].as_str().unwrap())
-        .collect();
-    assert!(
-        unknown.contains(&"say.command") && unknown.contains(&"ask.command_output"),
-        "{unknown:?}"
-    );
-    assert!(!out.aep.iter().any(|e| e["type"].as_str().unwrap().starts_with("tool.")));
+fn a_2x_command_is_a_tool_call_with_the_verdict_of_its_result() {
+    for (case, success) in [
+        ("a-cmd", true),
+        ("a-cmd-nohooks", true),
+        ("c-cmdfail", false),
+        ("c-cmdfail-nohooks", false),
+    ] {
+        let out = stream(case);
+        let tools: Vec<&Value> = out.events.iter().filter(|e| e["type"] == "command").collect();
+        assert_eq!(tools.len(), 1, "{case}: {:?}", out.events);
+        let tool = tools[0];
+        assert_eq!(tool["tool"], "execute_command", "{case}");
+        assert_eq!(tool["success"], success, "{case}: {tool}");
+        assert!(tool["duration_ms"].as_u64().is_some(), "{case}: {tool}");
+        if !success {
+            assert_eq!(tool["error"], "Command failed with exit code 2.", "{case}: {tool}");
+            assert_eq!(tool["target"], "ls /nonexistent-aep-dir && echo unreachable");
+        }
+        let unknown: Vec<&str> = out
+            .events
+            .iter()
+            .filter(|e| e["type"] == "unknown")
+            .filter_map(|e| e["record"].as_str())
+            .collect();
+        assert!(
+            !unknown
+                .iter()
+                .any(|r| r.contains("command") || r.contains("api_req_started")),
+            "{case}: {unknown:?}"
+        );
+        let ends: Vec<&str> = types(&out.aep).into_iter().filter(|t| t.starts_with("tool.")).collect();
+        let end = if success { "tool.completed" } else { "tool.failed" };
+        assert!(ends.contains(&end), "{case}: {ends:?}");
+    }
 }
 
 #[test]
