@@ -319,5 +319,19 @@ fn bad_files_are_named_once_counted_and_left_out_of_exact_totals() {
         table.contains("17969_running*") && table.contains("still running"),
         "{table}"
     );
+    // The total shows what is priced and says that a part is not.
+    let total = table.lines().find(|l| l.starts_with("TOTAL")).unwrap();
+    assert!(total.ends_with("+?") && total.contains('$'), "{table}");
+    assert!(
+        table.contains("+? = the priced part: some models have no price"),
+        "{table}"
+    );
+    // Model names are written whole, never cut.
+    let by_model = String::from_utf8_lossy(&usage(data, &["model"]).stdout).to_string();
+    assert!(
+        by_model.lines().any(|l| l == "anthropic/claude-sonnet-4-5-20250929"),
+        "{by_model}"
+    );
+    assert!(!by_model.contains('…'), "{by_model}");
     drop(lock);
 }

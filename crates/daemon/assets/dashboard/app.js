@@ -173,6 +173,7 @@ function renderFacts() {
   $('session-h').textContent = `Session ${s.session}`;
   const facts = [['State', stateLabel(s)], ['Workspace', s.workspace || '-'], ['Started', `${when(s.started)} UTC`],
     ['Last moved', ago(s.last)], ['Runs', s.runs], ['Tool calls', s.tool_calls], ['Failures', s.failures],
+    ['Denied', s.denied || 0], ['Cancelled', s.cancelled || 0],
     ['Tokens', tokens(s)], ['Cost', cost(s)], ['Model', s.model || '-']];
   $('facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
   renderActions(s);

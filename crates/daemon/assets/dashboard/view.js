@@ -46,21 +46,40 @@ export function millis(ms) {
   return `${Math.floor(ms / 60000)}m${String(Math.floor(ms / 1000) % 60).padStart(2, '0')}s`;
 }
 
-/** `1.2k`, `3.4M`. */
+/**
+ * A token count: exact under a million, then three significant digits with M or B
+ * (people/numbers.rs writes them the same way; tests/data/numbers.json holds both to it).
+ */
 export function count(n) {
   if (typeof n !== 'number') return '-';
-  if (n < 1000) return String(n);
-  if (n < 1e6) return `${(n / 1000).toFixed(1)}k`;
-  return `${(n / 1e6).toFixed(1)}M`;
+  if (n < 1e6) return String(n);
+  const [v, unit] = n < 1e9 ? [n / 1e6, 'M'] : [n / 1e9, 'B'];
+  return `${v.toFixed(v < 9.995 ? 2 : v < 99.95 ? 1 : 0)}${unit}`;
 }
 
+/** Every token once: input (uncached, cache writes included), cache reads, output. */
 export function tokens(s) {
   if (s.input_tokens === undefined && s.output_tokens === undefined) return '-';
-  return count((s.input_tokens || 0) + (s.output_tokens || 0));
+  return count((s.input_tokens || 0) + (s.cache_read_tokens || 0) + (s.output_tokens || 0));
 }
 
+/**
+ * Money: two decimals from a cent up, four significant digits under a cent, `$1.23` for US
+ * dollars and `1.23 EUR` otherwise (as people/numbers.rs).
+ */
+export function money(amount, currency) {
+  const abs = Math.abs(amount);
+  const decimals = abs === 0 || abs >= 0.01 || !Number.isFinite(abs)
+    ? 2 : Math.min(15, Math.max(2, 3 - Math.floor(Math.log10(abs))));
+  const n = abs.toFixed(decimals);
+  const sign = amount < 0 ? '-' : '';
+  return currency === 'USD' ? `${sign}$${n}` : `${sign}${n} ${currency}`;
+}
+
+/** A session's spend, with what could not be priced said. */
 export function cost(s) {
-  return s.cost ? `${s.cost.total.toFixed(2)} ${s.cost.currency}` : '-';
+  if (!s.cost) return s.unpriced_runs ? 'no price' : '-';
+  return money(s.cost.total, s.cost.currency) + (s.unpriced_runs ? ' + unpriced' : '');
 }
 
 export function stateLabel(s) {
@@ -71,7 +90,7 @@ export function stateLabel(s) {
 export function detailText(key, v) {
   if (v === null || v === undefined) return '';
   if (key.endsWith('_ms') && typeof v === 'number') return millis(v);
-  if (key === 'cost' && typeof v === 'object') return `${v.total} ${v.currency}`;
+  if (key === 'cost' && typeof v === 'object') return money(v.total, v.currency);
   if (Array.isArray(v)) return v.join(', ');
   if (typeof v === 'object') return JSON.stringify(v);
   return String(v);

@@ -85,14 +85,8 @@ fn row(s: &Summary, now: SystemTime) -> Vec<String> {
         (State::Waiting, n) => format!("waiting({n})"),
         (other, _) => other.as_str().to_string(),
     };
-    let tokens = match (s.input_tokens, s.output_tokens) {
-        (None, None) => "-".to_string(),
-        (i, o) => out::count(i.unwrap_or(0) + o.unwrap_or(0)),
-    };
-    let cost = s
-        .cost
-        .as_ref()
-        .map_or("-".to_string(), |c| format!("{:.2} {}", c.total, c.currency));
+    let tokens = s.total_tokens().map_or("-".to_string(), crate::people::numbers::tokens);
+    let cost = s.cost_text();
     vec![
         s.session.clone(),
         state,

@@ -65,21 +65,24 @@ fn render(s: &Summary, entries: &[Entry], now: SystemTime) -> String {
         out::age(&s.last, now)
     ));
     t.push_str(&format!(
-        "runs {}   tool calls {}   failures {}   workspace {}   model {}\n",
+        "runs {}   tool calls {}   failures {}   denied {}   cancelled {}   workspace {}   model {}\n",
         s.runs,
         s.tool_calls,
         s.failures,
+        s.denied,
+        s.cancelled,
         s.workspace.as_deref().unwrap_or("-"),
         s.model.as_deref().unwrap_or("-")
     ));
     if s.input_tokens.is_some() || s.output_tokens.is_some() || s.cost.is_some() {
+        let n = |v: Option<u64>| v.map_or("-".into(), crate::people::numbers::tokens);
         t.push_str(&format!(
-            "tokens in {} out {}   cost {}\n",
-            s.input_tokens.map_or("-".into(), out::count),
-            s.output_tokens.map_or("-".into(), out::count),
-            s.cost
-                .as_ref()
-                .map_or("-".into(), |c| format!("{:.4} {}", c.total, c.currency))
+            "tokens input {} cache read {} output {} total {}   cost {}\n",
+            n(s.input_tokens),
+            n(s.cache_read_tokens),
+            n(s.output_tokens),
+            n(s.total_tokens()),
+            s.cost_text()
         ));
     }
     for p in &s.pending {

@@ -309,7 +309,7 @@ pub fn render(event: &Value, colour: bool) -> String {
                 Value::Object(o) if k == "error" => o.get("type").map(|n| n.to_string()),
                 Value::Object(o) if k == "answer" => o.get("option").or(o.get("text")).map(|n| n.to_string()),
                 Value::Object(o) if k == "cost" => match (o.get("total"), o.get("currency").and_then(Value::as_str)) {
-                    (Some(total), Some(currency)) => Some(format!("{total} {currency}")),
+                    (Some(total), Some(currency)) => total.as_f64().map(|t| crate::people::numbers::money(t, currency)),
                     _ => None,
                 },
                 _ => None,
@@ -384,7 +384,7 @@ mod tests {
         let finished = json!({"type": "run.finished", "time": "t", "session": "s1", "seq": 6,
                               "data": {"duration_ms": 1500, "cost": {"total": 0.25, "currency": "USD"}}});
         assert!(
-            render(&finished, false).ends_with(" cost=0.25 USD duration_ms=1500"),
+            render(&finished, false).ends_with(" cost=$0.25 duration_ms=1500"),
             "{}",
             render(&finished, false)
         );

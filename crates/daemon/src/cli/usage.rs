@@ -2,6 +2,7 @@
 //! manner of ccusage: by day, week, month, session or model. The reading and grouping live in
 //! `cline-usage`; this is the command edge: arguments, the table, the JSON, the warnings.
 
+use crate::people::numbers;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use cline_stream::{PriceTable, LITELLM_VERSION, PRICES_SNAPSHOT, SNAPSHOT_DATE};
@@ -283,15 +284,9 @@ impl serde::Serialize for RowsJson<'_> {
     }
 }
 
-/// A count in at most 8 characters: exact below 100 million, then `123.4M`, `12.3B`.
+/// A count in at most 8 characters, as every command writes it ([`numbers::tokens`]).
 fn count(n: u64) -> String {
-    if n < 100_000_000 {
-        n.to_string()
-    } else if n < 100_000_000_000 {
-        format!("{:.1}M", n as f64 / 1e6)
-    } else {
-        format!("{:.1}B", n as f64 / 1e9)
-    }
+    numbers::tokens(n)
 }
 
 /// `text`, or its last `width - 1` characters after `…` when it is longer than `width`.
@@ -304,18 +299,31 @@ fn tail(text: &str, width: usize) -> String {
     format!("…{kept}")
 }
 
-fn cost_cell(cost: Option<f64>) -> String {
+/// A row's cost: priced in full, or the priced part marked `+?` (the footnote says why), or
+/// `no price` when nothing in it has one.
+fn cost_cell(cost: Option<f64>, priced: f64, any_priced: bool) -> String {
     match cost {
-        Some(c) => format!("${c:.2}"),
+        Some(c) => numbers::money(c, "USD"),
+        None if any_priced => format!("{}+?", numbers::money(priced, "USD")),
         None => "no price".to_string(),
     }
+}
+
+fn row_cost(r: &Row) -> String {
+    cost_cell(r.cost(), r.priced_cost(), r.models.iter().any(|m| m.cost.is_some()))
 }
 
 /// Fits 80 columns: a 20-column key, five counts of 8, the cost in 9.
 fn line(out: &mut impl Write, key: &str, t: &Tokens, cost: &str) -> std::io::Result<()> {
     let c = t.classes();
     let uncached = c.uncached_input().map_or("?".to_string(), count);
-    let key = tail(key, 20);
+    // A long name (a model's) is written whole on a line of its own, never cut.
+    let key = if key.chars().count() > 20 {
+        writeln!(out, "{key}")?;
+        String::new()
+    } else {
+        key.to_string()
+    };
     let text = format!(
         "{key:<20} {uncached:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
         count(t.cache_read),
@@ -357,14 +365,14 @@ fn write_table(
         } else {
             r.key.clone()
         };
-        line(out, &key, &r.tokens, &cost_cell(r.cost()))?;
+        line(out, &key, &r.tokens, &row_cost(r))?;
         if breakdown && group != Group::Model {
             for m in &r.models {
                 line(
                     out,
                     &format!("  {}", m.model.as_deref().unwrap_or("?")),
                     &m.tokens,
-                    &cost_cell(m.cost),
+                    &cost_cell(m.cost, 0.0, false),
                 )?;
             }
             for s in &r.subagents {
@@ -375,7 +383,7 @@ fn write_table(
     }
     if let Some(t) = &report.totals {
         writeln!(out, "{}", "─".repeat(79))?;
-        line(out, "TOTAL", &t.tokens, &cost_cell(t.cost()))?;
+        line(out, "TOTAL", &t.tokens, &row_cost(t))?;
     }
     writeln!(
         out,
@@ -386,5 +394,16 @@ fn write_table(
             ""
         }
     )?;
+    if report
+        .rows
+        .iter()
+        .chain(report.totals.iter())
+        .any(|r| r.cost().is_none())
+    {
+        writeln!(
+            out,
+            "+? = the priced part: some models have no price (named on stderr)."
+        )?;
+    }
     Ok(())
 }

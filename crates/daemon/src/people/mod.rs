@@ -6,6 +6,7 @@
 pub mod act;
 pub mod index;
 pub mod logs;
+pub mod numbers;
 pub mod summary;
 pub mod timeline;
 

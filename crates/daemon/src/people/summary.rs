@@ -83,8 +83,13 @@ pub struct Summary {
     pub last: String,
     pub runs: u64,
     pub tool_calls: u64,
-    /// `run.failed` and `tool.failed`.
+    /// What failed: `run.failed`, and `tool.failed` for a tool that ran and failed (a denied
+    /// approval and a tool stopped by its run's cancel are counted as what they are).
     pub failures: u64,
+    /// Tools whose approval was not granted (`tool.failed {error.type: denied}`).
+    pub denied: u64,
+    /// Runs cancelled (`run.cancelled`), by a person, a command or Cline.
+    pub cancelled: u64,
     /// Recognisable without leaking the path: the workspace folder's name where the log holds
     /// the workspace (`cwd`, logged at `redacted` and above), else `#` and the first 8
     /// characters of the workspace's digest (`cline.workspace_digest`, metadata).
@@ -92,12 +97,21 @@ pub struct Summary {
     pub workspace: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Input as `aep-cline usage` counts it: uncached input, cache writes included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
+    /// Input read from the provider's cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// What the priced runs cost.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// Runs that reported tokens but no cost (their model has no price): the cost above leaves
+    /// them out, and says so.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unpriced_runs: u64,
     pub pending: Vec<Pending>,
     /// The session's active run, when one is open.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -114,6 +128,10 @@ pub struct Summary {
     waiting: BTreeMap<String, Pending>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
     v.get(k).and_then(Value::as_str)
 }
@@ -128,11 +146,15 @@ impl Summary {
             runs: 0,
             tool_calls: 0,
             failures: 0,
+            denied: 0,
+            cancelled: 0,
             workspace: None,
             model: None,
             input_tokens: None,
+            cache_read_tokens: None,
             output_tokens: None,
             cost: None,
+            unpriced_runs: 0,
             pending: Vec::new(),
             active_run: None,
             events: 0,
@@ -202,13 +224,20 @@ impl Summary {
                 if let Some(run) = run {
                     self.open_runs.remove(run);
                 }
-                if t == "run.failed" {
-                    self.failures += 1;
+                match t {
+                    "run.failed" => self.failures += 1,
+                    "run.cancelled" => self.cancelled += 1,
+                    _ => {}
                 }
                 self.note_usage(data);
             }
             "tool.requested" => self.tool_calls += 1,
-            "tool.failed" => self.failures += 1,
+            "tool.failed" => match data.pointer("/error/type").and_then(Value::as_str) {
+                Some("denied") => self.denied += 1,
+                // Stopped because its run was cancelled: the cancel is counted.
+                Some("aborted") => {}
+                _ => self.failures += 1,
+            },
             "attention.requested" => {
                 let id = str_of(e, "id").unwrap_or_default().to_string();
                 let pending = Pending {
@@ -247,12 +276,26 @@ impl Summary {
         self.note_model(data);
         let add = |slot: &mut Option<u64>, key: &str| {
             if let Some(n) = data.get(key).and_then(Value::as_u64) {
-                *slot = Some(slot.unwrap_or(0) + n);
+                *slot = Some(slot.unwrap_or(0).saturating_add(n));
             }
         };
-        add(&mut self.input_tokens, "gen_ai.usage.input_tokens");
+        // `gen_ai.usage.input_tokens` counts every input token (OTel GenAI); people read input
+        // as `aep-cline usage` does, with cache reads apart.
+        let all_input = data.get("gen_ai.usage.input_tokens").and_then(Value::as_u64);
+        let cache_read = data
+            .get("gen_ai.usage.cache_read.input_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        if let Some(all) = all_input {
+            let fresh = all.saturating_sub(cache_read);
+            self.input_tokens = Some(self.input_tokens.unwrap_or(0).saturating_add(fresh));
+            self.cache_read_tokens = Some(self.cache_read_tokens.unwrap_or(0).saturating_add(cache_read));
+        }
         add(&mut self.output_tokens, "gen_ai.usage.output_tokens");
         let cost = data.get("cost");
+        if cost.is_none() && (all_input.is_some() || data.get("gen_ai.usage.output_tokens").is_some()) {
+            self.unpriced_runs += 1;
+        }
         if let (Some(total), Some(currency)) = (
             cost.and_then(|c| c.get("total")).and_then(Value::as_f64),
             cost.and_then(|c| c.get("currency")).and_then(Value::as_str),
@@ -283,6 +326,29 @@ impl Summary {
         } else {
             State::Idle
         };
+    }
+
+    /// Every token once (input, cache reads, output), as `aep-cline usage`'s TOTAL.
+    pub fn total_tokens(&self) -> Option<u64> {
+        if self.input_tokens.is_none() && self.output_tokens.is_none() {
+            return None;
+        }
+        Some(
+            [self.input_tokens, self.cache_read_tokens, self.output_tokens]
+                .iter()
+                .flatten()
+                .fold(0u64, |a, n| a.saturating_add(*n)),
+        )
+    }
+
+    /// The spend as people read it ([`super::numbers::money`]), saying what it leaves out.
+    pub fn cost_text(&self) -> String {
+        match (&self.cost, self.unpriced_runs) {
+            (Some(c), 0) => super::numbers::money(c.total, &c.currency),
+            (Some(c), _) => format!("{} + unpriced", super::numbers::money(c.total, &c.currency)),
+            (None, 0) => "-".into(),
+            (None, _) => "no price".into(),
+        }
     }
 
     /// Not ended: commands can still reach it.
@@ -322,6 +388,50 @@ mod tests {
             e[k] = v.clone();
         }
         e
+    }
+
+    #[test]
+    fn failures_are_failures_and_input_is_what_usage_calls_input() {
+        let events = [
+            ev(0, "run.started", json!({"run": "R1"})),
+            ev(
+                1,
+                "tool.failed",
+                json!({"run": "R1", "data": {"error": {"type": "exit_code"}}}),
+            ),
+            ev(
+                2,
+                "tool.failed",
+                json!({"run": "R1", "data": {"error": {"type": "denied"}}}),
+            ),
+            ev(
+                3,
+                "tool.failed",
+                json!({"run": "R1", "data": {"error": {"type": "aborted"}}}),
+            ),
+            ev(
+                4,
+                "run.cancelled",
+                json!({"run": "R1", "data": {"by": "user", "gen_ai.usage.input_tokens": 1000,
+                    "gen_ai.usage.cache_read.input_tokens": 800, "gen_ai.usage.output_tokens": 50,
+                    "cost": {"total": 7.59e-05, "currency": "USD"}}}),
+            ),
+            ev(5, "run.started", json!({"run": "R2"})),
+            ev(
+                6,
+                "run.failed",
+                json!({"run": "R2", "data": {"gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 5}}),
+            ),
+        ];
+        let s = Summary::of("s1", &events);
+        assert_eq!((s.failures, s.denied, s.cancelled), (2, 1, 1), "exit_code + run.failed");
+        assert_eq!(
+            (s.input_tokens, s.cache_read_tokens, s.output_tokens),
+            (Some(210), Some(800), Some(55))
+        );
+        assert_eq!(s.total_tokens(), Some(1065), "every token once");
+        assert_eq!(s.unpriced_runs, 1);
+        assert_eq!(s.cost_text(), "$0.00007590 + unpriced");
     }
 
     #[test]
