@@ -4,7 +4,8 @@
 //! The spec's list is a floor (rule (a)/(b) leaks are security incidents), so the pipeline
 //! redacts more where the AEP redaction corpus (`conformance/fixtures/redaction`) pins it:
 //! quoted JSON credentials, values on the next line, lowercase `bearer`, bare vendor tokens,
-//! any `/home/<user>` or `/Users/<user>`, credential-named object keys. It stays precise where
+//! bare AWS secret access keys, any `/home/<user>` or `/Users/<user>`, credential-named object
+//! keys. It stays precise where
 //! the corpus pins that too: "the bearer of good news" and version numbers pass untouched.
 //!
 //! A [`Redactor`] compiles the operator's patterns once; the fixed patterns are compiled once
