@@ -4,7 +4,8 @@
 //! The spec's list is a floor (rule (a)/(b) leaks are security incidents), so the pipeline
 //! redacts more where the AEP redaction corpus (`conformance/fixtures/redaction`) pins it:
 //! quoted JSON credentials, values on the next line, lowercase `bearer`, bare vendor tokens,
-//! any `/home/<user>` or `/Users/<user>`, credential-named object keys. It stays precise where
+//! bare AWS secret access keys, any `/home/<user>` or `/Users/<user>`, credential-named object
+//! keys. It stays precise where
 //! the corpus pins that too: "the bearer of good news" and version numbers pass untouched.
 //!
 //! A [`Redactor`] compiles the operator's patterns once; the fixed patterns are compiled once
@@ -61,6 +62,11 @@ static SECRET_TOKENS: LazyLock<Regex> = LazyLock::new(|| {
     ))
     .expect("static regex")
 });
+
+/// Rule (a) hardening: a bare AWS secret access key, 40 characters of base64's alphabet
+/// without padding. Every maximal run of that alphabet is a candidate; [`is_aws_secret_key`]
+/// decides, so hashes, paths and identifiers pass.
+static BARE_SECRET_KEY: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9/+]{40,}").expect("static regex"));
 
 /// Rule (a), `Bearer`-prefixed tokens (RFC 6750 `b64token`); the scheme is case-insensitive
 /// (corpus), so which matches are tokens is decided by [`is_bearer_token`].
@@ -337,6 +343,17 @@ impl Redactor {
         });
         out = rewrite(out, |s| ASSIGNMENT.replace_all(s, redact_assignment));
         out = rewrite(out, |s| FLAG_ARGUMENT.replace_all(s, redact_assignment));
+        out = rewrite(out, |s| {
+            BARE_SECRET_KEY.replace_all(s, |caps: &Captures| {
+                let found = caps.get_match();
+                if is_aws_secret_key(s, found) {
+                    SECRET
+                } else {
+                    found.as_str()
+                }
+                .to_owned()
+            })
+        });
 
         // (b)
         if let Some(names) = &self.secret_names {
@@ -470,6 +487,40 @@ fn redact_assignment(caps: &Captures) -> String {
 /// good news" passes (corpus).
 fn is_bearer_token(scheme: &str, token: &str) -> bool {
     scheme == "Bearer" || token.len() >= 20 || (token.len() >= 6 && token.bytes().any(|b| !b.is_ascii_alphabetic()))
+}
+
+/// Whether a run of base64 characters is an AWS secret access key: exactly 40 (not followed by
+/// `=` padding), with a digit, a lower- and an upper-case letter (a git hash has no upper case,
+/// a word no digit), and either random-looking (one to three of `/` `+`, not at its ends, and
+/// at least six letters of each case: a random key has about one symbol and sixteen of each;
+/// a path has more slashes, or few capitals), or with `aws` or `secret` written shortly before
+/// it (a redacted access key id leaves `[REDACTED:secret]`).
+fn is_aws_secret_key(text: &str, run: Match) -> bool {
+    let key = run.as_str();
+    let (_, after) = neighbours(text, run);
+    let shaped = key.len() == 40
+        && after != Some('=')
+        && key.bytes().any(|b| b.is_ascii_digit())
+        && key.bytes().any(|b| b.is_ascii_lowercase())
+        && key.bytes().any(|b| b.is_ascii_uppercase());
+    if !shaped {
+        return false;
+    }
+    let count = |class: fn(&u8) -> bool| key.bytes().filter(class).count();
+    let symbols = count(|b| matches!(b, b'/' | b'+'));
+    let random = (1..=3).contains(&symbols)
+        && !key.starts_with('/')
+        && !key.ends_with('/')
+        && count(u8::is_ascii_uppercase) >= 6
+        && count(u8::is_ascii_lowercase) >= 6;
+    random || {
+        let mut from = run.start().saturating_sub(100);
+        while !text.is_char_boundary(from) {
+            from -= 1;
+        }
+        let before = text[from..run.start()].to_ascii_lowercase();
+        before.contains("aws") || before.contains("secret")
+    }
 }
 
 /// Whether the character beside a home path ends it: not part of a file name, and not `~` or
@@ -658,5 +709,35 @@ mod tests {
         };
         assert!(!format!("{options:?}").contains("hunter2"));
         assert!(!format!("{:?}", redactor(options)).contains("hunter2"));
+    }
+
+    #[test]
+    fn a_bare_aws_secret_access_key_is_a_secret() {
+        let r = redactor(RedactOptions::default());
+        let key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+        for text in [
+            format!("{key}"),
+            format!("the key is {key}."),
+            format!("\"{key}\""),
+            format!("user,,AKIAIOSFODNN7EXAMPLE,{key}"),
+            // No symbol in it: only beside an AWS context.
+            "aws secret: wJalrXUtnFEMIaK7MDENGabPxRfiCYEXAMPLEKEY".to_string(),
+        ] {
+            let out = r.redact_text(&text);
+            assert!(out.contains(SECRET) && !out.contains("EXAMPLEKEY"), "{text} -> {out}");
+            assert_eq!(r.redact_text(&out), out, "idempotent");
+        }
+        let plain = [
+            "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 (HEAD)",
+            "src/main/java/com/example/MyApp2/Service.java",
+            "src/components/UserProfile2/AvatarImage.tsx",
+            "ThisIsAVeryLongIdentifierName12345678ab is a name",
+            "sha384-oqVuAfXRKap7fdgcCY5uykM6+R9GqQ8K/uxy9rx7HNQlGYl1kPzQho1wx4JwY8wC",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKE=",
+            "wJalrXUtnFEMIaK7MDENGabPxRfiCYEXAMPLEKEY without any context",
+        ];
+        for text in plain {
+            assert_eq!(r.redact_text(text), text);
+        }
     }
 }

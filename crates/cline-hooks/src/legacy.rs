@@ -103,8 +103,8 @@ struct RawTaskMetadata {
 
 /// The 2.x payload `value` (its `hookName` is one [`is_legacy`] knows) as the [`HookPayload`]
 /// the mapping reads.
-pub fn normalize(value: Value) -> Result<HookPayload, PayloadError> {
-    let raw: Raw = serde_path_to_error::deserialize(value).map_err(|e| PayloadError::Field(e.path().to_string()))?;
+pub fn normalize(mut value: Value) -> Result<HookPayload, PayloadError> {
+    let (raw, dropped) = crate::read::tolerant::<Raw>(&mut value)?;
     let hook_name = HOOKS
         .iter()
         .find(|(name, _)| *name == raw.hook_name)
@@ -119,6 +119,7 @@ pub fn normalize(value: Value) -> Result<HookPayload, PayloadError> {
         user_id: raw.user_id,
         pre_compact: raw.pre_compact,
         model: raw.model.and_then(|m| m.slug).filter(|m| !m.is_empty()),
+        dropped,
         ..HookPayload::default()
     };
     match raw.hook_name.as_str() {
@@ -178,13 +179,19 @@ fn number(v: &Value) -> Option<f64> {
     }
 }
 
+/// The last millisecond RFC 3339 can write (9999-12-31T23:59:59.999Z): past it, humantime's
+/// formatter fails, and `to_string` would panic on that failure.
+const MAX_RFC3339_MS: u64 = 253_402_300_799_999;
+
 /// 2.x stamps `timestamp` as epoch milliseconds (`"1796103185048"`); the rest of the lane reads
-/// RFC 3339 (3.x's `Date.toISOString()`). `None` when it is not a plausible epoch-ms string.
+/// RFC 3339 (3.x's `Date.toISOString()`). `None` when it is not a plausible epoch-ms string,
+/// or lies past year 9999: the payload then keeps its text, which the lane reads as no time
+/// (the event takes the firing time).
 fn rfc3339_of_epoch_ms(t: &str) -> Option<String> {
     if t.is_empty() || t.len() > 16 || !t.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let ms: u64 = t.parse().ok()?;
+    let ms: u64 = t.parse().ok().filter(|ms| *ms <= MAX_RFC3339_MS)?;
     Some(humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string())
 }
 
@@ -199,7 +206,19 @@ mod tests {
             rfc3339_of_epoch_ms("1796103185048").as_deref(),
             Some("2026-12-01T05:33:05.048Z")
         );
-        for bad in ["", "17961031850481234567", "2026-12-01T02:53:05Z", "-1", "12a"] {
+        assert_eq!(
+            rfc3339_of_epoch_ms("253402300799999").as_deref(),
+            Some("9999-12-31T23:59:59.999Z")
+        );
+        for bad in [
+            "",
+            "17961031850481234567",
+            "2026-12-01T02:53:05Z",
+            "-1",
+            "12a",
+            "253402300800000",
+            "9999999999999999",
+        ] {
             assert_eq!(rfc3339_of_epoch_ms(bad), None, "{bad}");
         }
     }
@@ -227,13 +246,20 @@ mod tests {
 
     #[test]
     fn a_field_of_the_wrong_type_is_named_not_echoed() {
-        let err =
-            normalize(json!({"hookName": "PreToolUse", "taskId": "1", "preToolUse": {"parameters": "sk-SECRET"}}))
-                .unwrap_err()
-                .to_string();
-        assert!(
-            err.contains("preToolUse.parameters") && !err.contains("SECRET"),
-            "{err}"
-        );
+        let p = normalize(json!({"hookName": "PreToolUse", "taskId": "1", "preToolUse": {"toolName": "read_file", "parameters": "sk-SECRET"}}))
+            .unwrap();
+        assert_eq!(p.dropped, ["preToolUse.parameters"]);
+        assert_eq!(p.tool_call.unwrap().name.as_deref(), Some("read_file"));
+        let err = normalize(json!({"hookName": "PreToolUse", "taskId": 1}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`taskId`"), "{err}");
+    }
+
+    #[test]
+    fn a_timestamp_past_year_9999_is_no_time_and_no_panic() {
+        let p = normalize(json!({"hookName": "TaskStart", "taskId": "1", "timestamp": "9999999999999999"})).unwrap();
+        assert_eq!(p.timestamp.as_deref(), Some("9999999999999999"));
+        assert_eq!(crate::timestamp::epoch_ms("9999999999999999"), None);
     }
 }

@@ -54,6 +54,10 @@ pub struct HookPayload {
     /// Set when the payload came from Cline 2.x ([`crate::legacy::normalize`]).
     #[serde(skip)]
     pub legacy: Option<Legacy>,
+    /// The optional fields that had the wrong type and were read as absent (their paths;
+    /// never their values, which may be secrets).
+    #[serde(skip)]
+    pub dropped: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -169,6 +173,21 @@ pub enum PayloadError {
         "hook payload has neither sessionContext.rootSessionId nor taskId: cannot tell which session it belongs to"
     )]
     NoSession,
+    /// Reading or mapping it panicked: a bug of ours, which costs this one hook only.
+    #[error("aep-cline failed on this hook payload ({0}); it is set aside, the others go on: please report this bug with the payload")]
+    Panicked(String),
+}
+
+impl PayloadError {
+    /// The error for a panic caught while a hook was read or mapped (`std::panic::catch_unwind`).
+    pub fn panicked(panic: Box<dyn std::any::Any + Send>) -> Self {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".to_string());
+        PayloadError::Panicked(message)
+    }
 }
 
 impl HookPayload {
@@ -211,13 +230,6 @@ mod tests {
     #[test]
     fn bad_bodies_are_refused_with_a_reason() {
         assert!(matches!(HookPayload::parse(b"{nope"), Err(PayloadError::Json(_))));
-        let secret =
-            br#"{"hookName": "tool_result", "taskId": "t", "tool_result": {"durationMs": "AKIAJ7EXAMPLEKEY1234"}}"#;
-        let err = HookPayload::parse(secret).unwrap_err().to_string();
-        assert!(
-            err.contains("tool_result.durationMs") && !err.contains("AKIA") && !err.contains("not JSON"),
-            "{err}"
-        );
         assert!(matches!(
             HookPayload::parse(b"[1]"),
             Err(PayloadError::NotObject("an array"))
@@ -230,10 +242,68 @@ mod tests {
             HookPayload::parse(b"{\"hookName\":\"agent_start\"}"),
             Err(PayloadError::NoSession)
         ));
-        // A typed field of the wrong type is refused, not guessed at.
+        // A field that places the hook, of the wrong type, is refused, not guessed at; only
+        // its path is said (the value may be a secret).
+        for (body, field) in [
+            (&br#"{"hookName":"tool_call","taskId":7}"#[..], "taskId"),
+            (
+                br#"{"hookName":"tool_call","taskId":"t","sessionContext":"AKIAJ7EXAMPLEKEY1234"}"#,
+                "sessionContext",
+            ),
+            (
+                br#"{"hookName":"tool_call","taskId":"t","sessionContext":{"rootSessionId":1}}"#,
+                "sessionContext.rootSessionId",
+            ),
+            (br#"{"hookName":"tool_call","taskId":"t","agent_id":["a"]}"#, "agent_id"),
+        ] {
+            match HookPayload::parse(body) {
+                Err(e @ PayloadError::Field(_)) => {
+                    let e = e.to_string();
+                    assert!(e.contains(&format!("`{field}`")) && !e.contains("AKIA"), "{e}");
+                }
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_optional_field_of_the_wrong_type_is_read_as_absent_and_named() {
+        let p = HookPayload::parse(
+            br#"{"hookName":"tool_result","taskId":"t","iteration":"one","userId":5,
+                "tool_result":{"id":"c1","name":"read_file","durationMs":"AKIAJ7EXAMPLEKEY1234"},
+                "workspaceRoots":["/w",3],"preCompact":"now"}"#,
+        )
+        .unwrap();
+        assert_eq!((p.iteration, p.user_id.as_deref()), (None, None));
+        let record = p.tool_result.unwrap();
+        assert_eq!(
+            (record.id.as_deref(), record.name.as_deref(), record.duration_ms),
+            (Some("c1"), Some("read_file"), None),
+            "the rest of the object is kept"
+        );
+        assert_eq!(p.workspace_roots, ["/w"]);
+        assert!(p.pre_compact.is_none());
+        let mut dropped = p.dropped.clone();
+        dropped.sort();
+        assert_eq!(
+            dropped,
+            [
+                "iteration",
+                "preCompact",
+                "tool_result.durationMs",
+                "userId",
+                "workspaceRoots[1]"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_object_is_ignored() {
+        let p = HookPayload::parse(b"\xEF\xBB\xBF{\"hookName\":\"agent_start\",\"taskId\":\"t\"}").unwrap();
+        assert_eq!(p.session_key(), Some("t"));
         assert!(matches!(
-            HookPayload::parse(br#"{"hookName":"tool_call","taskId":"t","iteration":"one"}"#),
-            Err(PayloadError::Field(_))
+            HookPayload::parse(b"\xEF\xBB\xBF\xEF\xBB\xBF{}"),
+            Err(PayloadError::Json(_))
         ));
     }
 }

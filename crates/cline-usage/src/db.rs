@@ -33,7 +33,36 @@ pub fn subagents(db: &Path) -> Result<HashMap<String, Subagent>, Problem> {
     if !db.exists() {
         return Ok(HashMap::new());
     }
+    openable(db)?;
     read(db).map_err(|e| Problem::new(db, ProblemKind::Database(e.to_string())))
+}
+
+/// SQLite opens by path and would block on a FIFO (the database's, or its `-wal`/`-shm`
+/// beside it): each that exists must be a regular file ([`crate::vendor_file`]).
+fn openable(db: &Path) -> Result<(), Problem> {
+    let mut files = vec![db.to_path_buf()];
+    for suffix in ["-wal", "-shm"] {
+        let mut side = db.as_os_str().to_owned();
+        side.push(suffix);
+        files.push(side.into());
+    }
+    for (i, file) in files.iter().enumerate() {
+        let regular = crate::vendor_file::is_regular(file);
+        // The database itself exists (checked above); its side files may not.
+        let absent = i > 0 && !file.exists();
+        match regular {
+            Ok(true) => {}
+            Ok(false) if absent => {}
+            Ok(false) => {
+                return Err(Problem::new(
+                    file,
+                    ProblemKind::Database("not a regular file: left unread".to_string()),
+                ))
+            }
+            Err(e) => return Err(Problem::new(file, ProblemKind::Database(e.to_string()))),
+        }
+    }
+    Ok(())
 }
 
 fn read(db: &Path) -> rusqlite::Result<HashMap<String, Subagent>> {

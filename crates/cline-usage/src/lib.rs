@@ -18,6 +18,8 @@
 //! mapped per provider ([`task_tokens`]).
 //!
 //! No panics on bad input: a file that cannot be read or parsed is a [`Problem`] naming it.
+//! Every file is opened through [`vendor_file`]: never blocking on a FIFO, never reading a
+//! device, never a file larger than [`vendor_file::MAX_FILE_BYTES`].
 
 pub mod db;
 pub mod editors;
@@ -29,9 +31,10 @@ pub mod report;
 mod store;
 pub mod task_tokens;
 mod tasks;
+pub mod vendor_file;
 
 pub use history::{Extensions, History, Source, TaskSource};
-pub use messages::{read_calls, CallRef, CallSink};
+pub use messages::{read_calls, CallRef, CallSink, MAX_CALL_TOKENS};
 pub use model::{Agent, ModelCall, Session, Tokens};
 pub use problem::{Problem, ProblemKind};
 pub use store::{data_dir, Store};

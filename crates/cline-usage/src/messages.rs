@@ -9,8 +9,10 @@
 
 use crate::model::Tokens;
 use crate::problem::{Problem, ProblemKind};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::path::Path;
 
 /// One call, borrowed from the file being read.
@@ -46,7 +48,7 @@ struct Message<'a> {
     #[serde(borrow, default, rename = "modelInfo")]
     model_info: Option<ModelInfo<'a>>,
     #[serde(default)]
-    metrics: Option<Metrics>,
+    metrics: Option<Object<Metrics>>,
 }
 
 #[derive(Deserialize)]
@@ -81,11 +83,10 @@ pub fn read_calls(path: &Path, buf: &mut Vec<u8>, sink: &mut dyn CallSink) -> Re
     })?;
     let file: File<'_> =
         serde_json::from_slice(buf).map_err(|e| Problem::new(path, ProblemKind::Corrupt(e.to_string())))?;
-    let mut n = 0;
-    for m in &file.messages {
-        let Some(metrics) = &m.metrics else { continue };
+    let calls = file.messages.iter().filter_map(|m| {
+        let Object(metrics) = m.metrics.as_ref()?;
         let info = m.model_info.as_ref();
-        sink.call(CallRef {
+        Some(CallRef {
             time_ms: m.ts.as_ref().and_then(epoch_ms),
             provider: info.and_then(|i| i.provider.as_deref()),
             model: info.and_then(|i| i.id.as_deref()),
@@ -95,19 +96,47 @@ pub fn read_calls(path: &Path, buf: &mut Vec<u8>, sink: &mut dyn CallSink) -> Re
                 cache_read: metrics.cache_read_tokens.unwrap_or(0),
                 cache_write: metrics.cache_write_tokens.unwrap_or(0),
             },
-        });
+        })
+    });
+    // Checked whole before any call is handed on: a file with an impossible count gives none.
+    if let Some(most) = calls.clone().map(|c| c.tokens.largest()).find(|n| *n > MAX_CALL_TOKENS) {
+        return Err(Problem::new(path, ProblemKind::Implausible(most)));
+    }
+    let mut n = 0;
+    for call in calls {
+        sink.call(call);
         n += 1;
     }
     Ok(n)
 }
 
-pub(crate) fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    if let Ok(meta) = f.metadata() {
-        buf.reserve(meta.len() as usize);
+/// More tokens in one count of one model call than any model can take or give (context
+/// windows are millions): such a count is damage, not usage, and would make every sum wrong.
+pub const MAX_CALL_TOKENS: u64 = 1_000_000_000_000;
+
+/// A `T` that must be written as a JSON object. serde's derived structs also accept an array
+/// of their fields in order, which in Cline's files is never what a count means.
+pub(crate) struct Object<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Only<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Only<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of token counts")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Only(PhantomData)).map(Object)
     }
-    f.read_to_end(buf).map(|_| ())
+}
+
+/// One of Cline's files into `buf`, as [`crate::vendor_file`] allows.
+pub(crate) fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    crate::vendor_file::read(path, crate::vendor_file::MAX_FILE_BYTES, buf)
 }
 
 /// `ts` as epoch ms (an integer; a float is truncated).

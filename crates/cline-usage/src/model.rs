@@ -37,7 +37,12 @@ impl Tokens {
 
     /// Every token once: input (cache reads included) + cache writes + output.
     pub fn total(&self) -> u64 {
-        self.input + self.cache_write + self.output
+        self.input.saturating_add(self.cache_write).saturating_add(self.output)
+    }
+
+    /// The largest of the four counts.
+    pub fn largest(&self) -> u64 {
+        self.input.max(self.output).max(self.cache_read).max(self.cache_write)
     }
 
     pub fn is_zero(&self) -> bool {
@@ -45,12 +50,14 @@ impl Tokens {
     }
 }
 
+/// Saturating: a sum never wraps around to a small, plausible-looking number (the readers
+/// refuse any call past `MAX_CALL_TOKENS`, so a real history never gets near the bound).
 impl AddAssign for Tokens {
     fn add_assign(&mut self, o: Tokens) {
-        self.input += o.input;
-        self.output += o.output;
-        self.cache_read += o.cache_read;
-        self.cache_write += o.cache_write;
+        self.input = self.input.saturating_add(o.input);
+        self.output = self.output.saturating_add(o.output);
+        self.cache_read = self.cache_read.saturating_add(o.cache_read);
+        self.cache_write = self.cache_write.saturating_add(o.cache_write);
     }
 }
 

@@ -23,6 +23,10 @@ pub enum ProblemKind {
     MissingMessages,
     #[error("the sessions database is locked or unreadable ({0}); subagents are still found by their files")]
     Database(String),
+    /// A count no model call can have (`crate::messages::MAX_CALL_TOKENS`): the file's calls
+    /// are left out rather than summed into nonsense.
+    #[error("a model call in it counts {0} tokens, more than any model call can: its calls are left out")]
+    Implausible(u64),
 }
 
 impl Problem {

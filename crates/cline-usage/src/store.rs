@@ -129,8 +129,8 @@ impl Store {
             ..Session::default()
         };
         let head = dir.join(format!("{id}.json"));
-        match std::fs::read(&head) {
-            Ok(bytes) => match serde_json::from_slice::<SessionFile>(&bytes) {
+        match crate::messages::read_into(&head, buf).map(|()| &buf[..]) {
+            Ok(bytes) => match serde_json::from_slice::<SessionFile>(bytes) {
                 Ok(f) => {
                     session.running = f.ended_at.is_none()
                         && f.status.as_deref().is_none_or(|s| s == "running")

@@ -53,7 +53,7 @@ pub fn tokens(provider: Option<&str>, tokens_in: u64, tokens_out: u64, reads: u6
         input: if includes {
             tokens_in - writes
         } else {
-            tokens_in + reads
+            tokens_in.saturating_add(reads)
         },
         output: tokens_out,
         cache_read: reads,

@@ -23,7 +23,7 @@
 //!
 //! [`editors`]: crate::editors
 
-use crate::messages::{read_into, CallRef};
+use crate::messages::{read_into, CallRef, Object, MAX_CALL_TOKENS};
 use crate::model::{Agent, ModelCall, Session};
 use crate::problem::{Problem, ProblemKind};
 use crate::task_tokens;
@@ -111,13 +111,14 @@ impl TaskStore {
     pub fn open(root: impl Into<PathBuf>) -> (TaskStore, Option<Problem>) {
         let root = root.into();
         let path = root.join("state").join("taskHistory.json");
-        let (items, problem) = match std::fs::read(&path) {
+        let mut bytes = Vec::new();
+        let (items, problem) = match read_into(&path, &mut bytes) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), None),
             Err(e) => (
                 Vec::new(),
                 Some(Problem::new(&path, ProblemKind::Unreadable(e.to_string()))),
             ),
-            Ok(bytes) => match serde_json::from_slice::<Vec<HistoryItem>>(&bytes) {
+            Ok(()) => match serde_json::from_slice::<Vec<HistoryItem>>(&bytes) {
                 Ok(items) => (items, None),
                 Err(e) => (
                     Vec::new(),
@@ -210,8 +211,7 @@ impl TaskStore {
         };
         // Each call's model: its message's, else the task's model at that time, else the history's.
         let fallback_model = item.and_then(|i| i.model_id.as_deref());
-        let mut last_provider: Option<String> = None;
-        let mut last_model: Option<String> = None;
+        let mut calls = Vec::new();
         for m in &messages {
             let ts = m.ts.as_ref().and_then(|n| n.as_i64());
             if session.started_ms.is_none() {
@@ -220,8 +220,18 @@ impl TaskStore {
             if m.say.as_deref() != Some("api_req_started") {
                 continue;
             }
-            let Some(req) = m.text.as_deref().and_then(|t| serde_json::from_str::<ApiReq>(t).ok()) else {
-                continue;
+            // A text that is not JSON is no record (yet); a record whose counts are not numbers
+            // in an object is damage, named.
+            let req = match m.text.as_deref().map(serde_json::from_str::<Object<ApiReq>>) {
+                Some(Ok(Object(req))) => req,
+                Some(Err(e)) if e.is_data() => {
+                    session.problems.push(Problem::new(
+                        &path,
+                        ProblemKind::Corrupt(format!("an api_req_started record's counts: {e}")),
+                    ));
+                    return session;
+                }
+                _ => continue,
             };
             let (tokens_in, tokens_out) = (req.tokens_in.unwrap_or(0), req.tokens_out.unwrap_or(0));
             let (reads, writes) = (req.cache_reads.unwrap_or(0), req.cache_writes.unwrap_or(0));
@@ -241,22 +251,29 @@ impl TaskStore {
                 .and_then(|i| i.model_id.as_deref())
                 .or_else(|| used.and_then(|u| u.model_id.as_deref()))
                 .or(fallback_model);
-            let tokens = task_tokens::tokens(provider, tokens_in, tokens_out, reads, writes);
-            let provider = provider.map(task_tokens::provider_name);
-            sink(
-                &Agent::Lead,
-                CallRef {
-                    time_ms: ts,
-                    provider,
-                    model,
-                    tokens,
-                },
-            );
-            last_provider = provider.map(str::to_string);
-            last_model = model.map(str::to_string);
+            let most = tokens_in.max(tokens_out).max(reads).max(writes);
+            if most > MAX_CALL_TOKENS {
+                session
+                    .problems
+                    .push(Problem::new(&path, ProblemKind::Implausible(most)));
+                return session;
+            }
+            calls.push(CallRef {
+                time_ms: ts,
+                provider: provider.map(task_tokens::provider_name),
+                model,
+                tokens: task_tokens::tokens(provider, tokens_in, tokens_out, reads, writes),
+            });
         }
-        session.provider = last_provider;
-        session.model = last_model.or_else(|| fallback_model.map(str::to_string));
+        // Handed on only once the whole file is known good: none of a damaged file's calls count.
+        for call in &calls {
+            sink(&Agent::Lead, *call);
+        }
+        session.provider = calls.last().and_then(|c| c.provider.map(str::to_string));
+        session.model = calls
+            .last()
+            .and_then(|c| c.model.map(str::to_string))
+            .or_else(|| fallback_model.map(str::to_string));
         if session.ended_ms.is_none() {
             session.ended_ms = messages.last().and_then(|m| m.ts.as_ref()?.as_i64());
         }
@@ -266,8 +283,9 @@ impl TaskStore {
 
 /// `task_metadata.json`; absent or unreadable gives none (it only fills in a provider).
 fn read_metadata(path: &Path) -> TaskMetadata {
-    std::fs::read(path)
+    let mut bytes = Vec::new();
+    read_into(path, &mut bytes)
         .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
+        .and_then(|()| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default()
 }

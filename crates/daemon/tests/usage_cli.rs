@@ -335,3 +335,152 @@ fn bad_files_are_named_once_counted_and_left_out_of_exact_totals() {
     assert!(!by_model.contains('…'), "{by_model}");
     drop(lock);
 }
+
+/// [`usage`], killed (and the test failed) if it has not finished within a minute.
+fn usage_finishing(data: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(bin())
+        .arg("usage")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CLINE_DATA_DIR", data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("aep-cline runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "aep-cline usage did not finish: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+}
+
+/// Copies the real Cline 2.18 task history `name` into the data folder `data`.
+fn copy_tasks(name: &str, data: &Path) {
+    let from = captured("cline2").join(name);
+    for sub in ["state", "tasks"] {
+        let ok = Command::new("cp")
+            .arg("-r")
+            .arg(from.join(sub))
+            .arg(data)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+#[test]
+fn fifos_devices_and_folders_where_files_are_are_named_and_skipped() {
+    let store = generated(5, 2);
+    let data = store.path();
+    copy_tasks("a-cmd", data);
+    let mut ids: Vec<String> = std::fs::read_dir(data.join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    ids.sort();
+    let file = |i: usize, suffix: &str| data.join("sessions").join(&ids[i]).join(format!("{}{suffix}", ids[i]));
+    let (messages_fifo, head_fifo, zero, folder) = (
+        file(0, ".messages.json"),
+        file(1, ".json"),
+        file(2, ".messages.json"),
+        file(3, ".messages.json"),
+    );
+    mkfifo(&messages_fifo);
+    mkfifo(&head_fifo);
+    std::fs::remove_file(&zero).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    std::fs::remove_file(&folder).unwrap();
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::create_dir_all(data.join("db")).unwrap();
+    let db = data.join("db/sessions.db");
+    mkfifo(&db);
+    let history = data.join("state/taskHistory.json");
+    mkfifo(&history);
+    let ui = data.join("tasks/1796103184924/ui_messages.json");
+    mkfifo(&ui);
+
+    let out = usage_finishing(data, &["session", "--json"]);
+    let v = json_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (path, what) in [
+        (&messages_fifo, "a FIFO"),
+        (&head_fifo, "a FIFO"),
+        (&zero, "a device"),
+        (&folder, "a folder"),
+        (&db, "not a regular file"),
+        (&history, "a FIFO"),
+        (&ui, "a FIFO"),
+    ] {
+        let line = stderr
+            .lines()
+            .find(|l| l.contains(&path.display().to_string()))
+            .unwrap_or_else(|| panic!("{} not named:\n{stderr}", path.display()));
+        assert!(line.contains(what), "{line}");
+    }
+    // The head's session still counts (its messages are whole), and the intact one.
+    assert_eq!(v["totals"]["model_calls"], 4, "{stderr}");
+}
+
+#[test]
+fn absurd_counts_wrong_types_and_huge_files_are_named_never_summed() {
+    let store = generated(1, 2);
+    let data = store.path();
+    let session = |id: &str, metrics: Value| {
+        let dir = data.join("sessions").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        let head = json!({"session_id": id, "status": "completed", "ended_at": "2026-12-01T12:00:01Z"});
+        std::fs::write(dir.join(format!("{id}.json")), head.to_string()).unwrap();
+        let call = json!({"role": "assistant", "ts": NOON + 5,
+            "modelInfo": {"id": "claude-sonnet-4-5-20250929", "provider": "anthropic"}, "metrics": metrics});
+        let file = json!({"messages": [call.clone(), call]});
+        let path = dir.join(format!("{id}.messages.json"));
+        std::fs::write(&path, file.to_string()).unwrap();
+        path
+    };
+    let absurd = session(
+        "17970_absurd",
+        json!({"inputTokens": 1, "outputTokens": u64::MAX, "cacheReadTokens": 0, "cacheWriteTokens": 0}),
+    );
+    let arrayed = session("17970_arrayed", json!([10_000, 500, 8_000, 1_000]));
+    let huge = session("17970_huge", json!({"inputTokens": 1}));
+    std::fs::File::options()
+        .write(true)
+        .open(&huge)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+
+    let out = usage_finishing(data, &["session", "--json"]);
+    let v = json_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for (path, what) in [
+        (&absurd, "more than any model call can"),
+        (&arrayed, "expected an object of token counts"),
+        (&huge, "over the 256 MiB limit"),
+    ] {
+        let name = path.display().to_string();
+        assert_eq!(stderr.matches(&name).count(), 1, "{name} named once:\n{stderr}");
+        let line = stderr.lines().find(|l| l.contains(&name)).unwrap();
+        assert!(line.contains(what), "{line}");
+    }
+    assert!(stderr.contains("3 files could not be used"), "{stderr}");
+    assert_eq!(
+        v["totals"]["tokens"],
+        json!({"input": 22_000, "uncached_input": 6_000, "cache_read": 16_000, "cache_write": 2_000, "output": 1_000, "total": 23_000}),
+        "only the whole, plausible session counts"
+    );
+}

@@ -1,7 +1,7 @@
 // The dashboard: the session list and pending approvals, live; a session's timeline; the
 // buttons that answer, cancel and send input (only where control is on and the session is
 // live). Everything comes from the daemon's /api routes; the login cookie rides along.
-import { el, ago, when, tokens, cost, stateLabel, entryItem } from './view.js';
+import { el, ago, when, tokens, cost, stateLabel, entryItem, linkedSession } from './view.js';
 
 const PAGE = 100;
 const $ = (id) => document.getElementById(id);
@@ -248,8 +248,9 @@ function describe(e) {
 // ---- routing and the live feed ----
 
 function route() {
-  const m = location.hash.match(/^#\/s\/(.+)$/);
-  state.open = m ? decodeURIComponent(m[1]) : null;
+  const link = linkedSession(location.hash);
+  state.open = link.id;
+  if (link.bad !== undefined) say(`no such session: the link #/s/${link.bad} names none`, 'bad');
   $('list-view').hidden = Boolean(state.open);
   $('session-view').hidden = !state.open;
   if (state.open) {
@@ -280,7 +281,14 @@ function follow() {
   source.addEventListener('open', () => { $('conn').textContent = 'live'; $('conn').classList.remove('down'); });
   source.addEventListener('reset', () => { loadList().catch(() => {}); refreshOpen(); });
   source.addEventListener('session', (ev) => {
-    const { summary, approvals } = JSON.parse(ev.data);
+    let update;
+    try {
+      update = JSON.parse(ev.data);
+    } catch (e) {
+      console.warn('a live update this page cannot read, skipped', e);
+      return; // the next update, or a reload, brings the state
+    }
+    const { summary, approvals } = update;
     state.approvals = approvals;
     // The most recently moved first: a session that moves comes to the top, and a page that is
     // full lets its last row go.

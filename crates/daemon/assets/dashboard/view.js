@@ -17,6 +17,21 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/**
+ * The session a location hash links to: `{ id }` for `#/s/<id>`, `{ id: null }` for no session
+ * link, `{ bad }` for a link whose id is not valid percent-encoding (`#/s/%E0`: no session has
+ * it; decodeURIComponent would throw).
+ */
+export function linkedSession(hash) {
+  const m = /^#\/s\/(.+)$/.exec(hash);
+  if (!m) return { id: null };
+  try {
+    return { id: decodeURIComponent(m[1]) };
+  } catch {
+    return { id: null, bad: m[1] };
+  }
+}
+
 /** `5s ago`, `3m ago`, `2h ago`, `4d ago`. */
 export function ago(time, now = Date.now()) {
   const t = Date.parse(time);

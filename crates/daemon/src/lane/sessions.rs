@@ -201,7 +201,10 @@ impl Sessions {
             }
         };
         state.touched = Instant::now();
-        let done = work(state);
+        // A panic costs this one piece of work, as a payload error (the spool quarantines it);
+        // the state it left half-changed is forgotten below, like after a failed write.
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(state)))
+            .unwrap_or_else(|panic| Err(PayloadError::panicked(panic).into()));
         if done.is_err() {
             // The tracker and sequencer moved on but the log did not: forget them, so the
             // retry (the shim spools a 5xx) is planned again from what the log holds.
@@ -248,6 +251,18 @@ impl Sessions {
         let session = payload.session_key().expect("parse checks the session key").to_string();
         let delivery = firing.delivery.as_deref();
         let time = fired_at(&payload, firing);
+        for field in &payload.dropped {
+            tracing::warn!(%session, field, "a hook payload field had the wrong type and was read as absent");
+        }
+        // Cline's store is read off the session's lock (`crate::lane::usage`): only whether to
+        // read, and where, is asked under it.
+        let store = self
+            .with(&session, |state| {
+                let wanted = crate::lane::usage::wanted(&payload, &state.tracker);
+                Ok(wanted.then(|| firing.cline_data.clone().or_else(|| state.cline_data.clone())))
+            })?
+            .flatten()
+            .and_then(|dir| crate::lane::usage::read_store(&dir, &session));
         self.with(&session, |state| {
             if let Some(d) = delivery {
                 if state.deliveries.contains(d) {
@@ -263,8 +278,8 @@ impl Sessions {
             if firing.cline_data.is_some() {
                 state.cline_data.clone_from(&firing.cline_data);
             }
-            // I/O at the edge: the store is read here, the mapping gets what it said as data.
-            let usage = crate::lane::usage::read(&payload, &state.tracker, state.cline_data.as_deref());
+            // I/O at the edge: the store was read above, the mapping gets what it said as data.
+            let usage = crate::lane::usage::of(&payload, &state.tracker, store.as_ref());
             let mut planned = state
                 .tracker
                 .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);

@@ -9,6 +9,12 @@
 //! A missing or unreadable store, or one larger than [`MAX_STORE_BYTES`], means no usage on
 //! the event, never a failed hook.
 //!
+//! Cline's files are not ours: each is opened through `cline_usage::vendor_file` (a FIFO or a
+//! device where a file should be is skipped, never waited on), the read runs on its own thread
+//! and is given up after [`READ_TIMEOUT`], and a hook reads the store ([`read_store`]) before
+//! it takes its session's lock ([`of`] then applies what it read under the lock), so a slow
+//! or odd file never holds up the session's other hooks nor the spool drain.
+//!
 //! A run's share is the model calls whose time (`ts` of the assistant message that carries
 //! the call's `metrics`) falls in the run: after its start hook's `timestamp`, up to its
 //! terminal hook's. Windows rather than deltas of Cline's running totals, because a window
@@ -27,15 +33,19 @@ use cline_usage::{Agent, ModelCall, Session, Store};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::LazyLock;
+use std::time::Duration;
 
 /// A session folder larger than this is not read on the hook path (its usage is left off the
 /// event; `aep-cline usage` still reports it): the read must stay a few milliseconds.
 pub const MAX_STORE_BYTES: u64 = 64 << 20;
 
+/// How long a hook waits for the store to be read; past it, its events go without usage.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
+
 static PRICES: LazyLock<PriceTable> = LazyLock::new(PriceTable::bundled);
 
 /// Whether `payload` is a hook whose events carry usage or the model, given the tracker.
-fn wanted(payload: &HookPayload, tracker: &SessionTracker) -> bool {
+pub fn wanted(payload: &HookPayload, tracker: &SessionTracker) -> bool {
     !tracker.has_started()
         || matches!(
             payload.hook_name.as_str(),
@@ -51,19 +61,50 @@ pub fn read(payload: &HookPayload, tracker: &SessionTracker, data_dir: Option<&s
     if !wanted(payload, tracker) {
         return HookUsage::default();
     }
+    of(payload, tracker, read_store(dir, session).as_ref())
+}
+
+/// Session `session` as the store in data folder `dir` holds it, read on a thread of its own
+/// for at most [`READ_TIMEOUT`]; `None` when it is not there, too large, or not read in time.
+pub fn read_store(dir: &str, session: &str) -> Option<Session> {
     let store = Store::new(dir);
     let folder = store.session_dir(session);
     if !folder.is_dir() {
         // Not in this store (a Cline 2.x task, or another CLINE_DIR): nothing is known, and
         // nothing is claimed; an empty usage would say the run used no tokens.
-        return HookUsage::default();
+        return None;
     }
     let bytes = folder_bytes(&folder);
     if bytes > MAX_STORE_BYTES {
         tracing::warn!(%session, bytes, "the session's store folder is too large to read on the hook path; its usage is left off the event");
+        return None;
+    }
+    let (done, read) = std::sync::mpsc::sync_channel(1);
+    let id = session.to_string();
+    let reader = std::thread::Builder::new()
+        .name("cline-store".into())
+        .spawn(move || done.send(store.read_session(&id)));
+    if let Err(e) = reader {
+        tracing::warn!(%session, error = %e, "no thread to read the session's store; its usage is left off the event");
+        return None;
+    }
+    match read.recv_timeout(READ_TIMEOUT) {
+        Ok(s) => Some(s),
+        Err(_) => {
+            tracing::warn!(%session, folder = %folder.display(), "the session's store was not read within {READ_TIMEOUT:?}; its usage is left off the event");
+            None
+        }
+    }
+}
+
+/// What the store `read` (by [`read_store`]) says for this hook, given the session's tracker.
+pub fn of(payload: &HookPayload, tracker: &SessionTracker, read: Option<&Session>) -> HookUsage {
+    let (Some(s), Some(session)) = (read, payload.session_key()) else {
+        return HookUsage::default();
+    };
+    if !wanted(payload, tracker) {
         return HookUsage::default();
     }
-    let s = store.read_session(session);
     for p in &s.problems {
         tracing::debug!(%session, problem = %p, "the session store could not be read whole");
     }
@@ -83,7 +124,7 @@ pub fn read(payload: &HookPayload, tracker: &SessionTracker, data_dir: Option<&s
         .map_or(i64::MAX, |d| d.as_millis() as i64);
     let closing: Vec<(String, Option<i64>)> = match payload.hook_name.as_str() {
         "session_shutdown" => {
-            out.session = Some(usage_of(&s, |_| true, false));
+            out.session = Some(usage_of(s, |_| true, false));
             tracker.open_agents()
         }
         "agent_end" | "agent_abort" | "agent_error" => {
@@ -98,9 +139,9 @@ pub fn read(payload: &HookPayload, tracker: &SessionTracker, data_dir: Option<&s
         let Some(start) = started else { continue };
         let in_window = |c: &ModelCall| c.time_ms.is_some_and(|t| t > start && t <= end);
         let usage = if s.subagents.contains(&agent) {
-            usage_of(&s, |c| in_window(c) && c.agent == Agent::Subagent(agent.clone()), true)
+            usage_of(s, |c| in_window(c) && c.agent == Agent::Subagent(agent.clone()), true)
         } else {
-            usage_of(&s, in_window, false)
+            usage_of(s, in_window, false)
         };
         out.runs.insert(agent, usage);
     }
@@ -149,20 +190,20 @@ fn usage_of(s: &Session, keep: impl Fn(&ModelCall) -> bool, delegated: bool) -> 
 }
 
 fn add(counts: &mut Counts, c: &ModelCall) {
-    counts.input += c.tokens.input;
-    counts.output += c.tokens.output;
-    counts.cache_read += c.tokens.cache_read;
-    counts.cache_write += c.tokens.cache_write;
+    counts.input = counts.input.saturating_add(c.tokens.input);
+    counts.output = counts.output.saturating_add(c.tokens.output);
+    counts.cache_read = counts.cache_read.saturating_add(c.tokens.cache_read);
+    counts.cache_write = counts.cache_write.saturating_add(c.tokens.cache_write);
     counts.calls += 1;
 }
 
-/// The bytes of the files directly in `folder` (0 when it cannot be listed).
+/// The bytes of the files directly in `folder`, links followed (0 when it cannot be listed).
 fn folder_bytes(folder: &Path) -> u64 {
     std::fs::read_dir(folder)
         .into_iter()
         .flatten()
-        .filter_map(|e| e.ok()?.metadata().ok())
+        .filter_map(|e| std::fs::metadata(e.ok()?.path()).ok())
         .filter(|m| m.is_file())
         .map(|m| m.len())
-        .sum()
+        .fold(0, u64::saturating_add)
 }

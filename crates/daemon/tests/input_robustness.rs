@@ -1,0 +1,203 @@
+//! No single input stops recording (issue #19): a hook body that once made the daemon panic,
+//! Cline's store with a FIFO where a file should be, a byte order mark, an optional field of
+//! the wrong type. Each costs at most its own hook's part; every other session's hooks, and
+//! the affected session's own, go on being recorded. The real binary, real sockets and files.
+
+mod support;
+
+use aep_cline::lane::{Bus, IngestError, Journal, Sessions};
+use aep_core::redact::{RedactOptions, Redactor};
+use aep_core::{Capture, CapturePolicy};
+use cline_hooks::PayloadError;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::daemon::{real_payload, types, Daemon, Sandbox};
+
+const SESSION: &str = "1796007203184_6l7jh";
+
+/// A real 3.x payload moved to `session`.
+fn moved(hook: &str, session: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&real_payload("hooks-local", hook)).unwrap();
+    v["sessionContext"]["rootSessionId"] = Value::from(session);
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// The real Cline 2.18 `TaskStart` with its epoch-ms `timestamp` replaced.
+fn task_start_2x(timestamp: &str) -> Vec<u8> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cline-hooks/tests/data/cline2/a-cmd/1796103185.222221-TaskStart-hooksdir.json"
+    );
+    let capture: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let mut payload = capture["payload"].clone();
+    payload["timestamp"] = Value::from(timestamp);
+    serde_json::to_vec(&payload).unwrap()
+}
+
+fn assert_recorded(out: &std::process::Output) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("spooled"), "{err}");
+}
+
+/// SIGTERM, and the daemon is gone within `within` (else it is killed and the test fails).
+fn stops_promptly(mut daemon: Daemon, within: Duration) {
+    daemon.signal("-TERM");
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            assert!(status.success(), "the daemon stopped with {status}");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not stop within {within:?} of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_2x_timestamp_past_year_9999_stops_nothing_and_takes_the_firing_time() {
+    let sb = Sandbox::new();
+    // No daemon: the shim spools the poison first, then another session's hook behind it.
+    let before = aep_cline::firing::now_ns();
+    let out = sb.hook(&task_start_2x("9999999999999999"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("spooled"));
+    sb.hook(&moved("agent_start", "other"));
+    assert_eq!(sb.spooled(), 2);
+    let daemon = sb.start();
+    // Live hooks of a third session, each of which drains the spool first.
+    for hook in ["agent_start", "tool_call", "tool_result"] {
+        assert_recorded(&sb.hook(&moved(hook, "live")));
+    }
+    assert_eq!(
+        types(&sb.log("live")),
+        ["session.started", "run.started", "tool.requested", "tool.completed"]
+    );
+    assert_eq!(types(&sb.log("other")), ["session.started", "run.started"]);
+    assert_eq!(sb.spooled(), 0, "the drain got past the poison");
+    let poisoned = sb.log("1796103184924");
+    assert_eq!(types(&poisoned), ["session.started", "run.started"]);
+    let t = humantime::parse_rfc3339(poisoned[0]["time"].as_str().unwrap()).unwrap();
+    let ns = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    assert!(
+        ns >= before / 1_000_000 * 1_000_000 && ns <= aep_cline::firing::now_ns(),
+        "no time in the payload: the shim's firing time"
+    );
+    // Live, too: answered, recorded, and the next hook goes on.
+    assert_recorded(&sb.hook(&task_start_2x("253402300800000")));
+    assert_recorded(&sb.hook(&moved("agent_end", "live")));
+    stops_promptly(daemon, Duration::from_secs(20));
+}
+
+#[test]
+fn a_panic_costs_one_piece_of_work_and_leaves_the_session_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = Sessions::new(
+        Journal::new(dir.path()),
+        "host".into(),
+        CapturePolicy::new(Capture::Metadata),
+        Redactor::new(RedactOptions::default()).unwrap(),
+        Bus::default(),
+    );
+    let firing = aep_cline::firing::Firing::default();
+    sessions
+        .ingest_hook(&real_payload("hooks-local", "agent_start"), &firing)
+        .unwrap();
+    let panicked = sessions.append(SESSION, || panic!("a bug while planning"));
+    match panicked {
+        Err(IngestError::Payload(e @ PayloadError::Panicked(_))) => {
+            assert!(e.to_string().contains("a bug while planning"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same session goes on, its positions unbroken.
+    sessions
+        .ingest_hook(&real_payload("hooks-local", "tool_call"), &firing)
+        .unwrap();
+    sessions
+        .ingest_hook(&real_payload("hooks-local", "agent_end"), &firing)
+        .unwrap();
+    let text = std::fs::read_to_string(Journal::new(dir.path()).path(SESSION)).unwrap();
+    let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        types(&events),
+        ["session.started", "run.started", "tool.requested", "run.finished"]
+    );
+    support::daemon::assert_valid_stream(&events);
+}
+
+/// Makes a FIFO at `path` (in place of whatever was there).
+fn fifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let made = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn fifos_in_clines_store_never_wedge_the_daemon() {
+    let sb = Sandbox::new();
+    // The shim names `$HOME/.cline/data` as Cline's data folder (the sandbox's HOME).
+    let folder = sb.root.path().join(".cline/data/sessions").join(SESSION);
+    std::fs::create_dir_all(&folder).unwrap();
+    for name in [
+        format!("{SESSION}.json"),
+        format!("{SESSION}.messages.json"),
+        "agent_x.messages.json".to_string(),
+    ] {
+        fifo(&folder.join(name));
+    }
+    std::fs::create_dir_all(sb.root.path().join(".cline/data/db")).unwrap();
+    fifo(&sb.root.path().join(".cline/data/db/sessions.db"));
+    let daemon = sb.start();
+    // The first hook reads the store (the model), the terminal one the run's usage.
+    for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+        assert_recorded(&sb.hook(&real_payload("hooks-local", hook)));
+        assert_recorded(&sb.hook(&moved(hook, "beside")));
+    }
+    let events = sb.log(SESSION);
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "run.finished"
+        ]
+    );
+    assert!(
+        events[4]["data"].get("gen_ai.usage.output_tokens").is_none(),
+        "no usage claimed from a store that could not be read: {}",
+        events[4]
+    );
+    assert_eq!(sb.log("beside").len(), 5);
+    stops_promptly(daemon, Duration::from_secs(20));
+}
+
+#[test]
+fn a_byte_order_mark_or_an_optional_field_of_the_wrong_type_loses_nothing() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let mut start = b"\xEF\xBB\xBF".to_vec();
+    start.extend(real_payload("hooks-local", "agent_start"));
+    assert_recorded(&sb.hook(&start));
+    let mut call: Value = serde_json::from_slice(&real_payload("hooks-local", "tool_call")).unwrap();
+    call["iteration"] = Value::from("one");
+    call["userId"] = Value::from(42);
+    assert_recorded(&sb.hook(&serde_json::to_vec(&call).unwrap()));
+    let mut wrong: Value = serde_json::from_slice(&real_payload("hooks-local", "tool_result")).unwrap();
+    wrong["hookName"] = Value::from(7);
+    let out = sb.hook(&serde_json::to_vec(&wrong).unwrap());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("HTTP 400"),
+        "a required field of the wrong type still refuses the hook: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        types(&sb.log(SESSION)),
+        ["session.started", "run.started", "tool.requested"]
+    );
+    drop(daemon);
+}
