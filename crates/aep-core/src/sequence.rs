@@ -55,6 +55,18 @@ impl MemorySequencer {
     }
 }
 
+impl MemorySequencer {
+    /// The position [`Sequencer::next`] would hand out, without taking it: an Event that may
+    /// still be refused is stamped with it, and takes it only once it is written (a refused
+    /// one leaves no gap).
+    pub fn peek(&self, session: &str) -> Position {
+        self.next.get(session).copied().unwrap_or(Position {
+            epoch: self.epoch,
+            seq: 0,
+        })
+    }
+}
+
 impl Sequencer for MemorySequencer {
     fn next(&mut self, session: &str) -> Position {
         let epoch = self.epoch;
@@ -79,7 +91,9 @@ mod tests {
         assert_eq!(s.next("a"), Position { epoch: 0, seq: 1 });
         assert_eq!(s.next("b"), Position { epoch: 0, seq: 0 });
         s.resume_after("a", Position { epoch: 0, seq: 0 });
+        assert_eq!(s.peek("a"), Position { epoch: 0, seq: 2 });
         assert_eq!(s.next("a"), Position { epoch: 0, seq: 2 });
+        assert_eq!(s.peek("z"), Position { epoch: 0, seq: 0 });
         s.resume_after("c", Position { epoch: 0, seq: 41 });
         assert_eq!(s.next("c"), Position { epoch: 0, seq: 42 });
         let mut bumped = MemorySequencer::new(3);

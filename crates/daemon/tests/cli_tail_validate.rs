@@ -258,3 +258,77 @@ fn a_stream_put_on_the_daemons_session_is_a_second_emitter_that_validates_with_i
         .count();
     assert_eq!((own, second), (log.len(), stream_events), "{lines:#?}");
 }
+
+/// An Event of the hostile session `EVIL`, as the daemon would log it.
+fn evil_event(ty: &str, seq: u64, extra: Value) -> Value {
+    let mut e = json!({
+        "aep": "0.1", "id": format!("01JEVIL{seq:019}"), "type": ty,
+        "time": aep_core::id::now_rfc3339(), "source": "aep://host/cline/session/evil", "agent": "cline",
+        "session": EVIL, "seq": seq, "epoch": 0, "capture": "metadata",
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        e[k] = v.clone();
+    }
+    e
+}
+
+/// A session id and a tool name (from an MCP server) that would drive the reader's terminal.
+const EVIL: &str = "evil\u{1b}[2J";
+const EVIL_TOOL: &str = "\u{1b}]52;c;aGVsbG8=\u{7}\u{1b}[2J\u{1b}]8;;http://x\u{7}run\u{1b}]8;;\u{7}\u{9b}31m\u{7f}";
+
+#[test]
+fn no_command_sends_an_escape_sequence_from_an_event_to_the_terminal() {
+    let sb = Sandbox::new();
+    let dir = sb.log_dir.join("cline");
+    std::fs::create_dir_all(&dir).unwrap();
+    let events = [
+        evil_event("session.started", 0, json!({"data": {"label": EVIL_TOOL}})),
+        evil_event("run.started", 1, json!({"run": "R1", "data": {"trigger": "user"}})),
+        evil_event(
+            "tool.requested",
+            2,
+            json!({"run": "R1", "subject": EVIL_TOOL, "data": {"tool": {"name": EVIL_TOOL, "call_id": "c1"}}}),
+        ),
+        evil_event(
+            "attention.requested",
+            3,
+            json!({"run": "R1", "subject": EVIL_TOOL,
+                   "data": {"kind": "permission", "prompt": EVIL_TOOL, "respond_via": ["control"]}}),
+        ),
+    ];
+    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+    let log = aep_cline::lane::Journal::new(&sb.log_dir).path(EVIL);
+    std::fs::write(&log, text).unwrap();
+    let clean = |what: &str, out: &[u8]| {
+        assert!(!out.contains(&0x1b), "{what}: {}", String::from_utf8_lossy(out));
+        assert!(!String::from_utf8_lossy(out).contains('\u{9b}'), "{what}: a C1 control");
+    };
+    for args in [
+        &["sessions", "--all"][..],
+        &["show", "evil"],
+        &["approvals"],
+        &["validate", log.to_str().unwrap()],
+        &["show", "nothing-like-it"],
+    ] {
+        let out = sb.run(args, &[]);
+        clean(&format!("{args:?} stdout"), &out.stdout);
+        clean(&format!("{args:?} stderr"), &out.stderr);
+    }
+    let shown = sb.run(&["show", "evil"], &[]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("\\u{1b}]52;c;aGVsbG8="), "shown escaped: {shown}");
+    let json = sb.run(&["show", "evil", "--json"], &[]);
+    let exact: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(exact["summary"]["session"], EVIL, "--json is exact JSON");
+    let daemon = sb.start();
+    let (mut tail, rx) = tail(&sb, &["--replay"]);
+    let shown = lines(&rx, events.len());
+    assert_eq!(shown.len(), events.len());
+    for line in &shown {
+        clean("tail", line.as_bytes());
+    }
+    assert!(shown[2].contains("\\u{1b}[2J"), "{shown:?}");
+    tail.kill().unwrap();
+    let _ = tail.wait();
+    drop(daemon);
+}

@@ -277,6 +277,18 @@ fn log_retention_removes_only_ended_sessions_logs_older_than_the_period() {
         ["old-open", "new-ended", "new-ended"],
         "the least recently written first; the old ended one is gone"
     );
+    // The removed session speaks again (Cline resumes old tasks): it goes on past its old
+    // positions, where every consumer still takes its Events for new ones (AEP-0001 §7).
+    vendor_hook(&running, "old-ended", 0);
+    let resumed = daemon.log("old-ended");
+    assert_eq!(
+        seqs(&resumed),
+        (2..2 + resumed.len() as u64).collect::<Vec<_>>(),
+        "after the removed log's last position (0, 1)"
+    );
+    let log = dir.join("old-ended.jsonl");
+    let checked = daemon.run(&["validate", log.to_str().unwrap()], &[]);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stdout));
     let (_, stderr) = running.stop();
     assert!(stderr.contains("removed the logs"), "{stderr}");
     let bad = daemon.run(&["daemon"], &[("AEP_LOG_RETAIN", "a month")]);

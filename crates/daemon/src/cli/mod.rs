@@ -106,7 +106,8 @@ pub fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("aep-cline: {e:#}");
+            // Errors may quote a log's content (a session id): made safe for the terminal.
+            eprintln!("aep-cline: {}", out::terminal(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }

@@ -2,14 +2,39 @@
 //! command quietly with 0, as `aep-cline stream` does, instead of the panic `println!` gives
 //! on a broken pipe. Commands write their files first and print after, so stopping here never
 //! leaves work half done. Also: tables, times and durations as a person reads them.
+//!
+//! Every text line goes through [`terminal`]: Event fields come from Cline, its MCP servers and
+//! anyone who can post Events, and a raw escape sequence in a tool name would clear the screen,
+//! write the clipboard (OSC 52) or hide a link (OSC 8) in the reader's terminal. `--json` output
+//! is exact JSON ([`print_json`]; serde escapes every C0 control).
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
+/// Text made safe for a terminal: control characters (C0 but newline and tab, DEL, C1, ESC
+/// among them) are shown escaped, as `\u{1b}`, never sent raw.
+pub fn terminal(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.contains(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// Prints one line on standard output.
 pub fn line(text: impl std::fmt::Display) {
+    let text = text.to_string();
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+    if let Err(e) = writeln!(stdout, "{}", terminal(&text)).and_then(|()| stdout.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
@@ -18,8 +43,13 @@ pub fn line(text: impl std::fmt::Display) {
     }
 }
 
-/// Writes `text` to stdout. A closed stdout (EPIPE) ends the output quietly.
+/// Writes `text` to stdout, made safe for a terminal. A closed stdout (EPIPE) ends the output
+/// quietly.
 pub fn print(text: &str) -> anyhow::Result<()> {
+    write_stdout(&terminal(text))
+}
+
+fn write_stdout(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
@@ -31,7 +61,7 @@ pub fn print(text: &str) -> anyhow::Result<()> {
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
-    print(&text)
+    write_stdout(&text)
 }
 
 /// Columns padded to their widest cell; the last column is not padded.
@@ -150,6 +180,11 @@ mod tests {
         );
         assert_eq!((count(999), count(12_300)), ("999".into(), "12.3k".into()));
         assert_eq!(one_line("a\nb", 10), "a b");
+        assert_eq!(terminal("a\tb\nc"), "a\tb\nc");
+        assert_eq!(
+            terminal("x\u{1b}]52;c;aGk=\u{7}\u{1b}[2J\u{7f}\u{9b}y"),
+            "x\\u{1b}]52;c;aGk=\\u{7}\\u{1b}[2J\\u{7f}\\u{9b}y"
+        );
         assert_eq!(one_line("abcdef", 4), "abc…");
         assert_eq!(
             table(&[vec!["A".into(), "BB".into()], vec!["CCC".into(), "D".into()]]),

@@ -319,6 +319,8 @@ pub fn render(event: &Value, colour: bool) -> String {
             }
         }
     }
+    // Fields are made safe before the colour's own escape sequence wraps them.
+    let line = super::out::terminal(&line).into_owned();
     if !colour {
         return line;
     }

@@ -314,7 +314,9 @@ fn give_back_memory() {
 fn retain_logs(sessions: &Sessions, retain: Duration) {
     let live: std::collections::HashSet<String> = sessions.live_sessions().into_iter().collect();
     let dir = sessions.journal().dir();
-    match crate::history::retain::sweep(dir, retain, std::time::SystemTime::now(), |s| live.contains(s)) {
+    match crate::history::retain::sweep(sessions.journal(), retain, std::time::SystemTime::now(), |s| {
+        live.contains(s)
+    }) {
         Ok(removed) if removed.logs > 0 => tracing::info!(
             logs = removed.logs,
             bytes = removed.bytes,

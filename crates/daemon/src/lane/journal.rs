@@ -5,7 +5,13 @@
 //! touched after a start, its log is read back to recover the sequence position and the open
 //! runs (AEP-0001 §7: a restart never reuses or lowers a `seq`). A torn last line (the machine
 //! died mid-write) is cut off at recovery, so no partial line stays in a log.
+//!
+//! A log that retention removes (`AEP_LOG_RETAIN`) leaves its last position behind in
+//! `.retired/<session>.json`: a session that speaks again after that (Cline resumes old tasks)
+//! goes on past it in the same epoch, which that durable memory allows (AEP-0001 §7.2), instead
+//! of starting again at `(0, 0)` where every consumer would take its Events for ones it has.
 
+use aep_core::sequence::Position;
 use serde_json::Value;
 use sha2::Digest;
 use std::fs::{File, OpenOptions};
@@ -27,6 +33,16 @@ pub struct Recovered {
     pub unreadable: usize,
     /// Bytes of a torn last line that were cut off.
     pub torn_bytes: u64,
+    /// The last position of a log of this session that retention removed.
+    pub retired: Option<Position>,
+}
+
+/// What `.retired/<session>.json` holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Retired {
+    session: String,
+    epoch: u64,
+    seq: u64,
 }
 
 impl Journal {
@@ -44,13 +60,89 @@ impl Journal {
         self.dir.join(format!("{}.jsonl", file_stem(session)))
     }
 
-    /// Reads back what a session's log holds (nothing if it has none yet).
+    /// Reads back what a session's log holds (nothing if it has none yet), and where a removed
+    /// log of it left off.
     pub fn recover(&self, session: &str) -> std::io::Result<Recovered> {
-        match OpenOptions::new().read(true).write(true).open(self.path(session)) {
-            Ok(mut file) => recover(&mut file),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Recovered::default()),
-            Err(e) => Err(e),
+        let mut out = match OpenOptions::new().read(true).write(true).open(self.path(session)) {
+            Ok(mut file) => recover(&mut file)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Recovered::default(),
+            Err(e) => return Err(e),
+        };
+        out.retired = self.retired(session)?;
+        Ok(out)
+    }
+
+    fn retired_path(&self, session: &str) -> PathBuf {
+        self.dir.join(".retired").join(format!("{}.json", file_stem(session)))
+    }
+
+    /// Where a removed log of `session` left off (`None`: none was removed). An unreadable
+    /// record cannot say where, so the session goes on in a new epoch seeded from the clock
+    /// (AEP-0001 §7.2: a monotonic seed, never an earlier epoch; this daemon's epochs are 0).
+    fn retired(&self, session: &str) -> std::io::Result<Option<Position>> {
+        let path = self.retired_path(session);
+        Ok(self.read_retired(session)?.map(|kept| {
+            kept.unwrap_or_else(|| {
+                let epoch = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_secs());
+                tracing::warn!(path = %path.display(), epoch, "a retired session's last position is unreadable; it goes on in a new epoch");
+                Position { epoch, seq: 0 }
+            })
+        }))
+    }
+
+    /// The record of a removed log: `None` if there is none, `Some(None)` if it is unreadable.
+    fn read_retired(&self, session: &str) -> std::io::Result<Option<Option<Position>>> {
+        let text = match std::fs::read(self.retired_path(session)) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(
+            serde_json::from_slice::<Retired>(&text)
+                .ok()
+                .filter(|r| r.session == session)
+                .map(|r| Position {
+                    epoch: r.epoch,
+                    seq: r.seq,
+                }),
+        ))
+    }
+
+    /// Keeps `last`, the highest position of a log about to be removed, so the session goes on
+    /// past it if it speaks again. Written whole (a temporary file renamed) and synced before
+    /// the caller removes the log.
+    pub fn retire(&self, session: &str, last: Position) -> std::io::Result<()> {
+        let path = self.retired_path(session);
+        let dir = path.parent().expect("in .retired");
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        if self
+            .read_retired(session)
+            .ok()
+            .flatten()
+            .flatten()
+            .is_some_and(|known| known > last)
+        {
+            return Ok(());
         }
+        let text = serde_json::to_vec(&Retired {
+            session: session.to_string(),
+            epoch: last.epoch,
+            seq: last.seq,
+        })
+        .expect("serializable");
+        let tmp = path.with_extension("tmp");
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(&text)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        File::open(dir)?.sync_all()
     }
 
     /// Appends whole lines (each without its newline) to a session's log as one unit: all of

@@ -533,7 +533,8 @@ impl Sessions {
         let source = self.source(session);
         let mut out = Vec::with_capacity(planned.len());
         for p in planned {
-            let position = state.sequencer.next(session);
+            // Taken below only by an Event that passes: a refused one leaves no gap (AEP-0001 §7).
+            let position = state.sequencer.peek(session);
             let mut envelope = match p.to_envelope(&source, session, time, position) {
                 Ok(e) => e,
                 Err(e) => {
@@ -552,6 +553,7 @@ impl Sessions {
                 continue;
             }
             let line = serde_json::to_string(&value).expect("serializable");
+            state.sequencer.next(session);
             out.push(Published { value, line });
         }
         if !out.is_empty() {
@@ -591,6 +593,9 @@ impl Sessions {
             held: None,
             cline_data: None,
         };
+        if let Some(last) = recovered.retired {
+            state.sequencer.resume_after(session, last);
+        }
         for event in &recovered.events {
             state.tracker.recover(event);
             state.approvals.recover(event);
@@ -627,4 +632,51 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aep_core::redact::RedactOptions;
+    use aep_core::Capture;
+    use cline_hooks::mapping::Mapped;
+    use cline_hooks::Link;
+
+    fn planned(ty: &str, data: Value) -> Planned {
+        Planned {
+            id: aep_core::id::new_id(),
+            run: None,
+            cause: None,
+            agent: None,
+            event: Mapped {
+                ty: ty.into(),
+                subject: None,
+                step: None,
+                severity: None,
+                capture: Capture::Metadata,
+                data: data.as_object().cloned(),
+                link: Link::None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_refused_event_takes_no_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Sessions::new(
+            Journal::new(dir.path()),
+            "host".into(),
+            CapturePolicy::new(Capture::Metadata),
+            Redactor::new(RedactOptions::default()).unwrap(),
+            Bus::default(),
+        );
+        let ok = || planned("session.started", serde_json::json!({}));
+        // `tool.requested` without its required `tool` (AEP-0002): refused by the validator.
+        let bad = planned("tool.requested", serde_json::json!({}));
+        let written = sessions.append("s", || vec![ok(), bad, ok()]).unwrap();
+        let seqs: Vec<u64> = written.iter().map(|p| p.value["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, [0, 1], "the refused Event left no gap");
+        let next = sessions.append("s", || vec![ok()]).unwrap();
+        assert_eq!(next[0].value["seq"], 2);
+    }
 }
