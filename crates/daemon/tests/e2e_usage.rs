@@ -111,6 +111,46 @@ fn a_real_run_carries_exactly_the_tokens_the_model_reported() {
 }
 
 #[test]
+fn a_private_model_priced_by_aep_cline_prices_gets_its_cost() {
+    let mut rig = Rig::new(Script::default().counted());
+    let prices = rig.aep.root.path().join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"data": [{"id": "acme/fake-model", "pricing": {"prompt": "0.000001", "completion": "0.000002", "input_cache_read": "0.0000005"}}]}"#,
+    )
+    .unwrap();
+    rig.aep = rig.aep.with_env("AEP_CLINE_PRICES", prices.to_str().unwrap());
+    let daemon = rig.aep.start();
+    rig.cline
+        .run("Run the command and report what it printed.")
+        .assert_success("cline --json");
+    let (_, events) = rig.log_until("session.ended", ended);
+    let (input, output, read) = sum(&rig.model.reported());
+    let want = (input - read) as f64 * 1e-6 + read as f64 * 5e-7 + output as f64 * 2e-6;
+    let cost = &of(&events, "run.finished")[0]["data"]["cost"];
+    assert_eq!(cost["currency"], "USD", "{cost}");
+    let total = cost["total"].as_f64().expect("a cost from AEP_CLINE_PRICES");
+    assert!((total - want).abs() < 1e-12, "{total} != {want}");
+    drop(daemon);
+
+    // A prices file the daemon cannot use stops it at start, saying which and why.
+    std::fs::write(&prices, "{\"data\": 7}").unwrap();
+    let out = rig.aep.run(
+        &["daemon"],
+        &[
+            ("AEP_CLINE_PRICES", prices.to_str().unwrap()),
+            ("AEP_LISTEN", "127.0.0.1:0"),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot use the prices file") && err.contains("prices.json"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_run_that_spawns_a_subagent_counts_the_subagents_tokens_once() {
     let rig = Rig::new(Script::spawning().counted());
     let daemon = rig.aep.start();

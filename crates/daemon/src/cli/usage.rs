@@ -5,7 +5,7 @@
 use crate::people::numbers;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use cline_stream::{PriceTable, LITELLM_VERSION, PRICES_SNAPSHOT, SNAPSHOT_DATE};
+use cline_stream::{LITELLM_VERSION, PRICES_SNAPSHOT, SNAPSHOT_DATE};
 use cline_usage::report::{self, Group, Options, Report, Row};
 use cline_usage::{Extensions, History, Tokens};
 use jiff::civil::Date;
@@ -96,8 +96,9 @@ pub struct UsageArgs {
     #[arg(long, value_name = "DIR")]
     pub extension_dir: Vec<PathBuf>,
 
-    /// OpenRouter's models JSON (GET https://openrouter.ai/api/v1/models) over the bundled prices.
-    #[arg(long, value_name = "FILE")]
+    /// OpenRouter's models JSON (GET https://openrouter.ai/api/v1/models) over the bundled
+    /// prices; the daemon reads the same file from AEP_CLINE_PRICES.
+    #[arg(long, value_name = "FILE", env = "AEP_CLINE_PRICES")]
     pub prices: Option<PathBuf>,
 }
 
@@ -125,14 +126,7 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
             bail!("--since {s} is after --until {u}: nothing could match");
         }
     }
-    let mut prices = PriceTable::bundled();
-    if let Some(path) = &args.prices {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read the prices file {}", path.display()))?;
-        prices
-            .overlay_openrouter_json(&text)
-            .with_context(|| format!("cannot use the prices file {}", path.display()))?;
-    }
+    let prices = crate::prices::load(args.prices.as_deref())?;
     let extensions = match &args.extension_dir[..] {
         [] => Extensions::Found,
         [none] if none.as_os_str() == "none" => Extensions::Dirs(Vec::new()),

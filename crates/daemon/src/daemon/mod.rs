@@ -61,6 +61,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         tracing::warn!(variable = %name, "an AEP_* variable that no setting reads (a typo?); see `aep-cline daemon --help`");
     }
     let config = args.core.config()?;
+    crate::lane::usage::use_prices(crate::prices::load(args.core.prices.as_deref())?);
     let endpoint_settings = args.endpoint.settings();
     let relay_settings = args.relay.settings(&args.endpoint)?;
     let otlp_settings = args.otlp.settings()?;

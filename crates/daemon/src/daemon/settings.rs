@@ -101,6 +101,10 @@ pub struct CoreArgs {
     /// The `{host}` of every `source` URI [default: the hostname]
     #[arg(long, env = "AEP_HOST", value_name = "HOST")]
     pub host: Option<String>,
+    /// Prices for models the bundled table lacks (a private model): OpenRouter's models JSON,
+    /// the format `aep-cline usage --prices` reads; runs of those models then carry a cost.
+    #[arg(long, env = "AEP_CLINE_PRICES", value_name = "FILE")]
+    pub prices: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -32,7 +32,7 @@ use cline_stream::{PriceTable, Pricing};
 use cline_usage::{Agent, ModelCall, Session, Store};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// A session folder larger than this is not read on the hook path (its usage is left off the
@@ -42,7 +42,18 @@ pub const MAX_STORE_BYTES: u64 = 64 << 20;
 /// How long a hook waits for the store to be read; past it, its events go without usage.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
 
-static PRICES: LazyLock<PriceTable> = LazyLock::new(PriceTable::bundled);
+/// The prices runs are costed with: set once at start (`AEP_CLINE_PRICES` over the bundled
+/// table, [`crate::prices`]), the bundled table if nobody set it.
+static PRICES: OnceLock<PriceTable> = OnceLock::new();
+
+/// Sets the prices for the daemon's life; a second call is ignored.
+pub fn use_prices(prices: PriceTable) {
+    let _ = PRICES.set(prices);
+}
+
+fn prices() -> &'static PriceTable {
+    PRICES.get_or_init(PriceTable::bundled)
+}
 
 /// Whether `payload` is a hook whose events carry usage or the model, given the tracker.
 pub fn wanted(payload: &HookPayload, tracker: &SessionTracker) -> bool {
@@ -169,7 +180,7 @@ fn usage_of(s: &Session, keep: impl Fn(&ModelCall) -> bool, delegated: bool) -> 
         cache: 0.0,
     };
     for ((provider, model), tokens) in &by_model {
-        match PRICES.cost(*provider, *model, &tokens.classes()) {
+        match prices().cost(*provider, *model, &tokens.classes()) {
             Pricing::Priced(c) => {
                 cost.total += c.total;
                 cost.prompt += c.uncached_input;
