@@ -103,6 +103,9 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_run: Option<String>,
     pub events: u64,
+    /// Lines of its log not read (not JSON, not UTF-8, too long, another session's).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unread_lines: usize,
     /// The last `(epoch, seq)` folded in.
     #[serde(skip)]
     pub position: Option<(u64, u64)>,
@@ -112,6 +115,10 @@ pub struct Summary {
     open_runs: BTreeSet<String>,
     #[serde(skip)]
     waiting: BTreeMap<String, Pending>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
@@ -136,6 +143,7 @@ impl Summary {
             pending: Vec::new(),
             active_run: None,
             events: 0,
+            unread_lines: 0,
             position: None,
             ended: false,
             open_runs: BTreeSet::new(),
