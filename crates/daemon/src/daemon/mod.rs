@@ -82,7 +82,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
 
     // 1. The lock, before the spool or any log is touched.
     let mut lock = StateLock::acquire(&config.state_dir)?;
-    let journal = Journal::new(&config.log_dir);
+    let journal = Journal::new(&config.log_dir).with_sync(args.logs.log_sync);
     writable(journal.dir())?;
 
     // 2. The listener.
