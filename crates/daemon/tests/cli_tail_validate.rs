@@ -474,4 +474,24 @@ fn hostile_logs_never_hang_panic_or_vanish_silently() {
     let (status, stderr) = daemon.stop();
     assert!(status.success(), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // A durable sink's marks naming those logs: read back at start (what the peer lacks),
+    // never hanging the start on the FIFO or reading /dev/zero forever.
+    let relay = "ws://127.0.0.1:1/socket";
+    let at = json!({"epoch": 0, "seq": 0});
+    let marked: serde_json::Map<String, Value> = ["fifo", "zero", "dir", "long", "back"]
+        .iter()
+        .map(|s| (s.to_string(), json!({"first": at})))
+        .collect();
+    let marks = json!({"relay": relay, "sessions": marked});
+    std::fs::write(dir.join(".relay.json"), marks.to_string()).unwrap();
+    let daemon = Sandbox {
+        env: vec![("AEP_RELAY_URL".into(), relay.into())],
+        ..sb
+    }
+    .start();
+    let (status, _) = support::daemon::http(&daemon.addr(), "GET", "/healthz", &[], b"");
+    assert_eq!(status, 200);
+    let (status, stderr) = daemon.stop();
+    assert!(status.success() && !stderr.contains("panicked"), "{stderr}");
 }
