@@ -332,3 +332,185 @@ fn no_command_sends_an_escape_sequence_from_an_event_to_the_terminal() {
     let _ = tail.wait();
     drop(daemon);
 }
+
+/// `aep-cline ARGS` on the sandbox, killed (and the test failed) if it takes longer than 60 s:
+/// a hostile log must never hang a command.
+fn run_within(sb: &Sandbox, args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("AEP_LISTEN")
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("aep-cline {args:?} hung on a hostile log");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn event_line(session: &str, seq: u64) -> String {
+    format!(
+        "{}\n",
+        json!({"aep": "0.1", "id": format!("01HOSTILE{session}{seq:08}"), "type": "x.cline.hostile.note",
+               "time": "2026-12-01T10:00:00.000Z", "source": format!("aep://host/cline/session/{session}"),
+               "agent": "cline", "session": session, "seq": seq, "epoch": 0})
+    )
+}
+
+/// The fault campaign's hostile log folder: whatever lies there named like a log, the daemon
+/// starts and serves, every command ends, no panic, and what was not read is named.
+#[test]
+fn hostile_logs_never_hang_panic_or_vanish_silently() {
+    let sb = Sandbox::new();
+    let dir = sb.log_dir.join("cline");
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
+    write(
+        "torn.jsonl",
+        format!("{}{{\"session\":\"torn\",\"se", event_line("torn", 0)).as_bytes(),
+    );
+    let mut long = event_line("long", 0).into_bytes();
+    long.extend(format!("{{\"session\":\"long\",\"pad\":\"{}\"}}\n", "x".repeat(65 << 20)).as_bytes());
+    long.extend(event_line("long", 1).as_bytes());
+    write("long.jsonl", &long);
+    let mut utf8 = event_line("utf8", 0).into_bytes();
+    utf8.extend(b"{\"session\":\"utf8\",\"seq\":1,\"note\":\"\xff\xfe\"}\n");
+    utf8.extend(event_line("utf8", 2).as_bytes());
+    write("utf8.jsonl", &utf8);
+    let back = [0, 1, 5, 3].map(|seq| event_line("back", seq)).concat();
+    write("back.jsonl", back.as_bytes());
+    let mixed = [
+        event_line("mixed", 0),
+        event_line("intruder", 100),
+        event_line("mixed", 1),
+    ]
+    .concat();
+    write("mixed.jsonl", mixed.as_bytes());
+    std::fs::create_dir(dir.join("dir.jsonl")).unwrap();
+    let fifo = dir.join("fifo.jsonl");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.jsonl")).unwrap();
+
+    // Every command ends, and names what it could not read.
+    let listed = run_within(&sb, &["sessions", "--all"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&listed.stdout),
+        String::from_utf8_lossy(&listed.stderr),
+    );
+    assert!(listed.status.success(), "{stderr}");
+    for session in ["torn", "long", "utf8", "back", "mixed"] {
+        assert!(stdout.contains(session), "{session}: {stdout}");
+    }
+    assert!(
+        !stdout.contains("intruder"),
+        "another session's line is not a session: {stdout}"
+    );
+    for (name, line) in [("long", 2), ("utf8", 2), ("mixed", 2)] {
+        let said = format!("{name}.jsonl: 1 line(s) not read");
+        assert!(
+            stderr.contains(&said) && stderr.contains(&format!("the first at line {line}")),
+            "{said}: {stderr}"
+        );
+    }
+    for name in ["dir", "fifo", "zero"] {
+        assert!(
+            stderr.contains(&format!("{name}.jsonl: cannot read")),
+            "{name}: {stderr}"
+        );
+    }
+    let shown = run_within(&sb, &["show", "utf8"]);
+    assert!(shown.status.success());
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("1 line(s) of its log not read"));
+    assert!(run_within(&sb, &["approvals"]).status.success());
+    let names: Vec<String> = ["torn", "long", "utf8", "back", "mixed", "dir", "fifo", "zero"]
+        .iter()
+        .map(|n| dir.join(format!("{n}.jsonl")).display().to_string())
+        .collect();
+    let mut args = vec!["validate"];
+    args.extend(names.iter().map(String::as_str));
+    let checked = run_within(&sb, &args);
+    let found = String::from_utf8_lossy(&checked.stdout);
+    assert!(!checked.status.success());
+    for said in [
+        "torn.jsonl:2: AEP-0003 §3.1 (each line ends with a newline)",
+        "utf8.jsonl:2: AEP-0003 §3.1 (UTF-8)",
+        "back.jsonl:4: AEP-0001 §7",
+        "dir.jsonl: cannot read",
+        "zero.jsonl: cannot read",
+    ] {
+        assert!(found.contains(said), "{said}: {found}");
+    }
+    assert!(
+        !found.contains("fifo.jsonl"),
+        "a FIFO no writer holds reads as empty: {found}"
+    );
+
+    // The daemon starts and serves; sessions it can read go on past their highest position,
+    // those whose log is no file are refused (the shim spools the hook), never hung.
+    let daemon = sb.start();
+    let (status, _) = support::daemon::http(&daemon.addr(), "GET", "/healthz", &[], b"");
+    assert_eq!(status, 200);
+    let hook = |session: &str| {
+        let body = json!({"hookName": "some_future_hook", "taskId": "t",
+                          "sessionContext": {"rootSessionId": session}});
+        let auth = format!("Bearer {}", daemon.token);
+        support::daemon::http(
+            &daemon.addr(),
+            "POST",
+            "/hook",
+            &[("Authorization", &auth)],
+            body.to_string().as_bytes(),
+        )
+    };
+    for (session, next) in [("back", 6), ("mixed", 2), ("torn", 1), ("utf8", 3), ("long", 2)] {
+        let path = dir.join(format!("{session}.jsonl"));
+        let before = std::fs::read(&path).unwrap().split(|b| *b == b'\n').count() - 1;
+        let (status, text) = hook(session);
+        assert_eq!(status, 200, "{session}: {text}");
+        let log = std::fs::read(&path).unwrap();
+        let first_new = log.split(|b| *b == b'\n').nth(before).unwrap();
+        let first_new: Value = serde_json::from_slice(first_new).unwrap();
+        assert_eq!(first_new["seq"], next, "{session}: past its own highest position");
+    }
+    for session in ["dir", "fifo", "zero"] {
+        let (status, text) = hook(session);
+        assert!(status >= 500, "{session}: {status} {text}");
+        assert!(text.contains(&format!("{session}.jsonl")), "the log is named: {text}");
+    }
+    let (mut tail, rx) = tail(&sb, &["--replay", "--json"]);
+    assert!(!lines(&rx, 5).is_empty(), "the replay serves what it can read");
+    tail.kill().unwrap();
+    let _ = tail.wait();
+    let (status, stderr) = daemon.stop();
+    assert!(status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // A durable sink's marks naming those logs: read back at start (what the peer lacks),
+    // never hanging the start on the FIFO or reading /dev/zero forever.
+    let relay = "ws://127.0.0.1:1/socket";
+    let at = json!({"epoch": 0, "seq": 0});
+    let marked: serde_json::Map<String, Value> = ["fifo", "zero", "dir", "long", "back"]
+        .iter()
+        .map(|s| (s.to_string(), json!({"first": at})))
+        .collect();
+    let marks = json!({"relay": relay, "sessions": marked});
+    std::fs::write(dir.join(".relay.json"), marks.to_string()).unwrap();
+    let daemon = Sandbox {
+        env: vec![("AEP_RELAY_URL".into(), relay.into())],
+        ..sb
+    }
+    .start();
+    let (status, _) = support::daemon::http(&daemon.addr(), "GET", "/healthz", &[], b"");
+    assert_eq!(status, 200);
+    let (status, stderr) = daemon.stop();
+    assert!(status.success() && !stderr.contains("panicked"), "{stderr}");
+}

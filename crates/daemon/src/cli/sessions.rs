@@ -31,7 +31,13 @@ const RECENT: Duration = Duration::from_secs(24 * 3600);
 pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
     let journal = args.logs.journal()?;
     let now = SystemTime::now();
-    let all = logs::summaries(&journal);
+    let logs::Read {
+        sessions: all,
+        problems,
+    } = logs::read_all(&journal);
+    for problem in &problems {
+        eprintln!("aep-cline sessions: {}", out::terminal(problem));
+    }
     let total = all.len();
     let shown: Vec<Summary> = all
         .into_iter()

@@ -85,6 +85,12 @@ fn render(s: &Summary, entries: &[Entry], now: SystemTime) -> String {
             s.cost_text()
         ));
     }
+    if s.unread_lines > 0 {
+        t.push_str(&format!(
+            "NOTE      {} line(s) of its log not read (not JSON, not UTF-8, too long, or another session's): `aep-cline validate` names them\n",
+            s.unread_lines
+        ));
+    }
     for p in &s.pending {
         t.push_str(&format!(
             "PENDING   {} asks: {}   answer: aep-cline approve {} | deny {} [--reason TEXT]\n",

@@ -83,7 +83,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
 
     // 1. The lock, before the spool or any log is touched.
     let mut lock = StateLock::acquire(&config.state_dir)?;
-    let journal = Journal::new(&config.log_dir);
+    let journal = Journal::new(&config.log_dir).with_sync(args.logs.log_sync);
     writable(journal.dir())?;
 
     // 2. The listener.
@@ -132,19 +132,39 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     if let Some(endpoint) = &endpoint {
         keep_fed(&supervisor, "endpoint feed", &sessions, endpoint, Endpoint::pump);
     }
-    let relay = relay_settings.map(|s| Relay::new(s, sessions.clone(), intake.clone(), &instance));
+    // The durable sinks read their marks and the logs they name (what a peer still lacks): file
+    // I/O, kept off the async workers.
+    let relay = match relay_settings {
+        Some(s) => {
+            let (sessions, intake, instance) = (sessions.clone(), intake.clone(), instance.clone());
+            Some(tokio::task::spawn_blocking(move || Relay::new(s, sessions, intake, &instance)).await?)
+        }
+        None => None,
+    };
     if let Some(relay) = &relay {
         keep_fed(&supervisor, "relay outbox", &sessions, relay, Relay::pump);
         let connected = relay.clone();
         supervisor.keep("relay connection", move || connected.clone().run());
     }
-    let otlp = otlp_settings.map(|s| Otlp::new(s, sessions.journal().clone(), config.host.clone()));
+    let otlp = match otlp_settings {
+        Some(s) => {
+            let (journal, host) = (sessions.journal().clone(), config.host.clone());
+            Some(tokio::task::spawn_blocking(move || Otlp::new(s, journal, host)).await?)
+        }
+        None => None,
+    };
     if let Some(otlp) = &otlp {
         keep_fed(&supervisor, "otlp outbox", &sessions, otlp, Otlp::pump);
         let delivering = otlp.clone();
         supervisor.keep("otlp export", move || delivering.clone().run());
     }
-    let nats = nats_settings.map(|s| Nats::new(s, sessions.journal().clone()));
+    let nats = match nats_settings {
+        Some(s) => {
+            let journal = sessions.journal().clone();
+            Some(tokio::task::spawn_blocking(move || Nats::new(s, journal)).await?)
+        }
+        None => None,
+    };
     if let Some(nats) = &nats {
         keep_fed(&supervisor, "JetStream outbox", &sessions, nats, Nats::pump);
         let connected = nats.clone();

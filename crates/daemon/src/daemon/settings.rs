@@ -115,6 +115,12 @@ pub struct LogArgs {
     /// [default: keep every log]
     #[arg(long, env = "AEP_LOG_RETAIN", value_name = "DURATION", value_parser = duration("AEP_LOG_RETAIN"))]
     pub log_retain: Option<Duration>,
+    /// Sync each hook's log lines to the disk (fdatasync) before the hook is answered, so a
+    /// power loss loses no answered hook: 1 or 0. A process crash loses nothing either way
+    /// [default: 0; the cost is in docs/benchmarks.md]
+    #[arg(long, env = "AEP_LOG_SYNC", default_value = "0", value_name = "1|0",
+          value_parser = gate("AEP_LOG_SYNC"), action = ArgAction::Set)]
+    pub log_sync: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -523,6 +529,7 @@ mod tests {
         assert!(args.hub.settings().unwrap().is_none());
         assert!(args.relay.settings(&args.endpoint).unwrap().is_none());
         assert_eq!(args.logs.log_retain, None, "every log is kept");
+        assert!(!args.logs.log_sync, "the page cache: a process crash loses nothing");
         let limits = args.connections.limits().unwrap();
         assert_eq!((limits.max_connections, limits.hook_connections), (512, 64));
         assert_eq!(limits.header_timeout, Duration::from_secs(10));
@@ -538,6 +545,7 @@ mod tests {
         );
         let args = parse(&["--log-retain", "30d"]).unwrap();
         assert_eq!(args.logs.log_retain, Some(Duration::from_secs(30 * 86400)));
+        assert!(parse(&["--log-sync", "1"]).unwrap().logs.log_sync);
     }
 
     #[test]

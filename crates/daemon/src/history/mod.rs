@@ -9,7 +9,7 @@
 
 pub mod retain;
 
-use crate::lane::journal::file_stem;
+use crate::lane::journal::{file_stem, open_log, read_line, Line, MAX_LINE};
 use crate::lane::Published;
 use aep_core::sequence::Position;
 use serde::Deserialize;
@@ -88,19 +88,22 @@ impl Cursor {
             });
         }
         if self.reader.is_none() {
-            self.reader = Some(BufReader::with_capacity(64 * 1024, File::open(&self.path)?));
+            self.reader = Some(BufReader::with_capacity(64 * 1024, open_log(&self.path, false)?));
         }
         let reader = self.reader.as_mut().expect("opened above");
         let mut chunk = Chunk::default();
         let mut bytes = 0;
         while chunk.events.len() < CHUNK_EVENTS && bytes < CHUNK_BYTES {
-            self.line.clear();
-            let n = reader.read_until(b'\n', &mut self.line)?;
-            if n == 0 || self.line.last() != Some(&b'\n') {
+            let n = match read_line(reader, &mut self.line, MAX_LINE)? {
+                Line::Whole(n) => n as usize,
+                // Never an Event this daemon wrote: nothing to resume.
+                Line::TooLong(_) => continue,
                 // The end, or a line still being written: the live feed brings it.
-                self.done = true;
-                break;
-            }
+                Line::End | Line::Torn(_) => {
+                    self.done = true;
+                    break;
+                }
+            };
             let raw = &self.line[..n - 1];
             let Ok(At { epoch, seq: Some(seq) }) = serde_json::from_slice::<At>(raw) else {
                 continue; // not an Event line, or unsequenced: nothing to resume
@@ -168,7 +171,7 @@ pub fn logged_session(path: &Path) -> Option<String> {
         session: Option<String>,
     }
     let mut first = Vec::new();
-    BufReader::new(File::open(path).ok()?)
+    BufReader::new(open_log(path, false).ok()?)
         .take(FIRST_LINE)
         .read_until(b'\n', &mut first)
         .ok()?;

@@ -75,7 +75,7 @@ fn retire(journal: &Journal, session: &str, path: &Path) -> std::io::Result<()> 
 
 /// Whether the log's last whole line is a `session.ended`.
 fn ended(path: &Path) -> bool {
-    let Ok(mut file) = std::fs::File::open(path) else {
+    let Ok(mut file) = crate::lane::journal::open_log(path, false) else {
         return false;
     };
     let Ok(len) = file.metadata().map(|m| m.len()) else {

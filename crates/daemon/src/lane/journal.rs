@@ -23,18 +23,30 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct Journal {
     dir: PathBuf,
+    /// `fdatasync` each append before it returns (`AEP_LOG_SYNC`).
+    sync: bool,
 }
 
 /// What a session's log already held.
 #[derive(Debug, Default)]
 pub struct Recovered {
     pub events: Vec<Value>,
-    /// Lines that were not JSON (left in place, reported).
+    /// Lines that were not JSON (not UTF-8, over [`MAX_LINE`]) or another session's: left in
+    /// place, reported.
     pub unreadable: usize,
+    /// The first of them (1-based line number).
+    pub first_unreadable: Option<usize>,
     /// Bytes of a torn last line that were cut off.
     pub torn_bytes: u64,
     /// The last position of a log of this session that retention removed.
     pub retired: Option<Position>,
+}
+
+impl Recovered {
+    fn skip(&mut self, line: usize) {
+        self.unreadable += 1;
+        self.first_unreadable.get_or_insert(line);
+    }
 }
 
 /// What `.retired/<session>.json` holds.
@@ -49,7 +61,16 @@ impl Journal {
     pub fn new(log_dir: &Path) -> Self {
         Journal {
             dir: log_dir.join("cline"),
+            sync: false,
         }
+    }
+
+    /// Each append reaches the disk before it returns (`fdatasync`): a power loss then loses
+    /// no hook that was answered, at the cost measured in docs/benchmarks.md. Without it a
+    /// process crash loses nothing either (the lines are in the kernel's page cache).
+    pub fn with_sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -63,8 +84,8 @@ impl Journal {
     /// Reads back what a session's log holds (nothing if it has none yet), and where a removed
     /// log of it left off.
     pub fn recover(&self, session: &str) -> std::io::Result<Recovered> {
-        let mut out = match OpenOptions::new().read(true).write(true).open(self.path(session)) {
-            Ok(mut file) => recover(&mut file)?,
+        let mut out = match open_log(&self.path(session), true) {
+            Ok(mut file) => recover(&mut file, session)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Recovered::default(),
             Err(e) => return Err(e),
         };
@@ -162,6 +183,8 @@ impl Journal {
                 .append(true)
                 .create(true)
                 .mode(0o600)
+                // A FIFO named like the log must not hang the session's lane.
+                .custom_flags(libc::O_NONBLOCK)
                 .open(self.path(session))
         };
         let mut file = match open() {
@@ -174,32 +197,122 @@ impl Journal {
             }
             other => other?,
         };
-        let before = file.metadata()?.len();
-        file.write_all(buf.as_bytes()).inspect_err(|_| {
-            if let Err(e) = file.set_len(before) {
-                tracing::error!(path = %self.path(session).display(), error = %e, "a failed append could not be rolled back; the torn tail is cut at the next load");
-            }
-        })
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(not_a_log(&self.path(session)));
+        }
+        let before = meta.len();
+        file.write_all(buf.as_bytes())
+            .and_then(|()| if self.sync { file.sync_data() } else { Ok(()) })
+            .inspect_err(|_| {
+                if let Err(e) = file.set_len(before) {
+                    tracing::error!(path = %self.path(session).display(), error = %e, "a failed append could not be rolled back; the torn tail is cut at the next load");
+                }
+            })
     }
 }
 
-fn recover(file: &mut File) -> std::io::Result<Recovered> {
+/// The longest log line read back: twice the largest hook body the daemon takes by default
+/// (`AEP_CLINE_MAX_BODY`, 32 MiB), so no Event it wrote is refused, and a hostile file cannot
+/// make a reader hold more than this per line.
+pub const MAX_LINE: usize = 64 << 20;
+
+/// Opens a log to read (and, with `write`, to cut a torn tail) only if it is a regular file: a
+/// FIFO named like a log is opened without blocking and refused, as are a directory and a
+/// device (a symlink to `/dev/zero` would never end a line).
+pub fn open_log(path: &Path, write: bool) -> std::io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_a_log(path));
+    }
+    Ok(file)
+}
+
+fn not_a_log(path: &Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is not a regular file (a FIFO, a directory, a device?): not read as a log; move it out of the log folder",
+            path.display()
+        ),
+    )
+}
+
+/// What [`read_line`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A whole line (with its newline) of this many bytes is in the buffer.
+    Whole(u64),
+    /// A line longer than the limit, skipped (this many bytes); the buffer is empty.
+    TooLong(u64),
+    /// The log ends in this many bytes with no newline (torn, or being written).
+    Torn(u64),
+    End,
+}
+
+/// Reads the next line of a log into `line`, holding at most `max` bytes of it.
+pub fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> std::io::Result<Line> {
+    line.clear();
+    let (mut read, mut over) = (0u64, false);
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(if read == 0 { Line::End } else { Line::Torn(read) });
+        }
+        let (take, whole) = match buf.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buf.len(), false),
+        };
+        if !over && line.len() + take > max {
+            over = true;
+            *line = Vec::new();
+        }
+        if !over {
+            line.extend_from_slice(&buf[..take]);
+        }
+        reader.consume(take);
+        read += take as u64;
+        if whole {
+            return Ok(if over { Line::TooLong(read) } else { Line::Whole(read) });
+        }
+    }
+}
+
+fn recover(file: &mut File, session: &str) -> std::io::Result<Recovered> {
     let mut out = Recovered::default();
     let len = file.metadata()?.len();
     file.seek(SeekFrom::Start(0))?;
     let mut reader = BufReader::new(&*file);
     let mut good_end = 0u64;
     let mut line = Vec::new();
+    let mut at = 0;
     loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 || line.last() != Some(&b'\n') {
-            break;
-        }
-        good_end += n as u64;
+        let n = match read_line(&mut reader, &mut line, MAX_LINE)? {
+            Line::End | Line::Torn(_) => break,
+            Line::TooLong(n) => {
+                at += 1;
+                out.skip(at);
+                good_end += n;
+                continue;
+            }
+            Line::Whole(n) => n,
+        };
+        at += 1;
+        good_end += n;
         match serde_json::from_slice::<Value>(&line) {
+            // Another session's line (a file copied or renamed into place) is not this one's
+            // memory: its runs and positions are not taken for this session's.
+            Ok(v) if v.get("session").and_then(Value::as_str).is_some_and(|s| s != session) => out.skip(at),
             Ok(v) => out.events.push(v),
-            Err(_) => out.unreadable += 1,
+            Err(_) => out.skip(at),
         }
     }
     if good_end < len {
@@ -267,6 +380,45 @@ mod tests {
             assert!(!stem.split('~').next().unwrap().ends_with(['%']), "{stem}");
         }
         assert_ne!(file_stem(&"s".repeat(300)), file_stem(&"s".repeat(301)));
+    }
+
+    #[test]
+    fn lines_are_read_bounded_and_only_from_regular_files() {
+        let mut reader = std::io::Cursor::new(b"ab\nabcdef\nxy\nz".to_vec());
+        let mut line = Vec::new();
+        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::Whole(3));
+        assert_eq!(line, b"ab\n");
+        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::TooLong(7));
+        assert!(line.is_empty());
+        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::Whole(3));
+        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::Torn(1));
+        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::End);
+
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::new(dir.path());
+        std::fs::create_dir_all(journal.dir()).unwrap();
+        let fifo = std::ffi::CString::new(journal.path("fifo").into_os_string().into_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", journal.path("zero")).unwrap();
+        std::fs::create_dir(journal.path("dir")).unwrap();
+        for session in ["fifo", "zero", "dir"] {
+            assert!(journal.recover(session).is_err(), "{session}: refused, not hung");
+            assert!(
+                journal.append(session, &["{}".into()]).is_err(),
+                "{session}: not written"
+            );
+        }
+        std::fs::write(
+            journal.path("s"),
+            "{\"session\":\"s\",\"seq\":0}\n{\"session\":\"t\",\"seq\":9}\n\u{ff}\n",
+        )
+        .unwrap();
+        let rec = journal.recover("s").unwrap();
+        assert_eq!(
+            (rec.events.len(), rec.unreadable, rec.first_unreadable),
+            (1, 2, Some(2))
+        );
     }
 
     #[test]

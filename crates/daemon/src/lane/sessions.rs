@@ -579,7 +579,9 @@ impl Sessions {
                 session,
                 torn_bytes = recovered.torn_bytes,
                 unreadable_lines = recovered.unreadable,
-                "session log had a torn tail (cut off) or unreadable lines (kept)"
+                first_unreadable = recovered.first_unreadable,
+                log = %self.journal.path(session).display(),
+                "session log had a torn tail (cut off) or lines not read (kept; `aep-cline validate` names them)"
             );
         }
         let mut state = SessionState {

@@ -3,9 +3,10 @@
 //! read up to its last whole line.
 
 use super::summary::Summary;
+use crate::lane::journal::{open_log, read_line, Line, MAX_LINE};
 use crate::lane::Journal;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 /// The whole-line Events of one log file (a line that is not JSON, or a torn last line, is
@@ -16,18 +17,36 @@ pub fn read_file(path: &Path) -> std::io::Result<Vec<Value>> {
     Ok(out)
 }
 
-fn for_each_line(path: &Path, mut f: impl FnMut(Value)) -> std::io::Result<()> {
-    let file = std::fs::File::open(path)?;
+/// Lines of a log that were not read as Events: not JSON, not UTF-8, or longer than
+/// [`MAX_LINE`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Unread {
+    pub lines: usize,
+    /// The first of them (1-based).
+    pub first: Option<usize>,
+}
+
+impl Unread {
+    fn add(&mut self, at: usize) {
+        self.lines += 1;
+        self.first.get_or_insert(at);
+    }
+}
+
+/// Calls `f` with each whole line's Event; says which lines were not read.
+fn for_each_line(path: &Path, mut f: impl FnMut(Value)) -> std::io::Result<Unread> {
+    let file = open_log(path, false)?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let mut line = Vec::new();
+    let (mut line, mut unread, mut at) = (Vec::new(), Unread::default(), 0);
     loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 || line.last() != Some(&b'\n') {
-            return Ok(());
-        }
-        if let Ok(v) = serde_json::from_slice::<Value>(&line) {
-            f(v);
+        at += 1;
+        match read_line(&mut reader, &mut line, MAX_LINE)? {
+            Line::End | Line::Torn(_) => return Ok(unread),
+            Line::TooLong(_) => unread.add(at),
+            Line::Whole(_) => match serde_json::from_slice::<Value>(&line) {
+                Ok(v) => f(v),
+                Err(_) => unread.add(at),
+            },
         }
     }
 }
@@ -46,27 +65,67 @@ pub fn files(journal: &Journal) -> Vec<PathBuf> {
     files
 }
 
-/// One log file summed up; `None` when it holds no session-scoped Event.
-pub fn summarize(path: &Path) -> Option<Summary> {
+/// One log file summed up; `None` when it holds no session-scoped Event. Lines of another
+/// session than the first one named (a file copied into place) are counted as unread.
+pub fn summarize(path: &Path) -> std::io::Result<(Option<Summary>, Unread)> {
     let mut summary: Option<Summary> = None;
-    let _ = for_each_line(path, |e| {
-        if summary.is_none() {
-            if let Some(session) = e.get("session").and_then(Value::as_str) {
-                summary = Some(Summary::new(session));
-            }
+    let (mut foreign, mut at) = (Unread::default(), 0);
+    let mut unread = for_each_line(path, |e| {
+        at += 1;
+        let session = e.get("session").and_then(Value::as_str);
+        match (&mut summary, session) {
+            (None, Some(session)) => summary = Some(Summary::new(session)),
+            (Some(s), Some(other)) if other != s.session => return foreign.add(at),
+            _ => {}
         }
         if let Some(s) = &mut summary {
             s.apply(&e);
         }
-    });
-    summary
+    })?;
+    // Line numbers of foreign lines count the Events only; a close enough pointer.
+    unread.lines += foreign.lines;
+    unread.first = unread.first.or(foreign.first);
+    if let Some(s) = &mut summary {
+        s.unread_lines = unread.lines;
+    }
+    Ok((summary, unread))
+}
+
+/// What reading every log found: the sessions, and a sentence per log with lines (or all of
+/// it) that could not be read.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub sessions: Vec<Summary>,
+    pub problems: Vec<String>,
+}
+
+/// Every session in the logs, summed up, the most recently moved first, and what could not be
+/// read.
+pub fn read_all(journal: &Journal) -> Read {
+    let mut read = Read::default();
+    for path in files(journal) {
+        match summarize(&path) {
+            Ok((summary, unread)) => {
+                if let Some(first) = unread.first {
+                    read.problems.push(format!(
+                        "{}: {} line(s) not read (not JSON, not UTF-8, over {} MiB, or another session's), the first at line {first}",
+                        path.display(),
+                        unread.lines,
+                        MAX_LINE >> 20
+                    ));
+                }
+                read.sessions.extend(summary);
+            }
+            Err(e) => read.problems.push(format!("{}: cannot read: {e}", path.display())),
+        }
+    }
+    sort(&mut read.sessions);
+    read
 }
 
 /// Every session in the logs, summed up, the most recently moved first.
 pub fn summaries(journal: &Journal) -> Vec<Summary> {
-    let mut all: Vec<Summary> = files(journal).iter().filter_map(|p| summarize(p)).collect();
-    sort(&mut all);
-    all
+    read_all(journal).sessions
 }
 
 /// The most recently moved first.

@@ -117,6 +117,9 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_run: Option<String>,
     pub events: u64,
+    /// Lines of its log not read (not JSON, not UTF-8, too long, another session's).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unread_lines: usize,
     /// The last `(epoch, seq)` folded in.
     #[serde(skip)]
     pub position: Option<(u64, u64)>,
@@ -128,8 +131,8 @@ pub struct Summary {
     waiting: BTreeMap<String, Pending>,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 fn str_of<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
@@ -158,6 +161,7 @@ impl Summary {
             pending: Vec::new(),
             active_run: None,
             events: 0,
+            unread_lines: 0,
             position: None,
             ended: false,
             open_runs: BTreeSet::new(),
