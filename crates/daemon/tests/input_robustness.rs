@@ -150,11 +150,31 @@ fn fifos_in_clines_store_never_wedge_the_daemon() {
     }
     std::fs::create_dir_all(sb.root.path().join(".cline/data/db")).unwrap();
     fifo(&sb.root.path().join(".cline/data/db/sessions.db"));
+    // Beside it, the real CLI's store of a session whose two model calls made 45 tokens each.
+    const BESIDE: &str = "1796101551589_u7fdi";
+    let captured = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cline-usage/tests/data/captured/sessions/1796101551589_u7fdi"
+    );
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(captured)
+        .arg(sb.root.path().join(".cline/data/sessions"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
     let daemon = sb.start();
     // The first hook reads the store (the model), the terminal one the run's usage.
     for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
         assert_recorded(&sb.hook(&real_payload("hooks-local", hook)));
-        assert_recorded(&sb.hook(&moved(hook, "beside")));
+        let mut beside: Value = serde_json::from_slice(&moved(hook, BESIDE)).unwrap();
+        // The run's window holds both calls (at …51.718 and …51.774).
+        match hook {
+            "agent_start" => beside["timestamp"] = Value::from("2026-12-01T05:05:51.600Z"),
+            "agent_end" => beside["timestamp"] = Value::from("2026-12-01T05:05:52.000Z"),
+            _ => {}
+        }
+        assert_recorded(&sb.hook(&serde_json::to_vec(&beside).unwrap()));
     }
     let events = sb.log(SESSION);
     assert_eq!(
@@ -172,7 +192,13 @@ fn fifos_in_clines_store_never_wedge_the_daemon() {
         "no usage claimed from a store that could not be read: {}",
         events[4]
     );
-    assert_eq!(sb.log("beside").len(), 5);
+    let beside = sb.log(BESIDE);
+    assert_eq!(beside.len(), 5);
+    assert_eq!(
+        beside[4]["data"]["gen_ai.usage.output_tokens"], 90,
+        "a readable store still gives the run its usage: {}",
+        beside[4]
+    );
     stops_promptly(daemon, Duration::from_secs(20));
 }
 
