@@ -136,18 +136,15 @@ fn fifo(path: &Path) {
 }
 
 #[test]
-fn fifos_in_clines_store_never_wedge_the_daemon() {
+fn fifos_and_devices_in_clines_store_never_wedge_the_daemon() {
     let sb = Sandbox::new();
     // The shim names `$HOME/.cline/data` as Cline's data folder (the sandbox's HOME).
     let folder = sb.root.path().join(".cline/data/sessions").join(SESSION);
     std::fs::create_dir_all(&folder).unwrap();
-    for name in [
-        format!("{SESSION}.json"),
-        format!("{SESSION}.messages.json"),
-        "agent_x.messages.json".to_string(),
-    ] {
-        fifo(&folder.join(name));
-    }
+    fifo(&folder.join(format!("{SESSION}.json")));
+    fifo(&folder.join(format!("{SESSION}.messages.json")));
+    // A subagent's file that never ends.
+    std::os::unix::fs::symlink("/dev/zero", folder.join("agent_x.messages.json")).unwrap();
     std::fs::create_dir_all(sb.root.path().join(".cline/data/db")).unwrap();
     fifo(&sb.root.path().join(".cline/data/db/sessions.db"));
     // Beside it, the real CLI's store of a session whose two model calls made 45 tokens each.
