@@ -224,3 +224,48 @@ fn a_byte_order_mark_or_an_optional_field_of_the_wrong_type_loses_nothing() {
     );
     drop(daemon);
 }
+
+/// Runs a user command of the sandbox's; fails the test if it has not finished within a minute.
+fn finishes(sb: &Sandbox, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(support::daemon::BIN)
+        .args(args)
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .env_remove("CLINE_DIR")
+        .env_remove("XDG_CONFIG_HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("aep-cline {args:?} did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_fifo_named_like_a_hook_in_clines_hook_folders_hangs_no_command() {
+    let sb = Sandbox::new();
+    let mut fifos = Vec::new();
+    for folder in [".cline/hooks", "Documents/Cline/Hooks", "Cline/Hooks"] {
+        let dir = sb.root.path().join(folder);
+        std::fs::create_dir_all(&dir).unwrap();
+        fifo(&dir.join("TaskStart"));
+        fifos.push(dir.join("TaskStart"));
+    }
+    finishes(&sb, &["doctor"]);
+    let install = finishes(&sb, &["install-hooks"]);
+    let said = String::from_utf8_lossy(&install.stderr);
+    assert!(
+        !install.status.success()
+            && said.contains("a FIFO")
+            && fifos.iter().any(|f| said.contains(&f.display().to_string())),
+        "install-hooks names the FIFO it cannot replace: {said}"
+    );
+}
