@@ -716,7 +716,7 @@ mod tests {
         let r = redactor(RedactOptions::default());
         let key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
         for text in [
-            format!("{key}"),
+            key.to_string(),
             format!("the key is {key}."),
             format!("\"{key}\""),
             format!("user,,AKIAIOSFODNN7EXAMPLE,{key}"),

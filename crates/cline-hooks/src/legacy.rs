@@ -104,7 +104,7 @@ struct RawTaskMetadata {
 /// The 2.x payload `value` (its `hookName` is one [`is_legacy`] knows) as the [`HookPayload`]
 /// the mapping reads.
 pub fn normalize(mut value: Value) -> Result<HookPayload, PayloadError> {
-    let (raw, dropped) = crate::read::tolerant::<Raw>(&mut value)?;
+    let (raw, dropped) = crate::tolerant::tolerant::<Raw>(&mut value)?;
     let hook_name = HOOKS
         .iter()
         .find(|(name, _)| *name == raw.hook_name)

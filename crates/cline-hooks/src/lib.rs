@@ -13,6 +13,7 @@ pub mod payload;
 mod read;
 pub mod session;
 mod timestamp;
+mod tolerant;
 pub mod usage;
 
 pub use mapping::{map_hook, Link, Mapped};

@@ -62,6 +62,13 @@ pub fn read(path: &Path, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`read`] as UTF-8 text.
+pub fn read_to_string(path: &Path, limit: u64) -> std::io::Result<String> {
+    let mut buf = Vec::new();
+    read(path, limit, &mut buf)?;
+    String::from_utf8(buf).map_err(|e| Error::new(ErrorKind::InvalidData, e))
+}
+
 /// Whether `path` is a regular file (after symlinks): what must hold before a library that
 /// opens by path (SQLite) is given it. An absent path is `Ok(false)`.
 pub fn is_regular(path: &Path) -> std::io::Result<bool> {

@@ -92,8 +92,8 @@ fn bad_input_gets_a_clear_4xx_and_never_a_partial_line() {
             "neither sessionContext.rootSessionId nor taskId",
         ),
         (
-            b"{\"hookName\":\"tool_call\",\"taskId\":\"t\",\"iteration\":\"AKIA-x\"}",
-            "field `iteration`",
+            b"{\"hookName\":\"tool_call\",\"taskId\":\"t\",\"sessionContext\":{\"rootSessionId\":[\"AKIA-x\"]}}",
+            "field `sessionContext.rootSessionId`",
         ),
         (b"", "not JSON"),
     ] {

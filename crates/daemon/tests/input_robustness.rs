@@ -136,25 +136,42 @@ fn fifo(path: &Path) {
 }
 
 #[test]
-fn fifos_in_clines_store_never_wedge_the_daemon() {
+fn fifos_and_devices_in_clines_store_never_wedge_the_daemon() {
     let sb = Sandbox::new();
     // The shim names `$HOME/.cline/data` as Cline's data folder (the sandbox's HOME).
     let folder = sb.root.path().join(".cline/data/sessions").join(SESSION);
     std::fs::create_dir_all(&folder).unwrap();
-    for name in [
-        format!("{SESSION}.json"),
-        format!("{SESSION}.messages.json"),
-        "agent_x.messages.json".to_string(),
-    ] {
-        fifo(&folder.join(name));
-    }
+    fifo(&folder.join(format!("{SESSION}.json")));
+    fifo(&folder.join(format!("{SESSION}.messages.json")));
+    // A subagent's file that never ends.
+    std::os::unix::fs::symlink("/dev/zero", folder.join("agent_x.messages.json")).unwrap();
     std::fs::create_dir_all(sb.root.path().join(".cline/data/db")).unwrap();
     fifo(&sb.root.path().join(".cline/data/db/sessions.db"));
+    // Beside it, the real CLI's store of a session whose two model calls made 45 tokens each.
+    const BESIDE: &str = "1796101551589_u7fdi";
+    let captured = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cline-usage/tests/data/captured/sessions/1796101551589_u7fdi"
+    );
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(captured)
+        .arg(sb.root.path().join(".cline/data/sessions"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
     let daemon = sb.start();
     // The first hook reads the store (the model), the terminal one the run's usage.
     for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
         assert_recorded(&sb.hook(&real_payload("hooks-local", hook)));
-        assert_recorded(&sb.hook(&moved(hook, "beside")));
+        let mut beside: Value = serde_json::from_slice(&moved(hook, BESIDE)).unwrap();
+        // The run's window holds both calls (at …51.718 and …51.774).
+        match hook {
+            "agent_start" => beside["timestamp"] = Value::from("2026-12-01T05:05:51.600Z"),
+            "agent_end" => beside["timestamp"] = Value::from("2026-12-01T05:05:52.000Z"),
+            _ => {}
+        }
+        assert_recorded(&sb.hook(&serde_json::to_vec(&beside).unwrap()));
     }
     let events = sb.log(SESSION);
     assert_eq!(
@@ -172,7 +189,13 @@ fn fifos_in_clines_store_never_wedge_the_daemon() {
         "no usage claimed from a store that could not be read: {}",
         events[4]
     );
-    assert_eq!(sb.log("beside").len(), 5);
+    let beside = sb.log(BESIDE);
+    assert_eq!(beside.len(), 5);
+    assert_eq!(
+        beside[4]["data"]["gen_ai.usage.output_tokens"], 90,
+        "a readable store still gives the run its usage: {}",
+        beside[4]
+    );
     stops_promptly(daemon, Duration::from_secs(20));
 }
 
@@ -200,4 +223,49 @@ fn a_byte_order_mark_or_an_optional_field_of_the_wrong_type_loses_nothing() {
         ["session.started", "run.started", "tool.requested"]
     );
     drop(daemon);
+}
+
+/// Runs a user command of the sandbox's; fails the test if it has not finished within a minute.
+fn finishes(sb: &Sandbox, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(support::daemon::BIN)
+        .args(args)
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .env_remove("CLINE_DIR")
+        .env_remove("XDG_CONFIG_HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("aep-cline {args:?} did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_fifo_named_like_a_hook_in_clines_hook_folders_hangs_no_command() {
+    let sb = Sandbox::new();
+    let mut fifos = Vec::new();
+    for folder in [".cline/hooks", "Documents/Cline/Hooks", "Cline/Hooks"] {
+        let dir = sb.root.path().join(folder);
+        std::fs::create_dir_all(&dir).unwrap();
+        fifo(&dir.join("TaskStart"));
+        fifos.push(dir.join("TaskStart"));
+    }
+    finishes(&sb, &["doctor"]);
+    let install = finishes(&sb, &["install-hooks"]);
+    let said = String::from_utf8_lossy(&install.stderr);
+    assert!(
+        !install.status.success()
+            && said.contains("a FIFO")
+            && fifos.iter().any(|f| said.contains(&f.display().to_string())),
+        "install-hooks names the FIFO it cannot replace: {said}"
+    );
 }

@@ -169,7 +169,8 @@ fn hooks(r: &mut Report, project: &Path, exe: Option<&Path>) {
         let mut foreign = Vec::new();
         for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
             let Some(hook) = hook_of(&path) else { continue };
-            match std::fs::read_to_string(&path) {
+            // Cline's folder: a FIFO there is refused, never waited on (`vendor_file`).
+            match cline_usage::vendor_file::read_to_string(&path, cline_usage::vendor_file::MAX_FILE_BYTES) {
                 Ok(text) if text.contains(OURS) => ours.push((hook, runs(&text))),
                 _ => foreign.push(path.file_name().unwrap_or_default().to_string_lossy().into_owned()),
             }

@@ -387,8 +387,13 @@ exit 0\n"
     )
 }
 
+/// A file in one of Cline's hook folders (a FIFO there is refused, never waited on).
+fn read_hook_file(path: &Path) -> std::io::Result<String> {
+    cline_usage::vendor_file::read_to_string(path, cline_usage::vendor_file::MAX_FILE_BYTES)
+}
+
 fn is_ours(path: &Path) -> bool {
-    std::fs::read_to_string(path)
+    read_hook_file(path)
         .map(|t| t.lines().nth(1).is_some_and(|l| l.starts_with(MARKER)))
         .unwrap_or(false)
 }
@@ -408,7 +413,7 @@ fn install(dir: &Path, content: &str) -> anyhow::Result<Written> {
     };
     for name in HOOK_FILES {
         let path = dir.join(name);
-        let verdict = match std::fs::read_to_string(&path) {
+        let verdict = match read_hook_file(&path) {
             Ok(existing) if existing == content => "unchanged",
             Ok(_) if is_ours(&path) => "updated",
             Ok(_) => {

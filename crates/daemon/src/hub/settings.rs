@@ -28,7 +28,9 @@ impl Source {
         match self {
             Source::Direct(endpoint) => Ok(endpoint.clone()),
             Source::Discovery(path) => {
-                let bytes = std::fs::read(path).map_err(|e| {
+                // The vendor's file: a FIFO there must not block this task (`vendor_file`).
+                let mut bytes = Vec::new();
+                cline_usage::vendor_file::read(path, MAX_DISCOVERY_BYTES, &mut bytes).map_err(|e| {
                     format!(
                         "cannot read the hub discovery file {} ({e}); is the hub running (`cline hub ensure`)?",
                         path.display()
@@ -39,6 +41,9 @@ impl Source {
         }
     }
 }
+
+/// A discovery file is a few hundred bytes.
+const MAX_DISCOVERY_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -68,5 +73,19 @@ mod tests {
         assert_eq!(source.resolve().unwrap().url, "ws://127.0.0.1:1/hub");
         std::fs::write(&path, "{").unwrap();
         assert!(source.resolve().unwrap_err().contains("not JSON"));
+        // A FIFO in its place is said at once, never waited on.
+        std::fs::remove_file(&path).unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success());
+        let (done, said) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(source.resolve()).is_ok());
+        let err = said
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("resolve returns")
+            .unwrap_err();
+        assert!(err.contains("a FIFO"), "{err}");
     }
 }

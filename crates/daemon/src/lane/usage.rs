@@ -92,9 +92,10 @@ pub fn read_store(dir: &str, session: &str) -> Option<Session> {
     }
     let (done, read) = std::sync::mpsc::sync_channel(1);
     let id = session.to_string();
-    let reader = std::thread::Builder::new()
-        .name("cline-store".into())
-        .spawn(move || done.send(store.read_session(&id)));
+    let reader = std::thread::Builder::new().name("cline-store".into()).spawn(move || {
+        // Past the timeout nobody waits for it any more: then it is dropped.
+        let _ = done.send(store.read_session(&id));
+    });
     if let Err(e) = reader {
         tracing::warn!(%session, error = %e, "no thread to read the session's store; its usage is left off the event");
         return None;
