@@ -41,6 +41,9 @@ impl Status {
         s.hub_id = hub_id.map(str::to_string);
         s.since = Some(aep_core::id::now_rfc3339());
         s.connections += 1;
+        // An error from before this connection no longer says what the tap is doing.
+        s.last_error = None;
+        s.last_error_at = None;
     }
 
     /// The connection ended, or an attempt failed, for this reason.
@@ -55,5 +58,25 @@ impl Status {
         let mut v = json!(self.inner.lock().clone());
         v["control"] = json!(self.control);
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_clears_the_error_of_the_attempts_before_it() {
+        let status = Status::new(false);
+        status.failed("cannot connect to the hub at ws://127.0.0.1:9: refused");
+        assert!(status.json()["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused")));
+        status.connected("ws://127.0.0.1:9", Some("1"), None);
+        let now = status.json();
+        assert_eq!(now["connected"], true);
+        assert!(now["last_error"].is_null() && now["last_error_at"].is_null(), "{now}");
+        status.failed("the hub closed the connection");
+        assert_eq!(status.json()["last_error"], "the hub closed the connection");
     }
 }
