@@ -118,6 +118,39 @@ fn a_second_daemon_refuses_at_once_names_the_first_and_changes_nothing() {
 }
 
 #[test]
+fn a_second_daemon_on_the_same_log_folder_refuses_and_changes_nothing() {
+    let sb = Sandbox::new();
+    let first = sb.start();
+    let session = "shared-logs";
+    let hooks = run_hooks(session);
+    assert!(sb.hook(&hooks[0]).stderr.is_empty());
+    let before = sb.log(session);
+    assert!(!before.is_empty());
+    // Its own state folder, the same logs: two sequencers would hand out positions twice.
+    let other = sb.root.path().join("other-state");
+    let started = Instant::now();
+    let second = sb.run(
+        &["daemon"],
+        &[
+            ("AEP_LISTEN", "127.0.0.1:0"),
+            ("AEP_CLINE_STATE_DIR", other.to_str().unwrap()),
+        ],
+    );
+    assert!(!second.status.success());
+    assert!(started.elapsed() < Duration::from_secs(10), "refused at once");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("log folder (AEP_LOG_DIR)")
+            && err.contains(&format!("pid {}", first.child.id()))
+            && err.contains(&first.url),
+        "the refusal names the running daemon: {err}"
+    );
+    assert!(!other.join("daemon.json").exists(), "it never said it was ready");
+    assert_eq!(sb.log(session), before, "nor touched a log");
+    assert!(first.stop().0.success());
+}
+
+#[test]
 fn sigterm_finishes_in_flight_hooks_and_exits_0_without_its_discovery_file() {
     let sb = Sandbox::new();
     let daemon = sb.start();
