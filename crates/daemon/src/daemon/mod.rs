@@ -85,7 +85,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let journal = Journal::new(&config.log_dir);
     writable(journal.dir())?;
     // Another state folder's daemon may write the same logs: one sequencer per log folder.
-    let mut log_lock = StateLock::acquire_logs(journal.dir())?;
+    let mut log_lock = StateLock::acquire_logs(&config.log_dir)?;
 
     // 2. The listener.
     let connections = crate::http::serve::Gauge::new(limits.fit_open_files());
