@@ -128,16 +128,27 @@ fn a_second_daemon_on_the_same_log_folder_refuses_and_changes_nothing() {
     assert!(!before.is_empty());
     // Its own state folder, the same logs: two sequencers would hand out positions twice.
     let other = sb.root.path().join("other-state");
-    let started = Instant::now();
-    let second = sb.run(
-        &["daemon"],
-        &[
-            ("AEP_LISTEN", "127.0.0.1:0"),
-            ("AEP_CLINE_STATE_DIR", other.to_str().unwrap()),
-        ],
-    );
+    let mut second = std::process::Command::new(support::daemon::BIN)
+        .arg("daemon")
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &other)
+        .env("AEP_LISTEN", "127.0.0.1:0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while second.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("the second daemon did not refuse within 10 s: it runs on the same logs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = second.wait_with_output().unwrap();
     assert!(!second.status.success());
-    assert!(started.elapsed() < Duration::from_secs(10), "refused at once");
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(
         err.contains("log folder (AEP_LOG_DIR)")

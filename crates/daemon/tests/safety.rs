@@ -334,6 +334,16 @@ fn after_kill_9_whatever_takes_the_port_gets_no_token_and_no_hook() {
     assert!(!String::from_utf8_lossy(&got).contains(&token));
 }
 
+/// A child process killed and reaped when the test ends, passed or failed.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_socket_held_by_another_user_gets_nothing() {
     const SESSION: &str = "1796007203184_6l7jh";
@@ -362,6 +372,7 @@ fn a_socket_held_by_another_user_gets_nothing() {
         .spawn()
         .expect("setpriv and /usr/bin/python3");
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(other.stdout.take().unwrap()));
+    let _other = Reaped(other);
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
     let mut discovery = sb.discovery().unwrap();
     discovery["socket"] = json!(socket);
@@ -383,7 +394,5 @@ fn a_socket_held_by_another_user_gets_nothing() {
     // The listener saw two connections and was sent nothing on either.
     let seen: Vec<String> = lines.by_ref().take(2).map(Result::unwrap).collect();
     assert_eq!(seen, ["b''", "b''"]);
-    let _ = other.kill();
-    let _ = other.wait();
     drop(daemon);
 }
