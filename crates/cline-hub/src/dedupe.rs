@@ -5,7 +5,8 @@
 //!
 //! Memory is bounded: decided records beyond `capacity` are forgotten oldest first (a
 //! redelivery older than that is then decided afresh). Pending records are never forgotten;
-//! the ack guard decides each within seconds.
+//! the ack guard decides each within seconds. A settlement whose ack could not be recorded
+//! ([`Dedupe::fail`]) is kept bounded like a decision, and a redelivery still gets nothing.
 
 use aep_core::bounded::BoundedMap;
 use std::collections::HashSet;
@@ -33,6 +34,8 @@ pub struct Dedupe<A> {
     /// Unbounded, but each is decided or abandoned within the ack guard.
     pending: HashSet<CommandKey>,
     decided: BoundedMap<CommandKey, A>,
+    /// Executed, but their ack could not be recorded: never decided, never executed again.
+    failed: BoundedMap<CommandKey, ()>,
 }
 
 impl<A> Dedupe<A> {
@@ -40,12 +43,13 @@ impl<A> Dedupe<A> {
         Dedupe {
             pending: HashSet::new(),
             decided: BoundedMap::new(capacity),
+            failed: BoundedMap::new(capacity),
         }
     }
 
     /// Records the arrival of `key`; a new key becomes pending.
     pub fn begin(&mut self, key: &CommandKey) -> Seen<'_, A> {
-        if self.pending.contains(key) {
+        if self.pending.contains(key) || self.failed.contains(key) {
             return Seen::Pending;
         }
         if let Some(ack) = self.decided.get(key) {
@@ -67,6 +71,15 @@ impl<A> Dedupe<A> {
         }
         self.decided.insert(key.clone(), ack);
         true
+    }
+
+    /// A pending `key` was carried out but its ack could not be recorded: it leaves the pending
+    /// set (which only the ack guard's seconds bound) for a bounded one, and a redelivery still
+    /// gets nothing rather than a second execution.
+    pub fn fail(&mut self, key: &CommandKey) {
+        if self.pending.remove(key) {
+            self.failed.insert(key.clone(), ());
+        }
     }
 
     /// Forgets a pending `key` that could not be decided (its ack could not be recorded), so a
@@ -116,5 +129,18 @@ mod tests {
         assert_eq!(d.begin(&key("p")), Seen::Pending);
         d.abandon(&key("p"));
         assert_eq!(d.begin(&key("p")), Seen::New);
+    }
+
+    #[test]
+    fn failed_settlements_get_nothing_and_are_bounded() {
+        let mut d: Dedupe<&str> = Dedupe::new(2);
+        for id in ["f1", "f2", "f3"] {
+            assert_eq!(d.begin(&key(id)), Seen::New);
+            d.fail(&key(id));
+            assert!(!d.is_pending(&key(id)), "no longer pending: nothing settles it again");
+        }
+        assert!(d.pending.is_empty());
+        assert_eq!(d.begin(&key("f3")), Seen::Pending, "a redelivery gets nothing");
+        assert_eq!(d.begin(&key("f1")), Seen::New, "the oldest failure was forgotten");
     }
 }

@@ -118,6 +118,50 @@ fn a_second_daemon_refuses_at_once_names_the_first_and_changes_nothing() {
 }
 
 #[test]
+fn a_second_daemon_on_the_same_log_folder_refuses_and_changes_nothing() {
+    let sb = Sandbox::new();
+    let first = sb.start();
+    let session = "shared-logs";
+    let hooks = run_hooks(session);
+    assert!(sb.hook(&hooks[0]).stderr.is_empty());
+    let before = sb.log(session);
+    assert!(!before.is_empty());
+    // Its own state folder, the same logs: two sequencers would hand out positions twice.
+    let other = sb.root.path().join("other-state");
+    let mut second = std::process::Command::new(support::daemon::BIN)
+        .arg("daemon")
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &other)
+        .env("AEP_LISTEN", "127.0.0.1:0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while second.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = second.kill();
+            let _ = second.wait();
+            panic!("the second daemon did not refuse within 10 s: it runs on the same logs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = second.wait_with_output().unwrap();
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("log folder (AEP_LOG_DIR)")
+            && err.contains(&format!("pid {}", first.child.id()))
+            && err.contains(&first.url),
+        "the refusal names the running daemon: {err}"
+    );
+    assert!(!other.join("daemon.json").exists(), "it never said it was ready");
+    assert_eq!(sb.log(session), before, "nor touched a log");
+    assert!(first.stop().0.success());
+}
+
+#[test]
 fn sigterm_finishes_in_flight_hooks_and_exits_0_without_its_discovery_file() {
     let sb = Sandbox::new();
     let daemon = sb.start();

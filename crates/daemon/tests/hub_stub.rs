@@ -125,3 +125,45 @@ async fn an_approval_answered_through_post_control_on_the_real_binary() {
     assert_eq!((accepted.len(), accepted[0]["cause"].as_str()), (1, Some("C2")));
     drop(daemon);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_waiting_for_its_ack_is_not_cut_by_the_header_timeout() {
+    let hub = StubHub::start(TOKEN).await;
+    // A request's body must come within 3 s; the ack comes from the guard, after 4 s.
+    let sandbox = Sandbox::new()
+        .with_env("AEP_HEADER_TIMEOUT", "1s")
+        .with_env("AEP_CLINE_HUB_ACK_GUARD_MS", "4000")
+        .with_env("AEP_CLINE_HUB_CONTROL", "1")
+        .with_env("AEP_CLINE_HUB_URL", &hub.url)
+        .with_env("AEP_CLINE_HUB_TOKEN", TOKEN);
+    let daemon = sandbox.start();
+    hub.subscribed().await;
+    sandbox.hook(&real_payload("hooks-cancel", "agent_start"));
+    let mut approval = real_frame("approval.requested.approve");
+    approval["envelope"]["sessionId"] = json!(SESSION);
+    approval["envelope"]["payload"]["sessionId"] = json!(SESSION);
+    hub.send(&approval.to_string());
+    let events = wait_for(&sandbox, "the request", |e| has(e, "attention.requested"));
+    let request = events.iter().find(|e| e["type"] == "attention.requested").unwrap();
+    let respond = command(
+        "C3",
+        "control.attention.respond",
+        request["id"].as_str(),
+        json!({"answer": {"text": "Approve"}}),
+    );
+    let (addr, auth) = (daemon.addr(), format!("Bearer {}", daemon.token));
+    let waiting = tokio::task::spawn_blocking(move || {
+        http(
+            &addr,
+            "POST",
+            "/control?wait=10000",
+            &[("authorization", &auth)],
+            respond.to_string().as_bytes(),
+        )
+    });
+    hub.command("approval.respond").await; // and never replied to
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["ack"]["type"], "control.accepted", "{answer}");
+}

@@ -116,7 +116,8 @@ fn free_port() -> u16 {
 #[test]
 fn the_binding_says_hello_waits_for_the_relay_answers_and_takes_commands() {
     let stub = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("ws://{}/socket", stub.local_addr().unwrap());
+    // A user and password in the URL are never shown nor stored.
+    let url = format!("ws://relay-user:s3cret-pass@{}/socket", stub.local_addr().unwrap());
     let sb = Sandbox::new()
         .with_env("AEP_RELAY_URL", &url)
         .with_env("AEP_TOKEN", "relay-token")
@@ -187,9 +188,19 @@ fn the_binding_says_hello_waits_for_the_relay_answers_and_takes_commands() {
     let (_, health) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
     let health: Value = serde_json::from_str(&health).unwrap();
     assert_eq!(health["relay"]["connected"], true);
+    assert_eq!(
+        health["relay"]["url"],
+        format!("ws://{}/socket", stub.local_addr().unwrap())
+    );
     let (_, stderr) = daemon.stop();
     assert!(stderr.contains("stub says so"), "relay error frames are logged");
     assert!(!stderr.contains("relay-token"), "the token is never logged");
+    assert!(!stderr.contains("s3cret-pass"), "{stderr}");
+    let marks = std::fs::read_to_string(sb.log_dir.join("cline/.relay.json")).expect("the relay's marks");
+    assert!(
+        marks.contains("/socket") && !marks.contains("s3cret-pass") && !marks.contains("relay-user"),
+        "{marks}"
+    );
 }
 
 #[test]
@@ -444,6 +455,23 @@ fn a_wss_relay_is_reached_through_a_private_ca_and_a_bad_certificate_names_the_h
     assert!(
         Peer::accept_tls(&stub, &server).is_none(),
         "the daemon refused the certificate"
+    );
+    // `/healthz` and `doctor` say the real cause, not the token.
+    let deadline = Instant::now() + WAIT;
+    let why = loop {
+        let (_, health) = http(&running.addr(), "GET", "/healthz", &[], b"");
+        let health: Value = serde_json::from_str(&health).unwrap();
+        if let Some(why) = health["relay"]["last_error"].as_str() {
+            break why.to_string();
+        }
+        assert!(Instant::now() < deadline, "no relay error in /healthz: {health}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(why.contains("TLS certificate of the relay at localhost"), "{why}");
+    let doctor = String::from_utf8_lossy(&daemon.run(&["doctor"], &[]).stdout).into_owned();
+    assert!(
+        doctor.contains("TLS certificate of the relay at localhost") && !doctor.contains("is its token"),
+        "{doctor}"
     );
     let (_, stderr) = running.stop();
     assert!(

@@ -78,6 +78,10 @@ fn browsers_are_kept_out_by_host_and_origin_while_programs_go_on() {
     let rebound = format!("attacker.example:{port}");
     let localhost = format!("localhost:{port}");
     for path in ["/events", "/stream?live=0", "/healthz", "/.well-known/aep"] {
+        // No Host at all: nothing says where it was addressed (RFC 9112 §3.2).
+        let (status, body) = raw(&addr, "GET", path, &[]);
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(body.contains("missing-host"), "{body}");
         let (status, body) = raw(&addr, "GET", path, &[("Host", &rebound)]);
         assert_eq!(status, 403, "{path}: {body}");
         assert!(body.contains("forbidden-host") && !body.contains("attacker"), "{body}");
@@ -109,6 +113,7 @@ fn browsers_are_kept_out_by_host_and_origin_while_programs_go_on() {
         );
         assert_eq!(status, 403, "{path}");
         assert_eq!(raw(&addr, "POST", path, &[("Host", &rebound)]).0, 403, "{path}");
+        assert_eq!(raw(&addr, "POST", path, &[]).0, 400, "{path}");
     }
     // A browser WebSocket from another origin is refused at the upgrade.
     let mut request =
@@ -245,4 +250,149 @@ fn no_token_reaches_the_log_even_at_trace() {
     for token in [endpoint_token, relay_token, hub_token, discovery_token.as_str()] {
         assert!(!text.contains(token), "a token reached the log: {token}");
     }
+}
+
+/// What a program that took the daemon's port after it died was sent: it reads each
+/// connection's head (where the token would be) and answers 200, in accept order. Its
+/// `received` waits for a marker sent last, so every earlier connection was read.
+struct Impostor {
+    addr: String,
+    got: Arc<Mutex<Vec<u8>>>,
+}
+
+const MARKER: &[u8] = b"MARKER\r\n\r\n";
+
+impl Impostor {
+    fn bind(addr: &str) -> Impostor {
+        let listener = TcpListener::bind(addr).expect("the dead daemon's port is free");
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let kept = got.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = stream.read(&mut buf) {
+                    seen.extend_from_slice(&buf[..n]);
+                    if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                kept.lock().unwrap().extend_from_slice(&seen);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+            }
+        });
+        Impostor {
+            addr: addr.to_string(),
+            got,
+        }
+    }
+
+    fn received(&self) -> Vec<u8> {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.write_all(MARKER).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+        let got = self.got.lock().unwrap().clone();
+        assert!(got.ends_with(MARKER), "the impostor read its marker");
+        got[..got.len() - MARKER.len()].to_vec()
+    }
+}
+
+#[test]
+fn after_kill_9_whatever_takes_the_port_gets_no_token_and_no_hook() {
+    const SESSION: &str = "1796007203184_6l7jh";
+    let sb = Sandbox::new();
+    let mut daemon = sb.start();
+    assert!(sb.hook(&real_payload("hooks-local", "agent_start")).stderr.is_empty());
+    let (addr, token) = (daemon.addr(), daemon.token.clone());
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    let impostor = Impostor::bind(&addr);
+
+    // The shim spools its hook; nothing goes to the port.
+    let out = sb.hook(&real_payload("hooks-local", "tool_call"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && out.stdout.is_empty(), "{stderr}");
+    assert_eq!(sb.spooled(), 1, "{stderr}");
+    // Nor do the commands send anything: they say the daemon is not running.
+    for args in [&["cancel", SESSION][..], &["open", "--no-browser"], &["doctor"]] {
+        let out = sb.run(args, &[]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("the daemon is not running"), "{args:?}: {text}");
+    }
+    let got = impostor.received();
+    assert!(
+        got.is_empty(),
+        "the impostor received: {}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(!String::from_utf8_lossy(&got).contains(&token));
+}
+
+/// A child process killed and reaped when the test ends, passed or failed.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_socket_held_by_another_user_gets_nothing() {
+    const SESSION: &str = "1796007203184_6l7jh";
+    let root = Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&root.stdout).trim() != "0" {
+        eprintln!("skipped: needs root to run a listener as another user (the check itself is unit-tested)");
+        return;
+    }
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    assert!(sb.hook(&real_payload("hooks-local", "agent_start")).stderr.is_empty());
+    // A listener run as `nobody`, named by the discovery file in place of the daemon's socket.
+    let open = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let socket = open.path().join("other.sock");
+    let mut other = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
+        .arg(
+            "import socket, sys\n\
+             s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(); print('ready', flush=True)\n\
+             while True:\n    c, _ = s.accept(); c.settimeout(2)\n    try: d = c.recv(65536)\n    except OSError: d = b''\n    print(repr(d), flush=True)\n",
+        )
+        .arg(&socket)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("setpriv and /usr/bin/python3");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(other.stdout.take().unwrap()));
+    let _other = Reaped(other);
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let mut discovery = sb.discovery().unwrap();
+    discovery["socket"] = json!(socket);
+    std::fs::write(sb.state_dir.join("daemon.json"), discovery.to_string()).unwrap();
+
+    let out = sb.hook(&real_payload("hooks-local", "tool_call"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("held by uid 65534") && stderr.contains("spooled"),
+        "{stderr}"
+    );
+    assert_eq!(sb.spooled(), 1);
+    let out = sb.run(&["cancel", SESSION], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("held by uid 65534"),
+        "{stderr}"
+    );
+    // The listener saw two connections and was sent nothing on either.
+    let seen: Vec<String> = lines.by_ref().take(2).map(Result::unwrap).collect();
+    assert_eq!(seen, ["b''", "b''"]);
+    drop(daemon);
 }

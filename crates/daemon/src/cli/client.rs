@@ -1,12 +1,14 @@
-//! How the terminal commands reach the running daemon: its discovery file (url and token, in
-//! the state folder) and a small blocking HTTP/1.1 client for loopback. Failures are said in
-//! words, once, with what to do; the token is never printed.
+//! How the terminal commands reach the running daemon: its discovery file (url, socket and
+//! token, in the state folder) and a small blocking HTTP/1.1 client. The commands talk over the
+//! daemon's Unix socket, and only once its listener is known to run as this user
+//! ([`Discovery::connect`]): the token never goes to whatever holds the TCP port. Failures are
+//! said in words, once, with what to do; the token is never printed.
 
 use crate::state;
 use crate::state::discovery::Discovery;
 use anyhow::{anyhow, bail, Context};
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -57,19 +59,16 @@ impl Daemon {
         }
     }
 
-    /// `host:port` from `http://host:port`.
-    fn addr(&self) -> anyhow::Result<String> {
-        let url = &self.discovery.url;
-        url.strip_prefix("http://")
-            .map(|a| a.trim_end_matches('/').to_string())
-            .ok_or_else(|| anyhow!("the discovery file names {url:?}, not an http:// URL"))
-    }
-
-    /// One request with the discovery token as the bearer.
+    /// One request with the discovery token as the bearer, on the daemon's socket.
     pub fn request(&self, method: &str, path: &str, body: Option<&[u8]>, timeout: Duration) -> anyhow::Result<Answer> {
-        let addr = self.addr()?;
         let auth = format!("Bearer {}", self.discovery.token);
-        request(&addr, method, path, &[("authorization", &auth)], body, timeout).map_err(|e| {
+        let host = self.discovery.host();
+        let sent = self
+            .discovery
+            .connect(timeout)
+            .map_err(Failure::from)
+            .and_then(|stream| exchange(stream, host, method, path, &[("authorization", &auth)], body, timeout));
+        sent.map_err(|e| {
             let url = &self.discovery.url;
             let pid = self.discovery.pid;
             match e {
@@ -96,31 +95,32 @@ pub enum Failure {
     Other(String),
 }
 
-/// A blocking HTTP/1.1 request to `addr` (`host:port`), `Connection: close`.
-pub fn request(
-    addr: &str,
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        match e.kind() {
+            // No socket file, or nobody listening on it: the daemon is gone.
+            std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => Failure::Refused,
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Failure::TimedOut,
+            _ => Failure::Other(e.to_string()),
+        }
+    }
+}
+
+/// One request and its answer on a connected `stream`, `Host: host`.
+fn exchange(
+    mut stream: UnixStream,
+    host: &str,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Answer, Failure> {
-    let io = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::ConnectionRefused => Failure::Refused,
-        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => Failure::TimedOut,
-        _ => Failure::Other(e.to_string()),
-    };
-    let target = addr
-        .to_socket_addrs()
-        .map_err(io)?
-        .next()
-        .ok_or_else(|| Failure::Other(format!("{addr} names no address")))?;
-    let mut stream = TcpStream::connect_timeout(&target, timeout).map_err(io)?;
-    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
     let body = body.unwrap_or_default();
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     if !body.is_empty() {
@@ -130,10 +130,10 @@ pub fn request(
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).map_err(io)?;
-    stream.write_all(body).map_err(io)?;
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).map_err(io)?;
+    stream.read_to_end(&mut raw)?;
     parse(&raw).ok_or_else(|| Failure::Other("the answer is not HTTP".into()))
 }
 
@@ -201,20 +201,20 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_port_is_said_in_words() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let e = request(
-            &format!("127.0.0.1:{port}"),
-            "GET",
-            "/",
-            &[],
-            None,
-            Duration::from_secs(2),
-        );
-        assert!(matches!(e, Err(Failure::Refused)));
+    fn a_dead_or_missing_socket_is_said_in_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("daemon.sock");
+        let discovery = Discovery {
+            url: "http://127.0.0.1:9".into(),
+            token: "t".into(),
+            pid: 1,
+            version: "0".into(),
+            socket: Some(path.clone()),
+        };
+        let gone = discovery.connect(Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(Failure::from(gone), Failure::Refused));
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let dead = discovery.connect(Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(Failure::from(dead), Failure::Refused));
     }
 }

@@ -3,7 +3,8 @@
 //! stdout as control (`{"cancel":true}` would abort the run), and an observer must never steer.
 //!
 //! Cline blocks on `tool_call` and `tool_result` hooks, so this path is paid twice per tool
-//! call: no async runtime, no logging framework, one plain HTTP/1.1 request over a std socket.
+//! call: no async runtime, no logging framework, one plain HTTP/1.1 request over the daemon's
+//! Unix socket (std), sent only once its listener is known to run as this user.
 //! Fail-open and lossless: if the daemon is absent, dead or hung, the shim gives up within
 //! [`BUDGET`] and spools the payload for the daemon to ingest later. Problems go to stderr.
 
@@ -11,7 +12,7 @@ use crate::firing::{self, CLINE_DATA_HEADER, DELIVERY_HEADER, FIRED_HEADER, PARE
 use crate::lane::spool::{self, Spooled};
 use crate::state::discovery::Discovery;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -98,28 +99,24 @@ fn deliver(state_dir: &Path, firing: &Spooled, body: &[u8], deadline: Instant) -
     let Some(daemon) = Discovery::read(state_dir) else {
         return Delivered::Retry("no daemon is running (no discovery file)".to_string());
     };
-    let Some(addr) = daemon
-        .url
-        .strip_prefix("http://")
-        .and_then(|a| a.parse::<SocketAddr>().ok())
-    else {
-        return Delivered::Retry(format!(
-            "the discovery file's url {:?} is not http://ip:port",
-            daemon.url
-        ));
+    // Over the daemon's socket only, once its listener is known to run as this user: whatever
+    // holds the TCP port after the daemon died gets nothing, not even the token.
+    let stream = match remaining(deadline).and_then(|within| daemon.connect(within)) {
+        Ok(stream) => stream,
+        Err(e) => return Delivered::Retry(format!("the daemon cannot be reached ({e})")),
     };
-    match post(addr, &daemon.token, firing, body, deadline) {
+    match post(stream, &daemon, firing, body, deadline) {
         // Only the daemon that wrote the discovery file can prove it holds its token.
         Ok(answer) if answer.proof.as_deref() != Some(&firing::proof(&daemon.token, &firing.delivery)) => {
             Delivered::Retry(format!(
-                "the program at {addr} (HTTP {}) is not the daemon that wrote the discovery file",
+                "the program at the daemon's socket (HTTP {}) is not the daemon that wrote the discovery file",
                 answer.status
             ))
         }
         Ok(answer) if (200..300).contains(&answer.status) => Delivered::Recorded,
         Ok(answer) if matches!(answer.status, 400 | 413 | 415) => Delivered::Refused(answer.status),
         Ok(answer) => Delivered::Retry(format!("the daemon answered HTTP {}", answer.status)),
-        Err(e) => Delivered::Retry(format!("the daemon at {addr} did not take the hook ({e})")),
+        Err(e) => Delivered::Retry(format!("the daemon did not take the hook ({e})")),
     }
 }
 
@@ -149,12 +146,17 @@ struct Answer {
     proof: Option<String>,
 }
 
-/// One `POST /hook`.
-fn post(addr: SocketAddr, token: &str, firing: &Spooled, body: &[u8], deadline: Instant) -> std::io::Result<Answer> {
-    let mut stream = TcpStream::connect_timeout(&addr, remaining(deadline)?)?;
-    stream.set_nodelay(true)?;
+/// One `POST /hook` on the daemon's socket.
+fn post(
+    mut stream: UnixStream,
+    daemon: &Discovery,
+    firing: &Spooled,
+    body: &[u8],
+    deadline: Instant,
+) -> std::io::Result<Answer> {
+    let (host, token) = (daemon.host(), &daemon.token);
     let head = format!(
-        "POST /hook HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{DELIVERY_HEADER}: {}\r\n\
+        "POST /hook HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n{DELIVERY_HEADER}: {}\r\n\
          {FIRED_HEADER}: {}\r\n{PARENT_HEADER}: {}\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n",
         firing.delivery,

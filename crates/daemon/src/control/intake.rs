@@ -129,8 +129,9 @@ impl Intake {
                 None => false,
             },
             Err(e) => {
-                // Left pending: a redelivery gets nothing rather than a second execution.
+                // A redelivery gets nothing rather than a second execution (bounded, not pending).
                 tracing::error!(%session, command = command_id, error = %e, "the ack could not be recorded");
+                recorded.fail(key);
                 false
             }
         }

@@ -85,6 +85,8 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let mut lock = StateLock::acquire(&config.state_dir)?;
     let journal = Journal::new(&config.log_dir).with_sync(args.logs.log_sync);
     writable(journal.dir())?;
+    // Another state folder's daemon may write the same logs: one sequencer per log folder.
+    let mut log_lock = StateLock::acquire_logs(&config.log_dir)?;
 
     // 2. The listener.
     let connections = crate::http::serve::Gauge::new(limits.fit_open_files());
@@ -96,11 +98,14 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         tracing::warn!(%addr, "listening beyond loopback (AEP_LISTEN): every request needs its token");
     }
     let url = format!("http://{addr}");
-    lock.record(&Holder {
-        pid: std::process::id(),
-        url: Some(url.clone()),
-    })
-    .with_context(|| format!("cannot write {}", lock.path().display()))?;
+    let socket = Socket::bind(&config.state_dir)?;
+    for lock in [&mut lock, &mut log_lock] {
+        lock.record(&Holder {
+            pid: std::process::id(),
+            url: Some(url.clone()),
+        })
+        .with_context(|| format!("cannot write {}", lock.path().display()))?;
+    }
 
     let sessions = Arc::new(
         Sessions::new(
@@ -206,6 +211,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         token,
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        socket: Some(socket.path.clone()),
     };
     me.write(&config.state_dir)
         .with_context(|| format!("cannot write the discovery file in {}", config.state_dir.display()))?;
@@ -310,15 +316,70 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             dashboard.close();
         }
     };
-    crate::http::serve::serve(listener, app, connections, stopping).await;
+    let unix = socket.listener;
+    crate::http::serve::serve(listener, unix, app, connections, stopping).await;
+    socket.bound.remove_if_ours();
     supervisor.shutdown().await;
     // Leaving the hub is a disconnect: what is pending is dismissed (AEP-0002 §7.2).
     let dismissed = sessions.clone();
     let _ = tokio::task::spawn_blocking(move || hub::tap::disconnected(&dismissed)).await;
     me.remove_if_ours(&config.state_dir);
-    drop(lock);
+    drop((lock, log_lock));
     tracing::info!("aep-cline daemon stopped");
     Ok(())
+}
+
+/// The Unix socket `<state>/daemon.sock`, the shim's and the commands' door: in the owner-only
+/// state folder, owner-only itself, so no other user can hold it (see `state::discovery`).
+struct Socket {
+    listener: tokio::net::UnixListener,
+    path: std::path::PathBuf,
+    bound: Bound,
+}
+
+/// The socket file this daemon made, told apart from a later one by its inode.
+struct Bound {
+    path: std::path::PathBuf,
+    inode: (u64, u64),
+}
+
+impl Socket {
+    fn bind(state_dir: &Path) -> anyhow::Result<Socket> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let path = state_dir.join(discovery::SOCKET_NAME);
+        // The state folder's lock is ours: a socket there is a dead daemon's.
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot remove the old socket {}", path.display())),
+        }
+        let listener = tokio::net::UnixListener::bind(&path).with_context(|| {
+            format!(
+                "cannot listen on the socket {} (a socket path must be shorter than 108 bytes:                  choose a shorter AEP_CLINE_STATE_DIR)",
+                path.display()
+            )
+        })?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("cannot make {} owner-only", path.display()))?;
+        let meta = std::fs::metadata(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        Ok(Socket {
+            listener,
+            bound: Bound {
+                path: path.clone(),
+                inode: (meta.dev(), meta.ino()),
+            },
+            path,
+        })
+    }
+}
+
+impl Bound {
+    fn remove_if_ours(&self) {
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.inode) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// Returns memory freed by sessions that left to the system: glibc keeps freed pages in its

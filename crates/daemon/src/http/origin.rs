@@ -140,8 +140,17 @@ fn split_port(host: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// The guard, in front of every route.
+/// The guard, in front of every route. A request without `Host` is refused outright (RFC 9112
+/// §3.2): the checks above could not tell where it was addressed, and the shim, the commands and
+/// every HTTP/1.1 client send one.
 pub async fn guard(State(doors): State<Arc<Doors>>, request: Request, next: Next) -> Response {
+    if !request.headers().contains_key(header::HOST) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "missing-host",
+            "a request needs a Host header naming the daemon (127.0.0.1:PORT or localhost:PORT)",
+        );
+    }
     match doors.refuse(request.headers(), Visitors::Programs) {
         Some(refused) => refused,
         None => next.run(request).await,

@@ -1,4 +1,6 @@
-//! The daemon's accept loop, in place of `axum::serve`, for what that lacks:
+//! The daemon's accept loop, in place of `axum::serve`, for what that lacks. It serves the
+//! same router on the TCP listener and on the Unix socket in the state folder (the shim's and
+//! the commands' door, see [`crate::state::discovery`]), under one cap:
 //!
 //! - a header-read timeout (`AEP_HEADER_TIMEOUT`): a connection that does not send a whole
 //!   request head in time is closed, so idle half-sent requests cannot pile up;
@@ -10,8 +12,9 @@
 //!   sent a request yet is closed to make room (the shim sends at once, so a flood of idle
 //!   sockets cannot keep a hook out); when none can be, the new connection is closed at once
 //!   (the shim then spools its hook) and a warning says so, at most every [`WARN_EVERY`];
-//! - a time limit on each request that is not a stream (three header timeouts): a body sent
-//!   too slowly gets 408.
+//! - a time limit on reading each request's body (three header timeouts from its head): a body
+//!   sent too slowly gets 408. Handlers are not cut: `/control?wait` and the dashboard's actions
+//!   wait for an ack as long as they say.
 //!
 //! A WebSocket keeps its slot after the upgrade: the slot rides the request to the socket
 //! handler ([`Slot`]), and is freed when both the connection and the socket are done.
@@ -27,10 +30,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use parking_lot::Mutex;
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -38,7 +42,7 @@ use tower::ServiceExt;
 
 /// How often, at most, the cap's warning is repeated while connections are refused.
 const WARN_EVERY: Duration = Duration::from_secs(10);
-/// A request that is not a stream must be read and answered within this many header timeouts.
+/// A request's body must be read within this many header timeouts.
 const REQUEST_HEADS: u32 = 3;
 /// On a reserved hook slot, the request and head time limits: the shim sends at once and gives
 /// up after 250 ms, so anything slower there is not a hook.
@@ -229,29 +233,43 @@ impl Gauge {
     }
 }
 
-/// Serves `router` on `listener` until `stop` resolves, then lets open requests finish (at
-/// most [`DRAIN_WITHIN`]).
-pub async fn serve(listener: TcpListener, router: Router, gauge: Arc<Gauge>, stop: impl Future<Output = ()>) {
+/// An accepted connection, from either listener.
+enum Stream {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+/// Serves `router` on `listener` and `socket` until `stop` resolves, then lets open requests
+/// finish (at most [`DRAIN_WITHIN`]).
+pub async fn serve(
+    listener: TcpListener,
+    socket: UnixListener,
+    router: Router,
+    gauge: Arc<Gauge>,
+    stop: impl Future<Output = ()>,
+) {
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let tracker = TaskTracker::new();
     let mut accept_errors = 0u64;
     tokio::pin!(stop);
     loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Out of file descriptors, most likely: say so now and then, and let the
-                    // open connections finish rather than spin.
-                    accept_errors += 1;
-                    if accept_errors.is_power_of_two() {
-                        tracing::warn!(error = %e, errors = accept_errors, "cannot accept a connection; lower AEP_MAX_CONNECTIONS or raise the open-file limit");
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted.map(|(s, _)| Stream::Tcp(s)),
+            accepted = socket.accept() => accepted.map(|(s, _)| Stream::Unix(s)),
             _ = &mut stop => break,
+        };
+        let stream = match accepted {
+            Ok(stream) => stream,
+            Err(e) => {
+                // Out of file descriptors, most likely: say so now and then, and let the
+                // open connections finish rather than spin.
+                accept_errors += 1;
+                if accept_errors.is_power_of_two() {
+                    tracing::warn!(error = %e, errors = accept_errors, "cannot accept a connection; lower AEP_MAX_CONNECTIONS or raise the open-file limit");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
         let Some(admitted) = gauge.admit().await else {
             drop(stream);
@@ -274,10 +292,13 @@ pub async fn serve(listener: TcpListener, router: Router, gauge: Arc<Gauge>, sto
             admitted,
             within,
         };
-        tracker.spawn(conn.serve(stream, stopped.clone()));
+        match stream {
+            Stream::Tcp(stream) => tracker.spawn(conn.serve(stream, stopped.clone())),
+            Stream::Unix(stream) => tracker.spawn(conn.serve(stream, stopped.clone())),
+        };
     }
     // New connections are refused at once (a shim spools its hook) while open ones finish.
-    drop(listener);
+    drop((listener, socket));
     let _ = stopping.send(true);
     tracker.close();
     if tokio::time::timeout(DRAIN_WITHIN, tracker.wait()).await.is_err() {
@@ -301,7 +322,10 @@ struct Conn {
 }
 
 impl Conn {
-    async fn serve(self, stream: TcpStream, mut stopped: tokio::sync::watch::Receiver<bool>) {
+    async fn serve<S>(self, stream: S, mut stopped: tokio::sync::watch::Receiver<bool>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let Conn {
             router,
             gauge,
@@ -352,7 +376,6 @@ impl Conn {
 
 async fn handle(router: Router, request: Request, hooks_only: bool, within: Duration) -> Response {
     let path = request.uri().path();
-    let streaming = matches!(path, "/stream" | "/socket");
     if hooks_only && path != "/hook" {
         return Rejection::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -361,18 +384,62 @@ async fn handle(router: Router, request: Request, hooks_only: bool, within: Dura
         )
         .into_response();
     }
-    let routed = router.oneshot(request);
-    if streaming {
-        // Streams live as long as their subscriber; the header timeout guarded their start.
-        return routed.await.unwrap_or_else(|e| match e {});
-    }
-    match tokio::time::timeout(within, routed).await {
-        Ok(response) => response.unwrap_or_else(|e| match e {}),
-        Err(_) => Rejection::new(
+    let late = Arc::new(AtomicBool::new(false));
+    let request = request.map(|body| Body::new(Timed::new(body, within, late.clone())));
+    let response = router.oneshot(request).await.unwrap_or_else(|e| match e {});
+    if late.load(Ordering::Relaxed) {
+        return Rejection::new(
             StatusCode::REQUEST_TIMEOUT,
             "request-timeout",
-            format!("the request was not sent and answered within {within:?}"),
+            format!("the request body was not sent within {within:?}"),
         )
-        .into_response(),
+        .into_response();
+    }
+    response
+}
+
+/// A request body that must arrive whole within its time limit; past it, reading fails and
+/// `late` says why.
+struct Timed {
+    body: Body,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    late: Arc<AtomicBool>,
+}
+
+impl Timed {
+    fn new(body: Body, within: Duration, late: Arc<AtomicBool>) -> Timed {
+        Timed {
+            body,
+            deadline: Box::pin(tokio::time::sleep(within)),
+            late,
+        }
+    }
+}
+
+impl axum::body::HttpBody for Timed {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        if let Poll::Ready(frame) = std::pin::Pin::new(&mut self.body).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.late.store(true, Ordering::Relaxed);
+            return Poll::Ready(Some(Err(axum::Error::new("the request body was not sent in time"))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }

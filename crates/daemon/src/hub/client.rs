@@ -31,6 +31,10 @@ use tokio_tungstenite::tungstenite::http::{header, HeaderValue};
 use tokio_tungstenite::tungstenite::Message;
 
 const REGISTER_REQUEST: &str = "aep_register";
+/// Commands the guard accepted are kept for their late reply (it still settles the outcome),
+/// at most this many on a connection: past it the oldest are forgotten, and a reply to one of
+/// those is only logged.
+const LATE_REPLIES: usize = 256;
 
 /// Where to resume: the hub instance last connected to and the last event sequence it sent.
 #[derive(Default)]
@@ -45,6 +49,23 @@ struct Flight {
     deadline: Instant,
     /// The guard expired and accepted it; the reply still settles the lane.
     acked: bool,
+}
+
+/// Drops the flights the guard settled beyond the `keep` most recent: a hub that never replies
+/// must not grow the table one command at a time.
+fn forget_oldest_settled(flights: &mut HashMap<String, Flight>, keep: usize) {
+    let mut settled: Vec<(Instant, String)> = flights
+        .iter()
+        .filter(|(_, f)| f.acked)
+        .map(|(id, f)| (f.deadline, id.clone()))
+        .collect();
+    if settled.len() <= keep {
+        return;
+    }
+    settled.sort();
+    for (_, id) in &settled[..settled.len() - keep] {
+        flights.remove(id);
+    }
 }
 
 /// Logs each distinct failure once (then at debug), so a hub that stays down does not flood
@@ -287,6 +308,7 @@ impl Connection<'_> {
             expired.push(flight.request.clone());
             flight.acked = true;
         }
+        forget_oldest_settled(&mut self.flights, LATE_REPLIES);
         self.lane
             .run(move |_, intake| {
                 for r in &expired {
@@ -377,4 +399,49 @@ where
         }
     }
     Err("the hub closed the connection before answering client.register".into())
+}
+
+#[cfg(test)]
+mod flight_tests {
+    use super::*;
+    use crate::control::Kind;
+    use cline_hub::control::HubCommand;
+    use cline_hub::CommandKey;
+    use std::time::Duration;
+
+    fn flight(n: u64, acked: bool, at: Instant) -> (String, Flight) {
+        let request = Request {
+            key: CommandKey {
+                source: "aep://h/agent/ui".into(),
+                id: format!("c{n}"),
+            },
+            session: "s".into(),
+            command_id: format!("c{n}"),
+            hub: HubCommand {
+                name: "session.cancel",
+                session_id: "s".into(),
+                payload: serde_json::Value::Null,
+            },
+            kind: Kind::Cancel { run: "r".into() },
+        };
+        let deadline = at + Duration::from_millis(n);
+        (
+            format!("aep_{n}"),
+            Flight {
+                request,
+                deadline,
+                acked,
+            },
+        )
+    }
+
+    #[test]
+    fn only_the_newest_settled_flights_are_kept_and_open_ones_stay() {
+        let now = Instant::now();
+        let mut flights: HashMap<String, Flight> = (1..=10).map(|n| flight(n, n <= 8, now)).collect();
+        forget_oldest_settled(&mut flights, 3);
+        let mut left: Vec<&str> = flights.keys().map(String::as_str).collect();
+        left.sort();
+        assert_eq!(left, ["aep_10", "aep_6", "aep_7", "aep_8", "aep_9"]);
+    }
 }

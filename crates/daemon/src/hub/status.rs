@@ -45,6 +45,9 @@ impl Status {
         s.since = Some(aep_core::id::now_rfc3339());
         s.connections += 1;
         s.hub_down = false;
+        // An error from before this connection no longer says what the tap is doing.
+        s.last_error = None;
+        s.last_error_at = None;
     }
 
     /// The connection ended, or an attempt failed, for this reason; `hub_down` when no hub runs.
@@ -60,5 +63,27 @@ impl Status {
         let mut v = json!(self.inner.lock().clone());
         v["control"] = json!(self.control);
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_clears_the_error_of_the_attempts_before_it() {
+        let status = Status::new(false);
+        status.failed("cannot connect to the hub at ws://127.0.0.1:9: refused", true);
+        assert!(status.json()["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused")));
+        assert_eq!(status.json()["hub_down"], true);
+        status.connected("ws://127.0.0.1:9", Some("1"), None);
+        let now = status.json();
+        assert_eq!(now["connected"], true);
+        assert!(now["last_error"].is_null() && now["last_error_at"].is_null(), "{now}");
+        assert_eq!(now["hub_down"], false);
+        status.failed("the hub closed the connection", false);
+        assert_eq!(status.json()["last_error"], "the hub closed the connection");
     }
 }

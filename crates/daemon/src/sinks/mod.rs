@@ -9,3 +9,4 @@ pub mod endpoint;
 pub mod nats;
 pub mod otlp;
 pub mod relay;
+pub mod shown;

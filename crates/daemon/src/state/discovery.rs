@@ -1,12 +1,21 @@
 //! The discovery file: how the shim (and any local tool) finds the running daemon. It holds
-//! the daemon's URL and a random token, so it is written owner-only (0600): whoever can read
-//! it can post hooks.
+//! the daemon's URL, its Unix socket and a random token, so it is written owner-only (0600):
+//! whoever can read it can post hooks.
+//!
+//! The shim and the commands talk to the daemon over its Unix socket only, and only once the
+//! kernel says the socket's listener runs as their own user ([`Discovery::connect`]): after the
+//! daemon dies, any program may bind its TCP port, but none can take over a socket in the
+//! owner-only state folder, so the token and hook content never reach a stranger.
 
 use serde::{Deserialize, Serialize};
 
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 pub const FILE_NAME: &str = "daemon.json";
+/// The daemon's Unix socket, beside the discovery file.
+pub const SOCKET_NAME: &str = "daemon.sock";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Discovery {
@@ -15,6 +24,10 @@ pub struct Discovery {
     pub token: String,
     pub pid: u32,
     pub version: String,
+    /// `<state>/daemon.sock`: where the shim and the commands connect. Absent when written by a
+    /// daemon older than the socket (the shim then spools; the commands say to restart it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
 }
 
 pub fn path(state_dir: &Path) -> PathBuf {
@@ -52,10 +65,123 @@ impl Discovery {
         serde_json::from_slice(&text).ok()
     }
 
+    /// The daemon's `Host`: the authority of its URL (`127.0.0.1:8789`), which the socket's
+    /// requests carry as the TCP listener's do.
+    pub fn host(&self) -> &str {
+        let url = self.url.strip_prefix("http://").unwrap_or(&self.url);
+        url.split('/').next().unwrap_or_default()
+    }
+
+    /// A connection to the daemon's socket, made within `within` and only to a listener that
+    /// runs as this user (checked with `SO_PEERCRED` before anything is sent).
+    pub fn connect(&self, within: Duration) -> std::io::Result<UnixStream> {
+        let Some(socket) = &self.socket else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "the discovery file names no socket (a daemon older than this command wrote it): restart the daemon",
+            ));
+        };
+        connect_as_us(socket, within)
+    }
+
     /// Removes the file if it is still ours (a newer daemon may have replaced it).
     pub fn remove_if_ours(&self, state_dir: &Path) {
         if Discovery::read(state_dir).as_ref() == Some(self) {
             let _ = std::fs::remove_file(path(state_dir));
         }
+    }
+}
+
+/// Connects to `path`, waiting at most `within` (a hung daemon's full backlog must not block
+/// the shim), and refuses a listener of another user.
+pub fn connect_as_us(path: &Path, within: Duration) -> std::io::Result<UnixStream> {
+    let socket = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+    // A Unix socket's connect waits for room in the backlog up to the send timeout.
+    socket.set_write_timeout(Some(within.max(Duration::from_millis(1))))?;
+    socket.connect(&socket2::SockAddr::unix(path)?)?;
+    let stream: UnixStream = socket.into();
+    check_peer(&stream, path, current_uid())?;
+    Ok(stream)
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// The uid of the process that listens behind `stream`, as the kernel recorded it.
+pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes and `len` is `cred`'s size.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+/// Refuses a socket whose listener is not `uid`: it is not our daemon, whoever it is.
+fn check_peer(stream: &UnixStream, path: &Path, uid: u32) -> std::io::Result<()> {
+    let peer = peer_uid(stream)?;
+    if peer != uid {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "the socket {} is held by uid {peer}, not by this user (uid {uid}): it is not our daemon, nothing was sent",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_of_another_user_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SOCKET_NAME);
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let ours = connect_as_us(&path, Duration::from_secs(1)).expect("our own listener");
+        assert_eq!(peer_uid(&ours).unwrap(), current_uid());
+        let other = current_uid().wrapping_add(1);
+        let refused = check_peer(&ours, &path, other).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(refused.to_string().contains("not our daemon"), "{refused}");
+    }
+
+    #[test]
+    fn no_socket_is_said_and_a_dead_one_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = Discovery {
+            url: "http://127.0.0.1:9".into(),
+            token: "t".into(),
+            pid: 1,
+            version: "0".into(),
+            socket: None,
+        };
+        assert_eq!(old.host(), "127.0.0.1:9");
+        let e = old.connect(Duration::from_secs(1)).unwrap_err();
+        assert!(e.to_string().contains("restart the daemon"), "{e}");
+        let path = dir.path().join(SOCKET_NAME);
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let dead = Discovery {
+            socket: Some(path),
+            ..old
+        };
+        let e = dead.connect(Duration::from_secs(1)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
     }
 }

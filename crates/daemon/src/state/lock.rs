@@ -5,6 +5,10 @@
 //!
 //! The lock file also says who holds it (pid, and the url once bound), so a second daemon can
 //! name the running one in its refusal.
+//!
+//! Two daemons with different state folders may still name one log folder (`AEP_LOG_DIR`), and
+//! would write its logs with two sequencers: so the log folder is locked the same way
+//! ([`LOG_FILE_NAME`]), before any log is read or written.
 
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions, TryLockError};
@@ -13,6 +17,8 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "daemon.lock";
+/// The log folder's lock: hidden, and not a `*.jsonl`, so no log reader takes it for a log.
+pub const LOG_FILE_NAME: &str = ".aep-cline.lock";
 
 /// Who holds the lock, as its holder wrote it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -25,16 +31,21 @@ pub struct Holder {
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(
-        "another aep-cline daemon (pid {pid}{}) already runs on the state folder {dir}: stop it first, or give this one its own AEP_CLINE_STATE_DIR and AEP_LOG_DIR",
+        "another aep-cline daemon (pid {pid}{}) already runs on the {folder} {dir}: stop it first, or give this one its own AEP_CLINE_STATE_DIR and AEP_LOG_DIR",
         url.as_deref().map(|u| format!(", {u}")).unwrap_or_default()
     )]
     Held {
         pid: String,
         url: Option<String>,
+        folder: &'static str,
         dir: String,
     },
-    #[error("cannot lock {path}: {source}; check that the state folder (AEP_CLINE_STATE_DIR) is writable")]
-    Io { path: String, source: std::io::Error },
+    #[error("cannot lock {path}: {source}; check that the {folder} is writable")]
+    Io {
+        path: String,
+        folder: &'static str,
+        source: std::io::Error,
+    },
 }
 
 /// The held lock; dropping it (or the process ending) releases it.
@@ -55,15 +66,25 @@ pub fn create_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 impl StateLock {
-    /// Takes the lock at once or refuses, naming the holder; never waits.
+    /// Takes the state folder's lock at once or refuses, naming the holder; never waits.
     pub fn acquire(state_dir: &Path) -> Result<StateLock, LockError> {
-        let path = path(state_dir);
+        StateLock::take(state_dir, FILE_NAME, "state folder (AEP_CLINE_STATE_DIR)")
+    }
+
+    /// Takes the log folder's lock the same way.
+    pub fn acquire_logs(log_dir: &Path) -> Result<StateLock, LockError> {
+        StateLock::take(log_dir, LOG_FILE_NAME, "log folder (AEP_LOG_DIR)")
+    }
+
+    fn take(dir: &Path, name: &str, folder: &'static str) -> Result<StateLock, LockError> {
+        let path = dir.join(name);
         let shown = path.display().to_string();
         let io = |source| LockError::Io {
             path: shown.clone(),
+            folder,
             source,
         };
-        create_dir(state_dir).map_err(io)?;
+        create_dir(dir).map_err(io)?;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -81,7 +102,8 @@ impl StateLock {
                 return Err(LockError::Held {
                     pid: holder.as_ref().map_or("unknown".into(), |h| h.pid.to_string()),
                     url: holder.and_then(|h| h.url),
-                    dir: state_dir.display().to_string(),
+                    folder,
+                    dir: dir.display().to_string(),
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),
@@ -130,6 +152,10 @@ mod tests {
         );
         drop(first);
         StateLock::acquire(&state).expect("free again once the holder is gone");
+        let logs = dir.path().join("logs");
+        let _held = StateLock::acquire_logs(&logs).unwrap();
+        let refused = StateLock::acquire_logs(&logs).unwrap_err().to_string();
+        assert!(refused.contains("log folder (AEP_LOG_DIR)"), "{refused}");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);

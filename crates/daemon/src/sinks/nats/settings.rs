@@ -226,13 +226,7 @@ impl Connect {
 
 /// A URL without its user and password.
 fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((_, host)) => format!("{scheme}://…@{host}"),
-            None => url.to_string(),
-        },
-        None => url.rsplit_once('@').map_or(url.to_string(), |(_, h)| format!("…@{h}")),
-    }
+    crate::sinks::shown::url(url)
 }
 
 /// JetStream stream names: no `.`, `*`, `>`, path separators or whitespace.
@@ -334,6 +328,6 @@ mod tests {
         std::fs::write(&creds, "not a creds file").unwrap();
         let err = settings(&["--nats-url", "nats://h", "--nats-creds", creds.to_str().unwrap()]).unwrap_err();
         assert!(err.contains("AEP_NATS_CREDS") && err.contains("credentials"), "{err}");
-        assert_eq!(redact("nats://u:s3cret@h:4222"), "nats://…@h:4222");
+        assert_eq!(redact("nats://u:s3cret@h:4222"), "nats://h:4222");
     }
 }

@@ -84,15 +84,7 @@ impl Settings {
 }
 
 fn shown(url: &Uri) -> String {
-    let authority = url
-        .authority()
-        .map(|a| a.as_str().rsplit('@').next().unwrap_or_default().to_string());
-    format!(
-        "{}://{}{}",
-        url.scheme_str().unwrap_or("http"),
-        authority.unwrap_or_default(),
-        url.path()
-    )
+    crate::sinks::shown::url(&url.to_string())
 }
 
 impl OtlpArgs {

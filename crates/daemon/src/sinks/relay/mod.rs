@@ -66,6 +66,8 @@ pub struct Relay {
     hello: String,
     durable: Arc<Durable>,
     connected: AtomicBool,
+    /// Why the last connection (or attempt) ended: a TLS refusal, an HTTP answer, a timeout.
+    last_error: parking_lot::Mutex<Option<String>>,
 }
 
 /// Events sent per flush of the socket.
@@ -97,7 +99,7 @@ impl Relay {
         let durable = Durable::new(
             durable::Config {
                 name: "relay",
-                target: shown(&settings.url).to_string(),
+                target: shown(&settings.url),
                 outbox: settings.outbox,
                 overflow: Overflow::DropLow,
             },
@@ -109,6 +111,7 @@ impl Relay {
             hello,
             durable,
             connected: AtomicBool::new(false),
+            last_error: parking_lot::Mutex::new(None),
         })
     }
 
@@ -118,6 +121,7 @@ impl Relay {
         json!({
             "url": shown(&self.settings.url),
             "connected": self.connected.load(Ordering::Relaxed),
+            "last_error": *self.last_error.lock(),
             "outbox": counters.outbox,
             "dropped": {"debug_info": counters.dropped_low, "notice_resent_from_log": counters.from_log},
             "resends": counters.resends,
@@ -143,7 +147,9 @@ impl Relay {
                 Ended::BeforeHello(e) => e,
             };
             let wait = backoff.next_wait();
-            tracing::warn!(error = %format!("{error:#}"), retry_in = ?wait, "relay connection ended");
+            let why = format!("{error:#}");
+            tracing::warn!(error = %why, retry_in = ?wait, "relay connection ended");
+            *self.last_error.lock() = Some(why);
             tokio::time::sleep(wait).await;
         }
     }
@@ -154,6 +160,7 @@ impl Relay {
             Err(e) => return Ended::BeforeHello(e),
         };
         self.connected.store(true, Ordering::Relaxed);
+        *self.last_error.lock() = None;
         tracing::info!(url = %shown(&self.settings.url), "relay connected");
         Ended::AfterHello(self.serve(&mut socket).await)
     }
@@ -317,9 +324,10 @@ impl Relay {
     }
 }
 
-/// The relay's URL as it may be shown: never its query (it may hold `access_token`).
-fn shown(url: &str) -> &str {
-    url.split('?').next().unwrap_or_default()
+/// The relay's URL as it may be shown or stored: never its user, password or query (it may
+/// hold `access_token`).
+fn shown(url: &str) -> String {
+    crate::sinks::shown::url(url)
 }
 
 /// A failed handshake, with what to do when the relay answered but not as a WebSocket.
