@@ -345,7 +345,11 @@ impl Spool {
     fn scan(&self, tidy: bool) -> u64 {
         let dir = dir(&self.state_dir);
         let Ok(entries) = std::fs::read_dir(&dir) else {
-            *self.index.lock() = Index::default();
+            // No spool folder (yet, or removed by hand): nothing waits. Holds and backoffs stay.
+            let mut index = self.index.lock();
+            index.files.clear();
+            index.names.clear();
+            index.sessions.clear();
             return 0;
         };
         let mut listed = Vec::new();
