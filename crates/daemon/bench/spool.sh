@@ -20,12 +20,12 @@ trap '[ -n "$DAEMON" ] && kill $DAEMON 2>/dev/null; rm -rf "$WORK"' EXIT
 export HOME="$WORK" AEP_LOG_DIR="$WORK/logs" AEP_CLINE_STATE_DIR="$WORK/state"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 
-echo "== shim wall time per firing, no daemon, by hooks already spooled"
-for N in 0 10000 50000 100000; do
-  rm -rf "$WORK/state"
-  python3 - "$BIN" "$PAYLOAD" "$WORK/state" "$N" "$RUNS" <<'PY'
-import json, os, subprocess, sys, time
-bin_, payload, state, n, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+# Writes N spooled hooks (one session) directly in the spool's format, ledger included.
+spooled() {
+  rm -rf "$WORK/state" "$WORK/logs"
+  python3 - "$PAYLOAD" "$WORK/state" "$1" <<'PY'
+import json, os, sys
+payload, state, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 spool = os.path.join(state, "spool")
 os.makedirs(spool, mode=0o700)
 body = open(payload, "rb").read()
@@ -38,6 +38,16 @@ for i in range(n):
     total += len(head) + len(body)
 with open(os.path.join(spool, "ledger"), "w") as f:
     f.write(f"{total}\n")
+PY
+}
+
+echo "== shim wall time per firing, no daemon, by hooks already spooled"
+for N in 0 10000 50000 100000; do
+  spooled "$N"
+  python3 - "$BIN" "$PAYLOAD" "$WORK/state" "$N" "$RUNS" <<'PY'
+import os, subprocess, sys, time
+bin_, payload, state, n, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+body = open(payload, "rb").read()
 times = []
 for i in range(runs):
     # Each firing is another payload (its delivery id is the payload's hash).
@@ -46,10 +56,20 @@ for i in range(runs):
     subprocess.run([bin_, "hook"], input=data, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     times.append((time.perf_counter() - t) * 1000)
 times.sort()
-files = sum(1 for e in os.scandir(spool) if e.name.endswith(".firing"))
+files = sum(1 for e in os.scandir(os.path.join(state, "spool")) if e.name.endswith(".firing"))
 print(f"{n:>7} spooled: p50 {times[len(times)//2]:6.2f} ms, max {times[-1]:6.2f} ms ({runs} firings; {files} files after)")
 PY
 done
+
+echo "== the daemon's start-up drain of 10,000 spooled hooks (before it binds its port)"
+spooled 10000
+t0=$(date +%s%N)
+AEP_LISTEN=127.0.0.1:0 RUST_LOG=warn "$BIN" daemon 2>"$WORK/daemon.log" & DAEMON=$!
+for _ in $(seq 6000); do [ -s "$WORK/state/daemon.json" ] && break; sleep 0.05; done
+t1=$(date +%s%N)
+left=$(find "$WORK/state/spool" -maxdepth 1 -name '*.firing' | wc -l)
+echo "ready after $(( (t1 - t0) / 1000000 )) ms; $left spool files left"
+kill $DAEMON; wait $DAEMON 2>/dev/null || true; DAEMON=
 
 echo "== fsync of a spool file before its rename (same size, same folder)"
 python3 - "$PAYLOAD" "$WORK/state/spool" "$RUNS" <<'PY'

@@ -527,3 +527,45 @@ fn a_session_whose_log_cannot_be_written_is_retried_with_backoff_not_on_every_ho
         "tried at first, then after 1 s, 2 s, ...; not once per live hook: {retries} tries\n{stderr}"
     );
 }
+
+#[test]
+fn a_daemon_draining_at_start_refuses_a_shim_at_once_instead_of_leaving_it_waiting() {
+    let sb = Sandbox::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let now = aep_cline::firing::now_ns();
+    let pile = 200;
+    for i in 0..pile {
+        spool::write(&sb.state_dir, &spooled_at(&format!("p{i}"), "tool_call", "pile", now)).unwrap();
+    }
+    // The discovery file a daemon killed earlier left: it names the port the next one takes.
+    std::fs::write(
+        sb.state_dir.join("daemon.json"),
+        format!(r#"{{"url":"http://127.0.0.1:{port}","token":"old","pid":1,"version":"0"}}"#),
+    )
+    .unwrap();
+    let mut daemon = std::process::Command::new(support::daemon::BIN)
+        .arg("daemon")
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .env("AEP_LISTEN", format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the start-up drain", || sb.spooled() < pile);
+    let out = sb.hook(&payload("hooks-local", "agent_start", "free", None));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refused") && err.contains("spooled"),
+        "a shim reaching the port during the drain is refused at once, not held: {err}"
+    );
+    let events = sb.wait_for_events("free", 2);
+    assert_eq!(types(&events), ["session.started", "run.started"]);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}
