@@ -16,7 +16,7 @@ BIN="$PWD/target/release/aep-cline"
 PAYLOAD="$PWD/crates/cline-hooks/tests/data/hooks-local/tool_call-global.json"
 WORK="$(mktemp -d)"
 DAEMON=
-trap '[ -n "$DAEMON" ] && kill $DAEMON 2>/dev/null; rm -rf "$WORK"' EXIT
+trap '[ -n "$DAEMON" ] && kill $DAEMON 2>/dev/null && wait $DAEMON 2>/dev/null; rm -rf "$WORK"' EXIT
 export HOME="$WORK" AEP_LOG_DIR="$WORK/logs" AEP_CLINE_STATE_DIR="$WORK/state"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 
