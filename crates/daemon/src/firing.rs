@@ -5,8 +5,8 @@
 //!   hook file of a firing (one per hook folder it reads), so copies delivered by several hook
 //!   files, a retry from the spool and a request a hung daemon took late all carry one id and are
 //!   recorded once (the `clinehook` extension in the log keeps that true across restarts).
-//! - The firing time is the shim's clock when Cline started it: what orders a session's hooks,
-//!   whichever path (live or spool) each took, and the Event `time` when the payload has none.
+//! - The firing time is the shim's wall clock when Cline started it: the Event `time` when the
+//!   payload has none. Spooled firings are ordered by [`boot_ns`] instead, which never steps.
 //! - The parent is the process that ran the hook (Cline, or its hub): when it dies, its open
 //!   runs and its session end.
 //! - The proof answers "is this the daemon that wrote the discovery file?": only the holder of
@@ -125,6 +125,35 @@ pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Now on the clock that orders a boot's spooled firings: nanoseconds since boot, suspend
+/// included (`CLOCK_BOOTTIME`). Unlike the wall clock it never steps (NTP, a user's `date`).
+pub fn boot_ns() -> u64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec it is given.
+    let clock = if cfg!(target_os = "linux") {
+        libc::CLOCK_BOOTTIME
+    } else {
+        libc::CLOCK_MONOTONIC
+    };
+    if unsafe { libc::clock_gettime(clock, &mut now) } != 0 {
+        return 0;
+    }
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// This boot's id (the kernel's random `boot_id`, 32 hex digits), or 32 zeros where the system
+/// has none: [`boot_ns`] counts from this boot, so spooled firings are ordered per boot.
+pub fn boot_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|id| id.trim().replace('-', ""))
+            .filter(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+            .unwrap_or_else(|| "0".repeat(32))
+    })
 }
 
 /// RFC 3339 UTC with milliseconds for a firing time (the Event `time` when the payload has none).

@@ -402,3 +402,170 @@ fn a_cline_that_exits_after_its_run_ends_its_session_normally() {
     assert_eq!(events[3]["data"]["reason"], "normal");
     drop(daemon);
 }
+
+/// A spooled firing of `session`, fired at `fired` (wall clock, ns).
+fn spooled_at(delivery: &str, hook: &str, session: &str, fired: u64) -> Spooled {
+    Spooled {
+        delivery: delivery.to_string(),
+        body: String::from_utf8(payload("hooks-local", hook, session, None)).unwrap(),
+        fired: Some(fired),
+        parent: None,
+        parent_started: None,
+        cline_data: None,
+    }
+}
+
+/// The deliveries of a log's Events, in log order, each once.
+fn deliveries_in_order(events: &[Value]) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    for d in events.iter().filter_map(|e| e["clinehook"].as_str()) {
+        if order.last().map(String::as_str) != Some(d) {
+            order.push(d.to_string());
+        }
+    }
+    order
+}
+
+#[test]
+fn a_wall_clock_set_back_while_no_daemon_runs_does_not_reorder_a_session() {
+    let sb = Sandbox::new();
+    let now = aep_cline::firing::now_ns();
+    // An earlier version's entry, named by its wall-clock firing time: it still drains, first.
+    let old = spooled_at("d1", "agent_start", "step", now - 10_000_000_000);
+    let dir = spool::dir(&sb.state_dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join(format!("{:020}-0000000001-d1.json", old.fired.unwrap())),
+        serde_json::to_vec(&old).unwrap(),
+    )
+    .unwrap();
+    spool::write(&sb.state_dir, &spooled_at("d2", "tool_call", "step", now)).unwrap();
+    // The wall clock is set back an hour: the next firings carry the earlier wall times.
+    let hour = 3_600_000_000_000;
+    spool::write(&sb.state_dir, &spooled_at("d3", "tool_result", "step", now - hour)).unwrap();
+    spool::write(
+        &sb.state_dir,
+        &spooled_at("d4", "agent_end", "step", now - hour + 1_000_000),
+    )
+    .unwrap();
+    let daemon = sb.start();
+    let events = sb.wait_for_events("step", 5);
+    assert_eq!(deliveries_in_order(&events), ["d1", "d2", "d3", "d4"], "firing order");
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "run.finished"
+        ]
+    );
+    assert_eq!(
+        events[3]["time"],
+        aep_cline::firing::rfc3339(now - hour),
+        "the Event time is still the wall clock at the firing"
+    );
+    drop(daemon);
+}
+
+#[test]
+fn a_session_whose_drain_hangs_never_holds_up_another_sessions_live_hooks() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    // Session "stuck" has a spooled first hook whose Cline store holds a FIFO where its
+    // `<id>.json` should be: reading it for the session's model hangs, and so does its drain.
+    let data = sb.root.path().join("cline-data");
+    let folder = data.join("sessions").join("stuck");
+    std::fs::create_dir_all(&folder).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(folder.join("stuck.json"))
+        .status()
+        .unwrap()
+        .success());
+    let mut stuck = spooled_at("s1", "agent_start", "stuck", aep_cline::firing::now_ns());
+    stuck.cline_data = Some(data.to_str().unwrap().to_string());
+    spool::write(&sb.state_dir, &stuck).unwrap();
+    // Live hooks of another session are taken at once, whatever the drain does with "stuck".
+    for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+        let out = sb.hook(&payload("hooks-local", hook, "free", None));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("spooled"), "{hook} was not taken live: {err}");
+    }
+    assert_eq!(sb.log("free").len(), 5);
+    assert_eq!(sb.spooled(), 1, "the stuck session's firing waits");
+    drop(daemon);
+}
+
+#[test]
+fn a_session_whose_log_cannot_be_written_is_retried_with_backoff_not_on_every_hook() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    // A folder stands where "blocked"'s log would be: its spooled firing cannot be recorded.
+    std::fs::create_dir_all(sb.log_dir.join("cline").join("blocked.jsonl")).unwrap();
+    spool::write(
+        &sb.state_dir,
+        &spooled_at("b1", "agent_start", "blocked", aep_cline::firing::now_ns()),
+    )
+    .unwrap();
+    // Another session's live hooks, paced over three seconds (the drain passes every second).
+    let hooks = ["agent_start", "tool_call", "tool_result", "agent_end"];
+    for i in 0..24 {
+        sb.hook(&payload(
+            "hooks-local",
+            hooks[i % 4],
+            "busy",
+            Some(&format!("2026-11-30T02:53:{i:02}.000Z")),
+        ));
+        std::thread::sleep(Duration::from_millis(125));
+    }
+    assert_eq!(sb.spooled(), 1, "still waiting");
+    let (_, stderr) = daemon.stop();
+    let retries = stderr.matches("spooled hooks of this session wait").count();
+    assert!(
+        (1..=5).contains(&retries),
+        "tried at first, then after 1 s, 2 s, ...; not once per live hook: {retries} tries\n{stderr}"
+    );
+}
+
+#[test]
+fn a_daemon_draining_at_start_refuses_a_shim_at_once_instead_of_leaving_it_waiting() {
+    let sb = Sandbox::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let now = aep_cline::firing::now_ns();
+    let pile = 200;
+    for i in 0..pile {
+        spool::write(&sb.state_dir, &spooled_at(&format!("p{i}"), "tool_call", "pile", now)).unwrap();
+    }
+    // The discovery file a daemon killed earlier left: it names the port the next one takes.
+    std::fs::write(
+        sb.state_dir.join("daemon.json"),
+        format!(r#"{{"url":"http://127.0.0.1:{port}","token":"old","pid":1,"version":"0"}}"#),
+    )
+    .unwrap();
+    let mut daemon = std::process::Command::new(support::daemon::BIN)
+        .arg("daemon")
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+        .env("AEP_LISTEN", format!("127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the start-up drain", || sb.spooled() < pile);
+    let out = sb.hook(&payload("hooks-local", "agent_start", "free", None));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refused") && err.contains("spooled"),
+        "a shim reaching the port during the drain is refused at once, not held: {err}"
+    );
+    let events = sb.wait_for_events("free", 2);
+    assert_eq!(types(&events), ["session.started", "run.started"]);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}

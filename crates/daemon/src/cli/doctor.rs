@@ -469,6 +469,20 @@ fn spool(r: &mut Report, daemon_running: bool) {
             },
         ),
     }
+    let (lost, list) = crate::spool_limit::lost(&state_dir);
+    if lost > 0 {
+        r.warn(
+            "spool",
+            format!(
+                "{lost} hooks were lost: the spool could not keep them (full or unwritable), so their sessions' logs miss them ({} lists when and which)",
+                list.display()
+            ),
+            format!(
+                "keep the daemon running (`aep-cline doctor` above says what stops it) or raise AEP_CLINE_SPOOL_MAX; then remove {} to clear this warning",
+                list.display()
+            ),
+        );
+    }
     if quarantined > 0 {
         r.warn(
             "spool",

@@ -36,7 +36,15 @@ enum Delivered {
 
 pub fn run() -> std::process::ExitCode {
     let started = Instant::now();
+    // A spool write past a file size limit must fail (and be counted lost), not kill the shim:
+    // SIGXFSZ's default action ends the process, and Cline would see a failed hook.
+    // SAFETY: setting a signal's disposition to SIG_IGN; the shim starts no thread.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let fired = firing::now_ns();
+    // What orders it in the spool: a clock that never steps within a boot.
+    let fired_boot = firing::boot_ns();
     let mut body = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut body) {
         eprintln!("aep-cline hook: cannot read the payload from stdin: {e}");
@@ -69,11 +77,13 @@ pub fn run() -> std::process::ExitCode {
         Delivered::Refused(status) => {
             eprintln!("aep-cline hook: the daemon refused this payload (HTTP {status}); see the daemon's log for why")
         }
-        Delivered::Retry(why) => match crate::spool_limit::admit(&state_dir, body.len())
-            .and_then(|()| spool::write(&state_dir, &spooled))
-        {
+        Delivered::Retry(why) => match spool::write_at(&state_dir, &spooled, fired_boot, false) {
             Ok(_) => eprintln!("aep-cline hook: {why}; spooled for the daemon to ingest when it runs"),
-            Err(e) => eprintln!("aep-cline hook: {why}, and spooling failed too ({e}): the hook is lost"),
+            Err(e) => {
+                // Counted where the daemon and `doctor` see it, not only said here.
+                crate::spool_limit::record_lost(&state_dir, &spooled.delivery, &e.to_string());
+                eprintln!("aep-cline hook: {why}, and spooling failed too ({e}): the hook is lost")
+            }
         },
     }
     std::process::ExitCode::SUCCESS

@@ -3,8 +3,9 @@
 //! before a hook is answered; the bus then feeds the live sinks (endpoint, relay).
 //!
 //! Start, in this order: take the state folder's lock (a second daemon refuses here and
-//! changes nothing), bind the listener, drain the spool (hooks that fired while no daemon
-//! ran), write the discovery file, serve. Stop (SIGINT/SIGTERM): stop accepting and let
+//! changes nothing), drain the spool (hooks that fired while no daemon ran), bind the listener
+//! (a shim that reaches the port before is refused at once and spools), write the discovery
+//! file, serve. Stop (SIGINT/SIGTERM): stop accepting and let
 //! in-flight hooks finish, stop every supervised task, dismiss what the hub left pending,
 //! remove the discovery file (only if it is ours), exit 0; every line is already written.
 
@@ -88,25 +89,6 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // Another state folder's daemon may write the same logs: one sequencer per log folder.
     let mut log_lock = StateLock::acquire_logs(&config.log_dir)?;
 
-    // 2. The listener.
-    let connections = crate::http::serve::Gauge::new(limits.fit_open_files());
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {} (AEP_LISTEN)", config.listen))?;
-    let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "listening beyond loopback (AEP_LISTEN): every request needs its token");
-    }
-    let url = format!("http://{addr}");
-    let socket = Socket::bind(&config.state_dir)?;
-    for lock in [&mut lock, &mut log_lock] {
-        lock.record(&Holder {
-            pid: std::process::id(),
-            url: Some(url.clone()),
-        })
-        .with_context(|| format!("cannot write {}", lock.path().display()))?;
-    }
-
     let sessions = Arc::new(
         Sessions::new(
             journal,
@@ -187,20 +169,45 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         });
     }
 
-    // 3. The spool, before any live hook can be served.
+    // 2. The spool, before the port is bound: hooks that fired while no daemon ran go first.
     let spool = Arc::new(Spool::new(&config.state_dir, config.max_body));
     {
-        let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::spool_limit::usage(&config.state_dir));
+        let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::lane::spool::usage(&config.state_dir));
         if crate::spool_limit::near(bytes, max) {
             tracing::warn!(hooks, size = %crate::spool_limit::mib(bytes), bound = %crate::spool_limit::mib(max),
                 "the spool was near its bound (AEP_CLINE_SPOOL_MAX) while no daemon ran: hooks past it were not kept");
         }
+    }
+    let (lost, lost_list) = crate::spool_limit::lost(&config.state_dir);
+    if lost > 0 {
+        tracing::warn!(lost, list = %lost_list.display(),
+            "hooks were lost: the spool could not keep them (full or unwritable); their sessions' logs miss them (`aep-cline doctor`)");
     }
     {
         let (sessions, spool) = (sessions.clone(), spool.clone());
         tokio::task::spawn_blocking(move || spool.drain(&sessions))
             .await
             .context("the spool drain failed")?;
+    }
+
+    // 3. The listener, only now: a shim that finds the port (an old discovery file names it)
+    // is served at once, never left waiting 200 ms on a backlog nobody accepts from.
+    let connections = crate::http::serve::Gauge::new(limits.fit_open_files());
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (AEP_LISTEN)", config.listen))?;
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "listening beyond loopback (AEP_LISTEN): every request needs its token");
+    }
+    let url = format!("http://{addr}");
+    let socket = Socket::bind(&config.state_dir)?;
+    for lock in [&mut lock, &mut log_lock] {
+        lock.record(&Holder {
+            pid: std::process::id(),
+            url: Some(url.clone()),
+        })
+        .with_context(|| format!("cannot write {}", lock.path().display()))?;
     }
 
     // 4. The discovery file: from now on shims find this daemon.
@@ -224,11 +231,19 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         });
     }
     {
-        // The spool's bound: warn once when it is near, and once more when it is clear again.
+        // The spool's bound: warn once when it is near, and once more when it is clear again;
+        // and every hook lost since the last look.
         let state_dir = config.state_dir.clone();
         let warned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counted = Arc::new(std::sync::atomic::AtomicU64::new(lost));
         supervisor.every("spool watch", Duration::from_secs(10), move || {
-            let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::spool_limit::usage(&state_dir));
+            let (lost, list) = crate::spool_limit::lost(&state_dir);
+            let before = counted.swap(lost, std::sync::atomic::Ordering::SeqCst);
+            if lost > before {
+                tracing::warn!(lost = lost - before, total = lost, list = %list.display(),
+                    "hooks were lost: the spool could not keep them (full or unwritable); their sessions' logs miss them");
+            }
+            let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::lane::spool::usage(&state_dir));
             let near = crate::spool_limit::near(bytes, max);
             if near != warned.swap(near, std::sync::atomic::Ordering::SeqCst) {
                 if near {

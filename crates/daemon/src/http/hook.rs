@@ -1,7 +1,8 @@
 //! `POST /hook`: the shim's door. The body is one Cline hook payload, the bearer is the
 //! discovery file's token, and the firing headers ([`crate::firing`]) name it. The hook is mapped
-//! and appended (on a blocking thread) before it is answered, in firing order: spooled firings
-//! go first, and a request that arrives after its shim gave up goes through the spool itself.
+//! and appended (on a blocking thread) before it is answered, in firing order: its session's
+//! spooled firings go first (other sessions' never hold it up), and a request that arrives
+//! after its shim gave up goes through the spool itself.
 //! Every answer carries the proof that this daemon holds the discovery token.
 
 use super::auth::authorized;
@@ -68,10 +69,8 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
                 .map(|()| None)
                 .map_err(|e| IngestError::Spool(format!("cannot spool a late hook: {e}; check AEP_CLINE_STATE_DIR")));
         }
-        if !spool.is_empty() {
-            spool.drain(&sessions);
-        }
-        sessions.ingest_hook(&body, &firing).map(Some)
+        // After its session's spooled firings, and only theirs (the spool's index says which).
+        spool.live(&body, &sessions, || sessions.ingest_hook(&body, &firing).map(Some))
     })
     .await;
     match outcome {

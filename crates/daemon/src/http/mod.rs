@@ -87,5 +87,7 @@ pub fn health(state: &AppState) -> serde_json::Value {
         "control": !state.intake.accepts().is_empty(),
         "endpoint": state.endpoint.as_ref().map(|e| e.status()),
         "connections": state.connections.status(),
+        // Hooks the spool could not keep (full or unwritable): their sessions' logs miss them.
+        "spool": {"lost": state.spool.lost()},
     })
 }

@@ -182,7 +182,7 @@ impl Sandbox {
         std::fs::read_dir(self.state_dir.join("spool"))
             .map(|d| {
                 d.filter_map(|e| e.ok())
-                    .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "firing" || x == "json"))
                     .count()
             })
             .unwrap_or(0)
