@@ -176,6 +176,17 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             .await
             .context("the spool drain failed")?;
     }
+    {
+        // The reconciler's first pass: the sessions left open by a daemon that was down or
+        // restarted are judged (in the background: a large log folder does not hold the start).
+        let sessions = sessions.clone();
+        tokio::task::spawn_blocking(move || {
+            let ended = sessions.reconcile_logs(crate::history::logged_sessions(sessions.journal().dir()));
+            if ended > 0 {
+                tracing::info!(ended, "sessions that ended while no daemon watched them are ended now");
+            }
+        });
+    }
 
     // 4. The discovery file: from now on shims find this daemon.
     let token = discovery::token(&config.state_dir)

@@ -456,22 +456,19 @@ async fn cancel_refuses_other_targets_and_sessions_without_an_active_run() {
     other_run["run"] = json!("01NOTTHEACTIVERUN000000000");
     rig.submit(&other_run);
     assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "refused");
-    let session = rig.command("control.cancel", None, json!({"scope": "session"}));
-    rig.submit(&session);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "refused");
-    rig.hook("session_shutdown");
-    rig.drain();
-    let idle = rig.command("control.cancel", None, json!({"scope": "run"}));
-    rig.submit(&idle);
-    let nack = rig.next_of("control.rejected").await;
-    assert_eq!(nack["data"]["reason"], "refused", "no active run");
-    // None of them reached the hub: the next command it sees is this one.
+    // It did not reach the hub: the next command it sees is this one.
     let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
     rig.submit(&input);
     assert_eq!(
         rig.hub.next_where(|f| f["kind"] == "command").await["envelope"]["command"],
         "session.send_input"
     );
+    rig.hook("session_shutdown");
+    rig.drain();
+    let idle = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&idle);
+    let nack = rig.next_of("control.rejected").await;
+    assert_eq!(nack["data"]["reason"], "refused", "no active run");
 }
 
 #[tokio::test]
@@ -679,12 +676,47 @@ async fn another_protocol_version_degrades_to_observe_only() {
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
     // It retries, and a v2 register reply keeps it off: commands are busy, hooks still land.
     rig.hub.command("client.register").await;
-    let events = rig.hook("session_shutdown");
-    assert_eq!(types(&events), ["run.cancelled", "session.ended"]);
     rig.drain();
     let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
     rig.submit(&input);
     assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "busy");
+    let events = rig.hook("session_shutdown");
+    assert_eq!(types(&events), ["run.cancelled", "session.ended"]);
+}
+
+#[tokio::test]
+async fn a_session_scope_cancel_ends_the_session_in_the_record_answer_first() {
+    let mut rig = Rig::connected(Options::default()).await;
+    rig.drain();
+    let end = rig.command("control.cancel", None, json!({"scope": "session", "reason": "stuck"}));
+    rig.submit(&end);
+    let ack = rig.next().await.value.clone();
+    assert_eq!(
+        (ack["type"].as_str(), &ack["cause"]),
+        (Some("control.accepted"), &end["id"])
+    );
+    let cancelled = rig.next().await.value.clone();
+    assert_eq!(cancelled["type"], "run.cancelled");
+    assert_eq!(
+        (&cancelled["data"]["by"], &cancelled["cause"]),
+        (&json!("control"), &end["id"])
+    );
+    let ended = rig.next().await.value.clone();
+    assert_eq!(
+        (ended["type"].as_str(), &ended["cause"]),
+        (Some("session.ended"), &end["id"])
+    );
+    assert_eq!(ended["data"]["detected"]["by"], "person");
+    // Then nothing runs in it: a cancel and an input are refused before the hub hears them.
+    for (ty, data) in [
+        ("control.cancel", json!({"scope": "run"})),
+        ("x.cline.control.send_input", json!({"text": "hello"})),
+    ] {
+        let command = rig.command(ty, None, data);
+        rig.submit(&command);
+        let nack = rig.next_of("control.rejected").await;
+        assert_eq!(nack["data"]["reason"], "refused");
+    }
 }
 
 /// The benchmark behind `crates/daemon/bench/hub.sh` (ignored: it reports, it asserts no
