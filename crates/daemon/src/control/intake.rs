@@ -148,6 +148,41 @@ impl Intake {
         }
     }
 
+    /// [`Intake::settle`], with `outcomes` (what the decision caused in the lane) appended in the
+    /// same write right after the ack, so nothing another lane reports can come between the
+    /// answer and its effects. The outcomes are appended even when the command was decided
+    /// already (by the guard).
+    pub fn settle_with(
+        &self,
+        key: &CommandKey,
+        session: &str,
+        command_id: &str,
+        ack: Ack,
+        outcomes: impl FnOnce(Lane<'_>) -> Vec<Planned>,
+    ) -> bool {
+        let mut recorded = self.recorded.lock();
+        let pending = recorded.is_pending(key);
+        let planned = self.sessions.append_in(session, |lane| {
+            let mut planned = Vec::new();
+            if pending {
+                planned.push(self.ack_event(command_id, &ack));
+            }
+            planned.extend(outcomes(lane));
+            planned
+        });
+        match planned {
+            Ok(published) if pending => match published.into_iter().next() {
+                Some(ack) => recorded.decide(key, ack),
+                None => false,
+            },
+            Ok(_) => false,
+            Err(e) => {
+                tracing::error!(%session, command = command_id, error = %e, "the ack and its outcome could not be recorded");
+                false
+            }
+        }
+    }
+
     /// `Some(ack)` when decided now; `None` when handed to the hub.
     fn decide(
         &self,
@@ -191,23 +226,37 @@ impl Intake {
             );
         }
         // Checked and marked in the lane under the session's lock; a refusal is the ack.
+        // A cancel is accepted there and then, before the hub can act on it: the hub answers
+        // `run.abort` ok whatever it finds, so its reply decides nothing, and the abort's
+        // effects (a dismissed approval, the aborted tool, `run.cancelled`) may reach the lane
+        // before that reply does. Sequenced now, the answer precedes every effect it caused.
         let mut forward = None;
         let published = self
             .sessions
             .append_in(session, |lane| match prepare(lane, parsed, key, session) {
                 Ok(request) => {
+                    let early = matches!(request.kind, Kind::Cancel { .. });
                     forward = Some(request);
-                    Vec::new()
+                    match early {
+                        true => vec![self.ack_event(&key.id, &Ack::Accepted)],
+                        false => Vec::new(),
+                    }
                 }
                 Err(n) => vec![self.ack_event(&key.id, &Ack::Rejected(n))],
             })?;
         let Some(request) = forward else {
             return Ok(published.into_iter().last());
         };
+        let accepted = published.into_iter().last();
         match link.send(request) {
-            Ok(()) => Ok(None),
+            Ok(()) => Ok(accepted),
             Err(request) => {
                 withdraw(&self.sessions, &request);
+                if accepted.is_some() {
+                    // The tap stopped (the daemon is shutting down) between the check and the send.
+                    tracing::warn!(%session, command = %key.id, "an accepted cancel could not reach the hub: the tap stopped");
+                    return Ok(accepted);
+                }
                 self.ack_now(
                     session,
                     &key.id,

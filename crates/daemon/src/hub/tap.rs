@@ -95,22 +95,22 @@ pub fn run_aborted(sessions: &Sessions, session: &str) {
     });
 }
 
-/// The hub answered a command: settle its ack (unless the guard did), then the outcome.
+/// The hub answered a command: settle its ack (unless the guard did), then the outcome. An
+/// answer's outcomes (`attention.answered`, `attention.resolved`) go in the ack's own write, so
+/// no hook's effect (the denied tool's `tool.failed`) lands between the answer and them.
 pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: Result<(), &HubError>) {
-    intake.settle(
-        &request.key,
-        &request.session,
-        &request.command_id,
-        ack::decide(HubOutcome::Replied(result)),
-    );
     let ok = result.is_ok();
+    let decided = ack::decide(HubOutcome::Replied(result));
+    if let Kind::Respond { approval_id } = &request.kind {
+        let ctx = context(sessions, false);
+        intake.settle_with(&request.key, &request.session, &request.command_id, decided, |lane| {
+            lane.approvals.replied(approval_id, ok, &ctx, &mut aep_core::id::new_id)
+        });
+        return;
+    }
+    intake.settle(&request.key, &request.session, &request.command_id, decided);
     match &request.kind {
-        Kind::Respond { approval_id } => {
-            let ctx = context(sessions, false);
-            append(sessions, &request.session, |lane| {
-                lane.approvals.replied(approval_id, ok, &ctx, &mut aep_core::id::new_id)
-            });
-        }
+        Kind::Respond { .. } => {}
         Kind::Cancel { run } if !ok => {
             append(sessions, &request.session, |lane| {
                 lane.tracker.forget_cancel(run);

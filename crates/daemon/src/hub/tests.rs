@@ -314,6 +314,38 @@ async fn a_text_answer_that_names_no_option_denies_with_the_text_as_reason() {
 }
 
 #[tokio::test]
+async fn a_denys_answer_is_written_with_its_ack_so_no_effect_comes_between() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.deny").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "deny"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    // As on the real hub: the resolution is broadcast before the reply to the responder.
+    let mut resolved = real_frame("approval.resolved.denied");
+    resolved["envelope"]["sessionId"] = json!(SESSION);
+    rig.hub.send(&resolved.to_string());
+    rig.hub.reply(&sent, None);
+    let (ack, answered, done) = (rig.next().await, rig.next().await, rig.next().await);
+    let (ack, answered, done) = (&ack.value, &answered.value, &done.value);
+    assert_eq!(
+        [&ack["type"], &answered["type"], &done["type"]],
+        ["control.accepted", "attention.answered", "attention.resolved"]
+    );
+    let seq = |e: &Value| e["seq"].as_u64().unwrap();
+    assert_eq!(
+        (seq(answered), seq(done)),
+        (seq(ack) + 1, seq(ack) + 2),
+        "one write: a hook's tool.failed {{denied}} lands before the answer or after its resolution"
+    );
+    assert_eq!(answered["cause"], respond["id"]);
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
 async fn an_out_of_band_answer_is_mirrored_and_a_late_respond_is_refused() {
     let mut rig = Rig::connected(Options::default()).await;
     let requested = rig.request("approval.requested.deny").await;
@@ -408,13 +440,15 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
     let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
     rig.submit(&cancel);
     let sent = rig.hub.command("run.abort").await;
+    // The answer is in the log before the hub can act on the command.
+    assert_eq!(rig.next_of("control.accepted").await["cause"], cancel["id"]);
+    // The hub's frames come before its reply, as on the real hub.
     rig.hub.send(&frame("approval.resolved.cancelled"));
     rig.hub.reply(&sent, None);
     rig.hub.send(&frame("run.aborted.pending"));
     let dismissed = rig.next_of("attention.resolved").await;
     assert_eq!(dismissed["subject"], requested["id"]);
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
-    rig.next_of("control.accepted").await;
     let cancelled = rig.next_of("run.cancelled").await;
     assert_eq!(
         (cancelled["data"]["by"].clone(), cancelled["cause"].clone()),
@@ -428,10 +462,11 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
             "run.started",
             "tool.requested",
             "attention.requested",
-            "attention.resolved",
             "control.accepted",
+            "attention.resolved",
             "run.cancelled"
-        ]
+        ],
+        "the answer before its effects"
     );
     rig.assert_valid_log();
 }
