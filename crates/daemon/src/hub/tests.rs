@@ -847,6 +847,9 @@ async fn a_hub_session_ends_when_the_hub_says_it_is_over_not_at_its_shutdown_hoo
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
     let ended = rig.next_of("session.ended").await;
     assert_eq!(ended["data"]["reason"], "normal");
+    assert_eq!(ended["time"], "2026-11-30T03:00:00.000Z", "when the hub says it ended");
+    assert_eq!(ended["data"]["detected"]["by"], "hub");
+    assert_eq!(dismissed["time"], ended["time"]);
     assert_eq!(rig.log().last().unwrap()["type"], "session.ended");
     rig.hub.send(&over.to_string());
     rig.hub.send(&frame("approval.requested.pending"));
