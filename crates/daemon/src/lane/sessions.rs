@@ -38,7 +38,8 @@ pub const DELIVERY_EXTENSION: &str = "clinehook";
 /// changed), so a restarted daemon still reads the session's store.
 pub const CLINE_DATA_EXTENSION: &str = "clinedata";
 
-/// How often a session's store file is read to see whether Cline recorded its end.
+/// How often a session's store file is read to see whether Cline recorded its end, and how long
+/// a session must have been quiet before it is.
 const STORE_EVERY: Duration = Duration::from_secs(5);
 
 /// Delivery ids remembered per session.
@@ -422,8 +423,12 @@ impl Sessions {
             if state.ended.is_some() || state.tracker.has_ended() || state.held.is_some() {
                 return Ok(false);
             }
+            // The hooks speak first: the store is read once the session has been quiet a while,
+            // so a session's own end hooks (with their usage) are not beaten by the store.
+            let quiet = state.quiet_since.elapsed().unwrap_or_default();
+            let due = quiet >= STORE_EVERY && state.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY);
             let store = match state.cline_data.as_deref() {
-                Some(dir) if state.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY) => {
+                Some(dir) if due => {
                     state.store_read = Some(Instant::now());
                     StoreSession::read(std::path::Path::new(dir), session)
                 }
