@@ -548,6 +548,22 @@ fn a_session_whose_cline_exits_after_a_daemon_restart_ends_when_it_exits() {
 }
 
 #[test]
+fn a_session_that_left_memory_idle_still_ends_when_its_cline_exits() {
+    let sb = Sandbox::new().with_env("AEP_SESSION_IDLE", "300ms");
+    let daemon = sb.start();
+    let mut cline = Cline::start();
+    let session = "idle-then-gone";
+    feed_open_run(&daemon.addr(), &daemon.token, session, &cline, None);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while healthz(&daemon.addr())["sessions"] != 0 {
+        assert!(Instant::now() < deadline, "the idle session never left memory");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cline.exit();
+    assert_ended_late(&sb, session, "process_gone");
+}
+
+#[test]
 fn clines_own_store_says_how_and_when_a_session_ended() {
     let sb = Sandbox::new();
     let data = sb.root.path().join("cline-data");

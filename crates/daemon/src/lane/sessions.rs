@@ -140,6 +140,9 @@ pub struct Sessions {
     hosted: Mutex<BoundedSet<String>>,
     /// Whether the hub tap is connected now: a hosted session's end is then the hub's to say.
     hub_connected: AtomicBool,
+    /// Open sessions that left memory idle, by the process that ran their hooks: when it dies,
+    /// the reconciler takes the session up again and ends it.
+    watched: Mutex<std::collections::HashMap<String, Parent>>,
 }
 
 /// Hub-hosted sessions remembered.
@@ -160,6 +163,7 @@ impl Sessions {
             live: DashMap::new(),
             hosted: Mutex::new(BoundedSet::new(MAX_HOSTED)),
             hub_connected: AtomicBool::new(false),
+            watched: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -230,6 +234,7 @@ impl Sessions {
             Some(state) => state,
             None => {
                 // A live state learns it is hub-hosted from `hosted_by_hub`; a loaded one here.
+                self.watched.lock().remove(session);
                 let mut loaded = self.load(session)?;
                 loaded.tracker.set_hosted(self.hosted.lock().contains(session));
                 guard.insert(loaded)
@@ -401,7 +406,10 @@ impl Sessions {
                 guard.as_ref().is_some_and(|s| s.ended.is_none() && s.held.is_none())
             })
             .map(|entry| entry.key().clone())
-            .collect();
+            .collect::<Vec<_>>()
+            .into_iter()
+            .chain(self.watched_gone())
+            .collect::<Vec<_>>();
         let mut ended = 0;
         for session in open {
             match self.reconcile(&session) {
@@ -413,6 +421,20 @@ impl Sessions {
             }
         }
         ended
+    }
+
+    /// The sessions that left memory whose process is gone (taken off the watch list).
+    fn watched_gone(&self) -> Vec<String> {
+        let mut watched = self.watched.lock();
+        let gone: Vec<String> = watched
+            .iter()
+            .filter(|(_, parent)| !parent.alive())
+            .map(|(session, _)| session.clone())
+            .collect();
+        for session in &gone {
+            watched.remove(session);
+        }
+        gone
     }
 
     /// Judges one session (loading it from its log if it is not in memory) and ends it if the
@@ -637,11 +659,14 @@ impl Sessions {
             let expired = match guard.as_ref() {
                 None => true,
                 Some(state) => {
-                    // An open session with a process to watch stays, so the reconciler sees
-                    // it end ([`Sessions::reap`]).
-                    let watched = state.ended.is_none() && state.parent.is_some();
-                    state.ended.is_some_and(|at| now.saturating_duration_since(at) >= grace)
-                        || (!watched && now.saturating_duration_since(state.touched) >= idle)
+                    let expired = state.ended.is_some_and(|at| now.saturating_duration_since(at) >= grace)
+                        || now.saturating_duration_since(state.touched) >= idle;
+                    // An open session leaving with a process to watch stays on the watch list,
+                    // so the reconciler still sees it end ([`Sessions::reap`]).
+                    if let (true, None, Some(parent)) = (expired, state.ended, state.parent) {
+                        self.watched.lock().insert(session.clone(), parent);
+                    }
+                    expired
                 }
             };
             if expired {
