@@ -39,7 +39,11 @@
 //!   `run.finished` and the cancel is dropped (as it is when the completion came first: the
 //!   run is closed); any other hook of the session (but a `Notification`, which 2.x fires beside
 //!   them) releases it first, as does the caller once its hold time has passed
-//!   ([`SessionTracker::release_held`]): then it is `run.cancelled {by: "user"}`. The hold is
+//!   ([`SessionTracker::release_held`]): then it is `run.cancelled {by: "user"}`, unless the run's
+//!   model request failed for good first (a `Notification {source: "api_req_failed"}`, which 2.x
+//!   fires when it gives up on a 429 or 500, before or racing the `TaskCancel` it then fires
+//!   though no user acted): then the run failed, `run.failed {reason: "api_req_failed", error:
+//!   {type, status}}` with the provider's error type and HTTP status. The hold is
 //!   memory only: a daemon restarted during it forgets the cancel, and the run ends when Cline's
 //!   process does.
 //! - Tool calls without a call id (2.x gives none) are paired by tool name and order: a result
@@ -115,6 +119,60 @@ pub struct SessionTracker {
     /// Pending id-less tool calls: tool name → their `tool.requested` Events, oldest first.
     by_name: HashMap<String, VecDeque<String>>,
     held: Option<HeldCancel>,
+    /// Cline 2.x said the open run's model request failed for good (see the module docs).
+    api_failed: Option<ApiFailure>,
+}
+
+/// What a 2.x `Notification {source: "api_req_failed"}` said of the failure: its `message` is the
+/// provider error's JSON (`status`, `details.type`).
+#[derive(Debug, Clone, PartialEq)]
+struct ApiFailure {
+    status: Option<u64>,
+    kind: Option<String>,
+}
+
+impl ApiFailure {
+    fn of(payload: &HookPayload) -> Option<ApiFailure> {
+        let n = payload.legacy.as_ref()?.notification.as_ref()?;
+        if n.source.as_deref() != Some("api_req_failed") {
+            return None;
+        }
+        let said: Value = n
+            .message
+            .as_deref()
+            .and_then(|m| serde_json::from_str(m).ok())
+            .unwrap_or_default();
+        let token = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .filter(|t| !t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+                .map(str::to_string)
+        };
+        Some(ApiFailure {
+            status: said.get("status").and_then(Value::as_u64),
+            kind: token(said.pointer("/details/type")).or_else(|| token(said.pointer("/error/type"))),
+        })
+    }
+
+    /// The held `TaskCancel`'s `run.cancelled {by: "user"}` as the failure it was.
+    fn fail(&self, mut event: Mapped) -> Mapped {
+        event.ty = "run.failed".to_string();
+        event.severity = Some(aep_core::Severity::Error);
+        if let Some(data) = event.data.as_mut() {
+            data.remove("by");
+            data.insert("reason".to_string(), json!("api_req_failed"));
+            let kind = match (&self.kind, self.status) {
+                (Some(kind), _) => kind.clone(),
+                (None, Some(status)) => format!("http_{status}"),
+                (None, None) => "api_req_failed".to_string(),
+            };
+            let mut error = json!({"type": kind});
+            if let Some(status) = self.status {
+                error["status"] = json!(status);
+            }
+            data.insert("error".to_string(), error);
+        }
+        event
+    }
 }
 
 impl Default for SessionTracker {
@@ -131,6 +189,7 @@ impl Default for SessionTracker {
             cancels: HashMap::new(),
             by_name: HashMap::new(),
             held: None,
+            api_failed: None,
         }
     }
 }
@@ -183,9 +242,18 @@ impl SessionTracker {
         let Some(held) = self.held.take() else {
             return Vec::new();
         };
-        self.close_run(&held.agent, held.event, held.at, new_id)
+        let event = self.cancel_or_failure(held.event);
+        self.close_run(&held.agent, event, held.at, new_id)
             .into_iter()
             .collect()
+    }
+
+    /// A held 2.x cancel: the user's, or the run's model failure (see the module docs).
+    fn cancel_or_failure(&mut self, event: Mapped) -> Mapped {
+        match self.api_failed.take() {
+            Some(failure) => failure.fail(event),
+            None => event,
+        }
     }
 
     /// A terminal for `agent`'s run: closes it, or, with none open, is emitted alone unless
@@ -329,7 +397,15 @@ impl SessionTracker {
                 // The completion of the run the cancel was about: 2.x's trailing cancel.
                 Some("TaskComplete") if held.agent == agent => {}
                 Some("Notification" | "TaskCancel") => self.held = Some(held),
-                _ => out.extend(self.close_run(&held.agent, held.event, held.at, new_id)),
+                _ => {
+                    let event = self.cancel_or_failure(held.event);
+                    out.extend(self.close_run(&held.agent, event, held.at, new_id));
+                }
+            }
+        }
+        if legacy == Some("Notification") {
+            if let Some(failure) = ApiFailure::of(payload) {
+                self.api_failed = Some(failure);
             }
         }
         let mut mapped = map_hook(payload, ctx);
@@ -343,6 +419,7 @@ impl SessionTracker {
             return out;
         }
         if mapped.iter().any(|m| m.link == Link::OpenRun) {
+            self.api_failed = None; // a new run: an earlier failure is not its
             self.supersede(&agent, &mapped, at, ctx, new_id, &mut out);
         }
         let mut dropped_terminal = false;

@@ -281,16 +281,15 @@ fn a_command_that_exits_2_is_a_failed_tool_whatever_success_says() {
 }
 
 #[test]
-fn a_model_error_run_ends_at_its_cancel() {
+fn a_model_error_run_ends_at_its_cancel_as_failed() {
     let payloads = capture("d-error500", "workspace");
     let mut h = Harness::new(Capture::Metadata);
     for p in &payloads {
         h.feed(p);
     }
     h.release("1796103205397");
-    let cancelled = h.of("run.cancelled");
-    assert_eq!(cancelled.len(), 1);
-    assert_eq!(cancelled[0]["data"]["by"], "user");
+    assert!(h.of("run.cancelled").is_empty(), "nobody cancelled it");
+    assert_eq!(h.of("run.failed").len(), 1);
     let note = h.of("x.cline.notification.sent")[0];
     assert_eq!(note["data"]["source"], "api_req_failed");
     assert!(
@@ -357,4 +356,55 @@ fn id_less_tools_pair_by_name_and_order_across_a_restart() {
     let done = h.feed(hook(&payloads, "PostToolUse"));
     assert_eq!(done[0]["cause"], h.of("tool.requested")[0]["id"]);
     assert_eq!(done[0]["run"], h.of("run.started")[0]["run"]);
+}
+
+#[test]
+fn a_model_that_fails_for_good_fails_the_run_whichever_hook_lands_first() {
+    // 2.18 with `-y` against a model answering HTTP 500: it retries, gives up
+    // (`Notification {source: api_req_failed}`), then fires `TaskCancel` though nobody cancelled.
+    let payloads = capture("d-error500", "workspace");
+    let (note, cancel) = (hook(&payloads, "Notification"), hook(&payloads, "TaskCancel"));
+    let session = cancel["taskId"].as_str().unwrap().to_string();
+    for cancel_first in [false, true] {
+        let mut h = Harness::new(Capture::Metadata);
+        for p in payloads
+            .iter()
+            .filter(|p| p["hookName"] != "Notification" && p["hookName"] != "TaskCancel")
+        {
+            h.feed(p);
+        }
+        if cancel_first {
+            assert!(h.feed(cancel).is_empty(), "held");
+            h.feed(note);
+        } else {
+            h.feed(note);
+            assert!(h.feed(cancel).is_empty(), "held");
+        }
+        let released = h.release(&session);
+        assert_eq!(released.len(), 1);
+        let failed = &released[0];
+        assert_eq!(failed["type"], "run.failed", "not a user cancel: {failed}");
+        assert_eq!(failed["severity"], "error");
+        assert_eq!(failed["data"]["reason"], "api_req_failed");
+        assert_eq!(failed["data"]["error"], json!({"type": "server_error", "status": 500}));
+        assert!(failed["data"].get("by").is_none());
+        let types = h.types();
+        assert_eq!(
+            types[types.len() - 2..],
+            ["x.cline.notification.sent", "run.failed"],
+            "why, then the terminal"
+        );
+        assert!(h.of("run.cancelled").is_empty());
+        h.assert_valid();
+    }
+    // A failure does not outlive its run: the next run's cancel is the user's.
+    let mut h = Harness::new(Capture::Metadata);
+    for p in payloads.iter().filter(|p| p["hookName"] != "TaskCancel") {
+        h.feed(p);
+    }
+    h.feed(hook(&payloads, "TaskStart"));
+    h.feed(cancel);
+    let released = h.release(&session);
+    assert_eq!(released.last().unwrap()["type"], "run.cancelled");
+    assert_eq!(released.last().unwrap()["data"]["by"], "user");
 }

@@ -168,15 +168,23 @@ fn a_command_that_exits_2_replayed_is_a_failed_tool() {
 }
 
 #[test]
-fn a_model_error_replayed_ends_its_run_at_the_cancel() {
+fn a_model_error_replayed_fails_its_run_at_the_cancel() {
     let log = replay("d-error500", "1796103205397");
-    let cancelled = of(&log, "run.cancelled");
-    assert_eq!(cancelled.len(), 1);
-    assert_eq!(cancelled[0]["data"]["by"], "user");
+    assert!(of(&log, "run.cancelled").is_empty(), "nobody cancelled it");
+    let failed = of(&log, "run.failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["data"]["reason"], "api_req_failed");
+    assert_eq!(failed[0]["data"]["error"]["status"], 500);
     assert_eq!(
-        cancelled[0]["time"], "2026-12-01T05:33:46.650Z",
+        failed[0]["time"], "2026-12-01T05:33:46.650Z",
         "the TaskCancel's own time"
     );
+    let note = log
+        .iter()
+        .position(|e| e["type"] == "x.cline.notification.sent")
+        .unwrap();
+    let terminal = log.iter().position(|e| e["type"] == "run.failed").unwrap();
+    assert!(note < terminal, "why, then the terminal");
 }
 
 #[test]

@@ -430,3 +430,305 @@ fn the_registry_never_hands_out_a_position_twice_while_it_sweeps() {
     sessions.sweep(Instant::now());
     assert_eq!(sessions.live_count(), 0, "nothing left in memory once idle");
 }
+
+// ---- When does a session end: the reconciler (see README "When does a session end") ----
+
+/// A stand-in for the Cline process that runs a session's hooks: the daemon watches it by pid
+/// and start time, as it watches the real one.
+struct Cline(std::process::Child);
+
+impl Cline {
+    fn start() -> Self {
+        Cline(std::process::Command::new("sleep").arg("600").spawn().unwrap())
+    }
+
+    /// The parent header the shim sends for it.
+    fn header(&self) -> String {
+        let pid = self.0.id();
+        aep_cline::firing::parent_header(pid, aep_cline::lane::parent::start_time(pid))
+    }
+
+    fn exit(&mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Cline {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `POST /hook` as the shim sends it from `cline`'s hook, naming Cline's data folder `data`.
+fn post_from(
+    addr: &str,
+    token: &str,
+    body: &[u8],
+    delivery: &str,
+    cline: &Cline,
+    data: Option<&std::path::Path>,
+) -> u16 {
+    let bearer = format!("Bearer {token}");
+    let parent = cline.header();
+    let data = data.map(|d| d.display().to_string()).unwrap_or_default();
+    let mut headers = vec![
+        ("Authorization", bearer.as_str()),
+        (DELIVERY_HEADER, delivery),
+        (aep_cline::firing::PARENT_HEADER, parent.as_str()),
+    ];
+    if !data.is_empty() {
+        headers.push((aep_cline::firing::CLINE_DATA_HEADER, data.as_str()));
+    }
+    try_http(addr, "POST", "/hook", &headers, body).map_or(0, |(status, _)| status)
+}
+
+/// A run cut short mid-tool: its start and the tool call, from `cline`.
+fn feed_open_run(addr: &str, token: &str, session: &str, cline: &Cline, data: Option<&std::path::Path>) {
+    for hook in ["agent_start", "tool_call"] {
+        let body = payload("hooks-local", hook, session);
+        assert_eq!(
+            post_from(addr, token, &body, &format!("{session}-{hook}"), cline, data),
+            200
+        );
+    }
+}
+
+/// What a consumer makes of a session's Events, by the spec's rules alone (AEP-0002 §2: a run
+/// is open from `run.started` until its one terminal; the session is over at `session.ended`):
+/// `(ended, open runs)`.
+fn project(events: &[Value]) -> (bool, usize) {
+    let mut open = HashSet::new();
+    let mut ended = false;
+    for e in events {
+        let run = e["run"].as_str().unwrap_or_default();
+        match e["type"].as_str().unwrap() {
+            "run.started" => {
+                open.insert(run);
+            }
+            "run.finished" | "run.failed" | "run.cancelled" => {
+                open.remove(run);
+            }
+            "session.ended" => ended = true,
+            _ => {}
+        }
+    }
+    (ended, open.len())
+}
+
+/// `aep-cline sessions --json`, by session.
+fn sessions_json(sb: &Sandbox) -> std::collections::HashMap<String, Value> {
+    let out = sb.run(&["sessions", "--json", "--all"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    all.into_iter()
+        .map(|s| (s["session"].as_str().unwrap().to_string(), s))
+        .collect()
+}
+
+/// Asserts a session the daemon ended after the fact: the open run cancelled by shutdown, the
+/// session `killed`, both at the last hook's time (not when the daemon found out), and what
+/// found it out in `data.detected`.
+fn assert_ended_late(sb: &Sandbox, session: &str, by: &str) {
+    let events = sb.wait_log(session, "session.ended", Duration::from_secs(15), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    support::daemon::assert_cut_short(&events);
+    let last_hook = events[2]["time"].as_str().unwrap();
+    for e in &events[3..] {
+        assert_eq!(
+            e["time"], last_hook,
+            "an honest time: when it happened, as far as known: {e}"
+        );
+    }
+    let detected = &events[4]["data"]["detected"];
+    assert_eq!(detected["by"], by);
+    assert!(detected["at"].as_str().unwrap() > last_hook, "{detected}");
+    assert_eq!(project(&events), (true, 0));
+    assert_eq!(sessions_json(sb)[session]["state"], "ended");
+}
+
+#[test]
+fn sessions_whose_cline_exits_while_the_daemon_is_down_end_at_the_restart_at_their_last_hook() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let mut cline = Cline::start();
+    // Five sessions fed just before a SIGTERM restart.
+    let sessions: Vec<String> = (0..5).map(|i| format!("down-{i}")).collect();
+    for s in &sessions {
+        feed_open_run(&daemon.addr(), &daemon.token, s, &cline, None);
+    }
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    for s in &sessions {
+        assert_eq!(project(&sb.log(s)), (false, 1), "open when the daemon stopped");
+    }
+    cline.exit();
+    let _daemon = sb.start();
+    for s in &sessions {
+        assert_ended_late(&sb, s, "process_gone");
+    }
+}
+
+#[test]
+fn a_session_whose_cline_exits_after_a_daemon_restart_ends_when_it_exits() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let mut cline = Cline::start();
+    let session = "restarted";
+    feed_open_run(&daemon.addr(), &daemon.token, session, &cline, None);
+    drop(daemon.stop());
+    let daemon = sb.start();
+    // The reconciler's first pass judged it alive (its Cline runs) and keeps watching it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while healthz(&daemon.addr())["sessions"] != 1 {
+        assert!(Instant::now() < deadline, "the open session was never taken up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(project(&sb.log(session)), (false, 1), "alive: left open");
+    cline.exit();
+    assert_ended_late(&sb, session, "process_gone");
+}
+
+#[test]
+fn a_session_that_left_memory_idle_still_ends_when_its_cline_exits() {
+    let sb = Sandbox::new().with_env("AEP_SESSION_IDLE", "300ms");
+    let daemon = sb.start();
+    let mut cline = Cline::start();
+    let session = "idle-then-gone";
+    feed_open_run(&daemon.addr(), &daemon.token, session, &cline, None);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while healthz(&daemon.addr())["sessions"] != 0 {
+        assert!(Instant::now() < deadline, "the idle session never left memory");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cline.exit();
+    assert_ended_late(&sb, session, "process_gone");
+}
+
+#[test]
+fn clines_own_store_says_how_and_when_a_session_ended() {
+    let sb = Sandbox::new();
+    let data = sb.root.path().join("cline-data");
+    let store = |session: &str, status: &str, ended_at: &str| {
+        let folder = data.join("sessions").join(session);
+        std::fs::create_dir_all(&folder).unwrap();
+        let record = serde_json::json!({"session_id": session, "status": status, "ended_at": ended_at, "exit_code": 0});
+        std::fs::write(folder.join(format!("{session}.json")), record.to_string()).unwrap();
+    };
+    let daemon = sb.start();
+    // Cline's hub lives on (its runs completed while no hub connection was watched).
+    let hub = Cline::start();
+    store("done", "running", "");
+    feed_open_run(&daemon.addr(), &daemon.token, "done", &hub, Some(&data));
+    feed_open_run(&daemon.addr(), &daemon.token, "broke", &hub, Some(&data));
+    store("done", "completed", "2026-11-30T02:53:40.5Z");
+    store("broke", "failed", "2026-11-30T02:53:41.000Z");
+    let done = sb.wait_log("done", "session.ended", Duration::from_secs(20), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_eq!(
+        support::daemon::types(&done)[3..],
+        ["run.finished", "session.ended"],
+        "the run completed, as Cline's store says"
+    );
+    assert!(done[3..].iter().all(|e| e["time"] == "2026-11-30T02:53:40.500Z"));
+    assert_eq!(done[4]["data"]["reason"], "normal");
+    assert_eq!(done[4]["data"]["detected"]["by"], "cline_store");
+    support::daemon::assert_valid_stream(&done);
+    let broke = sb.wait_log("broke", "session.ended", Duration::from_secs(20), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_eq!(support::daemon::types(&broke)[3..], ["run.failed", "session.ended"]);
+    assert_eq!(broke[3]["data"]["reason"], "failed");
+    assert_eq!(broke[3]["data"]["error"]["type"], "cline_status_failed");
+    assert_eq!(broke[4]["data"]["reason"], "error");
+    assert!(broke[3..].iter().all(|e| e["time"] == "2026-11-30T02:53:41.000Z"));
+    support::daemon::assert_valid_stream(&broke);
+    let listed = sessions_json(&sb);
+    assert_eq!(
+        (listed["done"]["state"].as_str(), listed["broke"]["failures"].as_u64()),
+        (Some("ended"), Some(1))
+    );
+}
+
+#[test]
+fn a_session_with_no_evidence_of_life_for_a_day_ends_as_timed_out_at_its_last_hook() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let session = "forgotten";
+    for (i, hook) in ["agent_start", "tool_call"].iter().enumerate() {
+        let body = payload("hooks-local", hook, session);
+        assert_eq!(post_hook(&daemon.addr(), &daemon.token, &body, &format!("f-{i}")), 200);
+    }
+    drop(daemon.stop());
+    let log = sb.log_dir.join("cline").join(format!("{session}.jsonl"));
+    let ok = std::process::Command::new("touch")
+        .args(["-d", "25 hours ago"])
+        .arg(&log)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let _daemon = sb.start();
+    let events = sb.wait_log(session, "session.ended", Duration::from_secs(15), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_eq!(events[4]["data"]["reason"], "timeout");
+    assert_eq!(events[4]["data"]["detected"]["by"], "stale");
+    assert_eq!(events[4]["time"], events[2]["time"]);
+    assert_eq!(project(&events), (true, 0));
+}
+
+#[test]
+fn a_person_ends_a_stuck_session_and_commands_on_it_are_then_refused_in_words() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let cline = Cline::start();
+    let session = "stuck";
+    feed_open_run(&daemon.addr(), &daemon.token, session, &cline, None);
+    let out = sb.run(&["end", session, "--reason", "its terminal was closed"], &[]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}{:?}",
+        String::from_utf8_lossy(&out.stderr),
+        sb.log(session)
+    );
+    assert!(said.contains("accepted: end session stuck"), "{said}");
+    let events = sb.log(session);
+    assert_eq!(
+        support::daemon::types(&events)[3..],
+        ["control.accepted", "run.cancelled", "session.ended"],
+        "the answer before its effects"
+    );
+    let command = events[3]["cause"].as_str().unwrap();
+    assert_eq!(events[4]["data"]["by"], "control");
+    assert!(
+        events[4..].iter().all(|e| e["cause"] == command),
+        "caused by the command"
+    );
+    assert_eq!(events[5]["data"]["detected"]["by"], "person");
+    support::daemon::assert_valid_stream(&events);
+    let before = sessions_json(&sb)[session].clone();
+    assert_eq!(before["state"], "ended");
+
+    // Ending it again, or cancelling its run, is refused and says why; it does not move it.
+    let again = sb.run(&["end", session], &[]);
+    assert_eq!(again.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&again.stderr);
+    assert!(why.contains("has ended already"), "{why}");
+    let cancel = sb.run(&["cancel", session], &[]);
+    assert_eq!(
+        cancel.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
+    let after = sessions_json(&sb)[session].clone();
+    assert_eq!(after["last"], before["last"], "a refused command is no sign of life");
+    assert_eq!(
+        support::daemon::types(&sb.log(session)).last(),
+        Some(&"control.rejected")
+    );
+}

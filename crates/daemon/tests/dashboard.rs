@@ -361,11 +361,16 @@ async fn without_control_the_page_observes_and_offers_no_buttons_and_outlives_a_
     assert!(actions.as_str().unwrap().contains("Observe only"), "{actions}");
     let buttons = browser
         .js(
-            "return document.querySelectorAll('#actions button, #approvals button').length",
+            "return document.querySelectorAll('#actions button:not(.end), #approvals button').length",
             vec![],
         )
         .await;
     assert_eq!(buttons, 0);
+    // Ending a stuck session touches only the daemon's record: offered with control off too.
+    let end = browser
+        .js("return document.querySelectorAll('#actions button.end').length", vec![])
+        .await;
+    assert_eq!(end, 1);
 
     // The daemon restarts on the same port (its token survives): the open page notices, then
     // follows the new daemon by itself, and a hook taken since (the session's end) shows on it.

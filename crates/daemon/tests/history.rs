@@ -269,13 +269,19 @@ fn log_retention_removes_only_ended_sessions_logs_older_than_the_period() {
     }
     assert!(!dir.join("old-ended.jsonl").exists(), "checked at start");
     assert!(dir.join("new-ended.jsonl").exists(), "younger than the period");
-    assert!(dir.join("old-open.jsonl").exists(), "never ended: may still speak");
+    assert!(
+        dir.join("old-open.jsonl").exists(),
+        "never ended: not the retention's to remove"
+    );
+    // No evidence of life for 40 days: the reconciler ends it (README "When does a session end").
+    let ended = sb_log_wait(&dir.join("old-open.jsonl"));
+    assert_eq!(ended["data"]["reason"], "timeout");
     let (events, _) = replay(&running, "from=all", &[]);
     let sessions: Vec<&str> = events.iter().map(|e| e["session"].as_str().unwrap()).collect();
     assert_eq!(
         sessions,
-        ["old-open", "new-ended", "new-ended"],
-        "the least recently written first; the old ended one is gone"
+        ["new-ended", "new-ended", "old-open", "old-open"],
+        "the least recently written first (the reconciler just wrote old-open); the old ended one is gone"
     );
     // The removed session speaks again (Cline resumes old tasks): it goes on past its old
     // positions, where every consumer still takes its Events for new ones (AEP-0001 §7).
@@ -294,4 +300,19 @@ fn log_retention_removes_only_ended_sessions_logs_older_than_the_period() {
     let bad = daemon.run(&["daemon"], &[("AEP_LOG_RETAIN", "a month")]);
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && stderr.contains("AEP_LOG_RETAIN"), "{stderr}");
+}
+
+/// Waits for a log to end with `session.ended` and returns that Event.
+fn sb_log_wait(path: &std::path::Path) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(last) = text.lines().last().and_then(|l| serde_json::from_str::<Value>(l).ok()) {
+            if last["type"] == "session.ended" {
+                return last;
+            }
+        }
+        assert!(Instant::now() < deadline, "{} never ended: {text}", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

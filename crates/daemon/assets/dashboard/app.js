@@ -182,10 +182,13 @@ function renderFacts() {
 function renderActions(s) {
   const live = s.state !== 'ended';
   const box = $('actions');
+  // Ending a stuck session touches only the daemon's record, so it is offered with control off too.
+  const end = () => el('div', {}, el('button', { type: 'button', class: 'end', title: 'Only when its Cline is gone: the daemon could not tell',
+    onclick: (ev) => act(ev.target, 'End the session', { action: 'end', session: s.session }) }, 'End this session (stuck open)'));
   if (!state.control || !live) {
     box.dataset.session = '';
     box.replaceChildren(el('p', { class: 'muted' }, !live ? 'This session has ended.'
-      : 'Observe only: start the daemon with AEP_CLINE_HUB_CONTROL=1 to cancel runs and send input from here.'));
+      : 'Observe only: start the daemon with AEP_CLINE_HUB_CONTROL=1 to cancel runs and send input from here.'), live ? end() : '');
     return;
   }
   if (box.dataset.session === s.session && box.dataset.running === String(Boolean(s.active_run))) return;
@@ -198,7 +201,7 @@ function renderActions(s) {
     el('form', { onsubmit: (ev) => { ev.preventDefault(); if (text.value.trim()) act(ev.submitter, steer.checked ? 'Steer' : 'Send input', { action: 'send', session: s.session, text: text.value, steer: steer.checked }).then((ok) => { if (ok) text.value = ''; }); } },
       el('label', { for: 'send-text' }, 'Send input'), text,
       el('label', { class: 'check' }, steer, ' steer the running run (otherwise queued after it)'),
-      el('div', {}, el('button', { type: 'submit' }, 'Send'))));
+      el('div', {}, el('button', { type: 'submit' }, 'Send'))), end());
 }
 
 // ---- actions: the ack first, then the outcome ----
@@ -241,6 +244,7 @@ function describe(e) {
   const d = e.data || {};
   if (e.type === 'attention.answered') return `${e.type} (${d.answer?.option || 'answered'} via ${d.via || 'control'})`;
   if (e.type === 'run.cancelled') return `${e.type} (by ${d.by})`;
+  if (e.type === 'session.ended') return `${e.type} (${d.reason || 'normal'})`;
   if (e.type === 'x.cline.input.sent') return `${e.type} (${d.delivery})`;
   return e.type;
 }

@@ -61,6 +61,23 @@ pub struct CancelArgs {
     common: Common,
 }
 
+/// End a session that is stuck open (its Cline is gone but the daemon cannot tell).
+///
+/// The daemon ends a session by itself when it has evidence (Cline's store, the process that
+/// ran its hooks, Cline's hub); this is for the rest. Its open run is logged
+/// `run.cancelled {by: control}` and the session `session.ended`, both caused by this command.
+/// Cline itself is not touched.
+#[derive(clap::Args, Debug)]
+pub struct EndArgs {
+    /// The session: its id or a unique start or end of it (from `aep-cline sessions`).
+    session: String,
+    /// Why, logged with the end (at capture `redacted` or above).
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
 /// Send a Cline session a prompt (queued, or --steer).
 ///
 /// Queued after the current run (on an idle session it starts one at once), or with --steer,
@@ -102,6 +119,7 @@ pub fn approve(args: ApproveArgs) -> ExitCode {
                 reason: args.reason,
             },
             &what,
+            "",
         )
     })())
 }
@@ -118,6 +136,7 @@ pub fn deny(args: DenyArgs) -> ExitCode {
                 reason: args.reason,
             },
             &what,
+            "",
         )
     })())
 }
@@ -137,15 +156,41 @@ pub fn answer(args: AnswerArgs) -> ExitCode {
                 text: args.text,
             },
             &what,
+            "",
         )
     })())
 }
 
 pub fn cancel(args: CancelArgs) -> ExitCode {
     finish((|| {
-        let session = session(&args.common, &args.session)?;
+        let found = session(&args.common, &args.session)?;
+        let session = found.session.clone();
         let what = format!("cancel the run of {session}");
-        send(&args.common, &session, Action::Cancel, &what)
+        let refusal = match found.state {
+            crate::people::State::Ended => format!("session {session} has ended: nothing runs in it to cancel"),
+            _ if found.active_run.is_none() => format!("session {session} has no running run to cancel: it is idle"),
+            _ => String::new(),
+        };
+        send(&args.common, &session, Action::Cancel, &what, &refusal)
+    })())
+}
+
+pub fn end(args: EndArgs) -> ExitCode {
+    finish((|| {
+        let found = session(&args.common, &args.session)?;
+        let session = found.session.clone();
+        let what = format!("end session {session}");
+        let refusal = match found.state {
+            crate::people::State::Ended => format!("session {session} has ended already: there is nothing to end"),
+            _ => String::new(),
+        };
+        send(
+            &args.common,
+            &session,
+            Action::End { reason: args.reason },
+            &what,
+            &refusal,
+        )
     })())
 }
 
@@ -166,8 +211,13 @@ pub fn send_input(args: SendArgs) -> ExitCode {
         if chars > MAX_TEXT {
             bail!("the prompt has {chars} characters; send at most {MAX_TEXT}");
         }
-        let session = session(&args.common, &args.session)?;
+        let found = session(&args.common, &args.session)?;
+        let session = found.session.clone();
         let what = format!("send input to {session}");
+        let refusal = match found.state {
+            crate::people::State::Ended => format!("session {session} has ended: Cline no longer takes input for it"),
+            _ => String::new(),
+        };
         send(
             &args.common,
             &session,
@@ -176,6 +226,7 @@ pub fn send_input(args: SendArgs) -> ExitCode {
                 steer: args.steer,
             },
             &what,
+            &refusal,
         )
     })())
 }
@@ -206,10 +257,10 @@ fn approval(common: &Common, id: &str) -> anyhow::Result<crate::people::Pending>
     }
 }
 
-fn session(common: &Common, query: &str) -> anyhow::Result<String> {
+fn session(common: &Common, query: &str) -> anyhow::Result<crate::people::Summary> {
     let journal = common.logs.journal()?;
     match logs::find(logs::summaries(&journal), |s| s.session.as_str(), query) {
-        Found::One(s) => Ok(s.session),
+        Found::One(s) => Ok(s),
         Found::None => bail!("no session matches {query:?}: `aep-cline sessions` lists them"),
         Found::Many(ids) => bail!(
             "{query:?} matches more than one session ({}): type more of it",
@@ -218,7 +269,9 @@ fn session(common: &Common, query: &str) -> anyhow::Result<String> {
     }
 }
 
-fn send(common: &Common, session: &str, action: Action, what: &str) -> anyhow::Result<ExitCode> {
+/// Sends `action`; `refusal` is what a `refused` nack means for this session as its log reads
+/// (the daemon's own words are in the log only at capture `redacted` and above).
+fn send(common: &Common, session: &str, action: Action, what: &str, refusal: &str) -> anyhow::Result<ExitCode> {
     let daemon = Daemon::find()?;
     let command = act::command(&action, session, "aep-cline-cli", &crate::state::host());
     let path = format!("/control?wait={}", act::ACK_WAIT.as_millis());
@@ -257,7 +310,11 @@ fn send(common: &Common, session: &str, action: Action, what: &str) -> anyhow::R
         Some(_) => {
             let reason = ack["data"]["reason"].as_str().unwrap_or("unknown");
             if !common.json {
-                eprintln!("rejected ({reason}): {what}: {}", why(reason, &ack["data"]["detail"]));
+                let detail = match &ack["data"]["detail"] {
+                    Value::Null if reason == "refused" && !refusal.is_empty() => Value::from(refusal),
+                    d => d.clone(),
+                };
+                eprintln!("rejected ({reason}): {what}: {}", why(reason, &detail));
             }
             Ok(ExitCode::from(1))
         }
@@ -287,13 +344,15 @@ fn why(reason: &str, detail: &Value) -> String {
                           AEP_CLINE_HUB_DISCOVERY (see `aep-cline daemon --help`)"
         }
         "busy" => "the daemon is not connected to Cline's hub right now; `aep-cline doctor` says why",
-        "refused" => "Cline's side said no: the approval is no longer pending, or the session has no running run",
+        "refused" => "",
         "invalid" => "the command was malformed",
         "unauthorized" => "the daemon refused the sender",
         _ => "",
     };
     match detail.as_str() {
+        Some(d) if hint.is_empty() => out::one_line(d, 200),
         Some(d) => format!("{hint} ({})", out::one_line(d, 200)),
+        None if hint.is_empty() => "Cline's side said no".to_string(),
         None => hint.to_string(),
     }
 }
@@ -309,6 +368,7 @@ fn outcome(e: &Value) -> String {
             data["via"].as_str().unwrap_or("control")
         ),
         "run.cancelled" => format!("{ty} by {}", data["by"].as_str().unwrap_or("control")),
+        "session.ended" => format!("{ty} ({})", data["reason"].as_str().unwrap_or("normal")),
         "x.cline.input.sent" => format!("{ty} ({})", data["delivery"].as_str().unwrap_or("queue")),
         _ => ty.to_string(),
     }

@@ -56,6 +56,7 @@ enum Command {
     Deny(act::DenyArgs),
     Answer(act::AnswerArgs),
     Cancel(act::CancelArgs),
+    End(act::EndArgs),
     Send(act::SendArgs),
     Open(open::OpenArgs),
     Doctor(doctor::DoctorArgs),
@@ -93,6 +94,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Deny(args) => return act::deny(args),
         Command::Answer(args) => return act::answer(args),
         Command::Cancel(args) => return act::cancel(args),
+        Command::End(args) => return act::end(args),
         Command::Send(args) => return act::send_input(args),
         Command::Service(args) => match service::run(args) {
             Ok(code) => return code,

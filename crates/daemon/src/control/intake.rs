@@ -77,6 +77,18 @@ impl Intake {
     /// session's lane and the bus (at once, or within the ack window), never through a return
     /// value, so every transport sees acks the same way.
     pub fn submit(&self, command: &Value) -> Result<(), Refusal> {
+        self.submit_from(command, false)
+    }
+
+    /// [`Intake::submit`] for a command a person on this machine gave through a local door
+    /// (`POST /control` with the discovery token, the dashboard): besides what the gate lets
+    /// through, it may end a session (`control.cancel {scope: "session"}`, `aep-cline end`),
+    /// which touches only this daemon's record, never Cline.
+    pub fn submit_local(&self, command: &Value) -> Result<(), Refusal> {
+        self.submit_from(command, true)
+    }
+
+    fn submit_from(&self, command: &Value, local: bool) -> Result<(), Refusal> {
         let s = |k: &str| command.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let (ty, id, source, session) = (s("type"), s("id"), s("source"), s("session"));
         let is_command = EventType::parse(&ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter);
@@ -103,7 +115,7 @@ impl Intake {
             Seen::Pending => return Ok(()),
             Seen::New => {}
         }
-        match self.decide(command, &key, &ty, &session) {
+        match self.decide(command, &key, &ty, &session, local) {
             Ok(Some(ack)) => {
                 recorded.decide(&key, ack);
                 Ok(())
@@ -137,6 +149,41 @@ impl Intake {
         }
     }
 
+    /// [`Intake::settle`], with `outcomes` (what the decision caused in the lane) appended in the
+    /// same write right after the ack, so nothing another lane reports can come between the
+    /// answer and its effects. The outcomes are appended even when the command was decided
+    /// already (by the guard).
+    pub fn settle_with(
+        &self,
+        key: &CommandKey,
+        session: &str,
+        command_id: &str,
+        ack: Ack,
+        outcomes: impl FnOnce(Lane<'_>) -> Vec<Planned>,
+    ) -> bool {
+        let mut recorded = self.recorded.lock();
+        let pending = recorded.is_pending(key);
+        let planned = self.sessions.append_in(session, |lane| {
+            let mut planned = Vec::new();
+            if pending {
+                planned.push(self.ack_event(command_id, &ack));
+            }
+            planned.extend(outcomes(lane));
+            planned
+        });
+        match planned {
+            Ok(published) if pending => match published.into_iter().next() {
+                Some(ack) => recorded.decide(key, ack),
+                None => false,
+            },
+            Ok(_) => false,
+            Err(e) => {
+                tracing::error!(%session, command = command_id, error = %e, "the ack and its outcome could not be recorded");
+                false
+            }
+        }
+    }
+
     /// `Some(ack)` when decided now; `None` when handed to the hub.
     fn decide(
         &self,
@@ -144,8 +191,13 @@ impl Intake {
         key: &CommandKey,
         ty: &str,
         session: &str,
+        local: bool,
     ) -> Result<Option<Arc<Published>>, Refusal> {
         let nack = |reason, detail: String| self.ack_now(session, &key.id, Ack::Rejected(Nack::new(reason, detail)));
+        let ends_session = ty == control::CANCEL && command.pointer("/data/scope") == Some(&Value::from("session"));
+        if ends_session && (local || self.hub.is_some()) {
+            return self.end_session(command, key, session);
+        }
         let Some(link) = self.hub.as_ref().filter(|_| self.accepts.iter().any(|a| a == ty)) else {
             let detail = match &self.hub {
                 Some(_) => format!(
@@ -163,6 +215,10 @@ impl Intake {
             Ok(parsed) => parsed,
             Err(n) => return nack(n.reason, n.detail),
         };
+        if !matches!(parsed, Command::Respond { .. }) && self.sessions.has_ended(session) == Some(true) {
+            let detail = format!("session {session} has ended: nothing runs in it to cancel or to take input");
+            return nack(NackReason::Refused, detail);
+        }
         if !link.connected() {
             return self.ack_now(
                 session,
@@ -171,23 +227,37 @@ impl Intake {
             );
         }
         // Checked and marked in the lane under the session's lock; a refusal is the ack.
+        // A cancel is accepted there and then, before the hub can act on it: the hub answers
+        // `run.abort` ok whatever it finds, so its reply decides nothing, and the abort's
+        // effects (a dismissed approval, the aborted tool, `run.cancelled`) may reach the lane
+        // before that reply does. Sequenced now, the answer precedes every effect it caused.
         let mut forward = None;
         let published = self
             .sessions
             .append_in(session, |lane| match prepare(lane, parsed, key, session) {
                 Ok(request) => {
+                    let early = matches!(request.kind, Kind::Cancel { .. });
                     forward = Some(request);
-                    Vec::new()
+                    match early {
+                        true => vec![self.ack_event(&key.id, &Ack::Accepted)],
+                        false => Vec::new(),
+                    }
                 }
                 Err(n) => vec![self.ack_event(&key.id, &Ack::Rejected(n))],
             })?;
         let Some(request) = forward else {
             return Ok(published.into_iter().last());
         };
+        let accepted = published.into_iter().last();
         match link.send(request) {
-            Ok(()) => Ok(None),
+            Ok(()) => Ok(accepted),
             Err(request) => {
                 withdraw(&self.sessions, &request);
+                if accepted.is_some() {
+                    // The tap stopped (the daemon is shutting down) between the check and the send.
+                    tracing::warn!(%session, command = %key.id, "an accepted cancel could not reach the hub: the tap stopped");
+                    return Ok(accepted);
+                }
                 self.ack_now(
                     session,
                     &key.id,
@@ -195,6 +265,28 @@ impl Intake {
                 )
             }
         }
+    }
+
+    /// `control.cancel {scope: "session"}`: a person ends a session the reconciler cannot
+    /// decide. Accepted (the ack first), then the session's open runs are cancelled by the
+    /// command and the session ends, each caused by the command (AEP-0004 §6); refused when it
+    /// has ended already.
+    fn end_session(&self, command: &Value, key: &CommandKey, session: &str) -> Result<Option<Arc<Published>>, Refusal> {
+        if let Err(v) = aep_core::validate::validate_event(command) {
+            return self.ack_now(
+                session,
+                &key.id,
+                Ack::Rejected(Nack::new(NackReason::Invalid, v.to_string())),
+            );
+        }
+        let reason = command.pointer("/data/reason").and_then(Value::as_str);
+        if self.sessions.has_ended(session) == Some(true) {
+            let detail = format!("session {session} has ended already: there is nothing to end");
+            return self.ack_now(session, &key.id, Ack::Rejected(Nack::new(NackReason::Refused, detail)));
+        }
+        let ack = self.ack_now(session, &key.id, Ack::Accepted)?;
+        self.sessions.end_by_person(session, &key.id, reason)?;
+        Ok(ack)
     }
 
     fn ack_now(&self, session: &str, command_id: &str, ack: Ack) -> Result<Option<Arc<Published>>, Refusal> {
@@ -238,8 +330,15 @@ fn prepare(lane: Lane<'_>, command: Command, key: &CommandKey, session: &str) ->
         Command::Cancel { run, reason } => {
             // The hub aborts the session's active run and answers ok even when there is none,
             // so the run is checked here, against what the hooks reported.
+            if lane.tracker.has_ended() {
+                return Err(refused(format!(
+                    "session {session} has ended: nothing is running to cancel"
+                )));
+            }
             let Some(active) = lane.tracker.active_run().map(str::to_string) else {
-                return Err(refused(format!("session {session} has no active run to cancel")));
+                return Err(refused(format!(
+                    "session {session} has no running run to cancel: it is idle"
+                )));
             };
             if let Some(named) = run.filter(|r| *r != active) {
                 return Err(refused(format!(
@@ -249,6 +348,11 @@ fn prepare(lane: Lane<'_>, command: Command, key: &CommandKey, session: &str) ->
             lane.tracker.note_cancel(&active, &key.id);
             let hub = control::run_abort(session, reason.as_deref(), &key.id);
             (hub, Kind::Cancel { run: active })
+        }
+        Command::SendInput { .. } if lane.tracker.has_ended() => {
+            return Err(refused(format!(
+                "session {session} has ended: Cline no longer takes input for it; start a new task"
+            )))
         }
         Command::SendInput { text, delivery } => (
             control::send_input(session, &text, delivery),

@@ -189,6 +189,17 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             .await
             .context("the spool drain failed")?;
     }
+    {
+        // The reconciler's first pass: the sessions left open by a daemon that was down or
+        // restarted are judged (in the background: a large log folder does not hold the start).
+        let sessions = sessions.clone();
+        tokio::task::spawn_blocking(move || {
+            let ended = sessions.reconcile_logs(crate::history::logged_sessions(sessions.journal().dir()));
+            if ended > 0 {
+                tracing::info!(ended, "sessions that ended while no daemon watched them are ended now");
+            }
+        });
+    }
 
     // 3. The listener, only now: a shim that finds the port (an old discovery file names it)
     // is served at once, never left waiting 200 ms on a backlog nobody accepts from.

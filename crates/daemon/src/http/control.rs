@@ -64,7 +64,7 @@ pub async fn control(
         };
     }
     let intake = state.intake.clone();
-    match tokio::task::spawn_blocking(move || intake.submit(&command)).await {
+    match tokio::task::spawn_blocking(move || intake.submit_local(&command)).await {
         Ok(Ok(())) => (StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response(),
         Ok(Err(e)) => refused(e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),

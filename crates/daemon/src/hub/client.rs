@@ -234,6 +234,7 @@ impl Connection<'_> {
                 .await;
         }
         self.requests.set_connected(true);
+        self.lane.sessions.hub_connected(true);
         self.connected = true;
         ws.send(Message::text(frame::subscribe(&self.client_id, resume.since)))
             .await

@@ -95,22 +95,22 @@ pub fn run_aborted(sessions: &Sessions, session: &str) {
     });
 }
 
-/// The hub answered a command: settle its ack (unless the guard did), then the outcome.
+/// The hub answered a command: settle its ack (unless the guard did), then the outcome. An
+/// answer's outcomes (`attention.answered`, `attention.resolved`) go in the ack's own write, so
+/// no hook's effect (the denied tool's `tool.failed`) lands between the answer and them.
 pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: Result<(), &HubError>) {
-    intake.settle(
-        &request.key,
-        &request.session,
-        &request.command_id,
-        ack::decide(HubOutcome::Replied(result)),
-    );
     let ok = result.is_ok();
+    let decided = ack::decide(HubOutcome::Replied(result));
+    if let Kind::Respond { approval_id } = &request.kind {
+        let ctx = context(sessions, false);
+        intake.settle_with(&request.key, &request.session, &request.command_id, decided, |lane| {
+            lane.approvals.replied(approval_id, ok, &ctx, &mut aep_core::id::new_id)
+        });
+        return;
+    }
+    intake.settle(&request.key, &request.session, &request.command_id, decided);
     match &request.kind {
-        Kind::Respond { approval_id } => {
-            let ctx = context(sessions, false);
-            append(sessions, &request.session, |lane| {
-                lane.approvals.replied(approval_id, ok, &ctx, &mut aep_core::id::new_id)
-            });
-        }
+        Kind::Respond { .. } => {}
         Kind::Cancel { run } if !ok => {
             append(sessions, &request.session, |lane| {
                 lane.tracker.forget_cancel(run);
@@ -149,6 +149,7 @@ pub fn unanswered(sessions: &Sessions, intake: &Intake, request: &Request, why: 
 /// The hub connection is gone: every pending request is dismissed (AEP-0002 §7.2; the hub
 /// re-sends the ones still pending when the tap subscribes again, as new requests).
 pub fn disconnected(sessions: &Sessions) {
+    sessions.hub_connected(false);
     let ctx = context(sessions, false);
     let now = now_ms();
     for session in sessions.live_sessions() {
@@ -166,11 +167,32 @@ pub fn session_news(sessions: &Sessions, session: &str, event: &HubEvent) {
     if !session_is_over(event) {
         return;
     }
-    match sessions.hub_ended(session) {
+    match sessions.hub_ended(session, ended_at(event)) {
         Ok(true) => tracing::info!(%session, "hub tap: the hub ended this session"),
         Ok(false) => {}
         Err(e) => tracing::error!(%session, error = %e, "hub tap: the session's end was not recorded"),
     }
+}
+
+/// When the hub says the session ended: its snapshot's `endedAt` (epoch ms or RFC 3339), else
+/// the frame's own time.
+fn ended_at(event: &HubEvent) -> Option<String> {
+    let p = &event.payload;
+    let at = p
+        .get("snapshot")
+        .or_else(|| p.get("session"))
+        .and_then(|s| s.get("endedAt"));
+    let ms = match at {
+        Some(serde_json::Value::Number(n)) => n.as_u64(),
+        Some(serde_json::Value::String(t)) => humantime::parse_rfc3339_weak(t)
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64),
+        _ => None,
+    }
+    .or(event.timestamp)?;
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    Some(humantime::format_rfc3339_millis(time).to_string())
 }
 
 /// Whether a hub event says its session is over. Cline 3.0.65 keeps a session `idle` after a

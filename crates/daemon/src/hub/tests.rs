@@ -314,6 +314,38 @@ async fn a_text_answer_that_names_no_option_denies_with_the_text_as_reason() {
 }
 
 #[tokio::test]
+async fn a_denys_answer_is_written_with_its_ack_so_no_effect_comes_between() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.deny").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "deny"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    // As on the real hub: the resolution is broadcast before the reply to the responder.
+    let mut resolved = real_frame("approval.resolved.denied");
+    resolved["envelope"]["sessionId"] = json!(SESSION);
+    rig.hub.send(&resolved.to_string());
+    rig.hub.reply(&sent, None);
+    let (ack, answered, done) = (rig.next().await, rig.next().await, rig.next().await);
+    let (ack, answered, done) = (&ack.value, &answered.value, &done.value);
+    assert_eq!(
+        [&ack["type"], &answered["type"], &done["type"]],
+        ["control.accepted", "attention.answered", "attention.resolved"]
+    );
+    let seq = |e: &Value| e["seq"].as_u64().unwrap();
+    assert_eq!(
+        (seq(answered), seq(done)),
+        (seq(ack) + 1, seq(ack) + 2),
+        "one write: a hook's tool.failed {{denied}} lands before the answer or after its resolution"
+    );
+    assert_eq!(answered["cause"], respond["id"]);
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
 async fn an_out_of_band_answer_is_mirrored_and_a_late_respond_is_refused() {
     let mut rig = Rig::connected(Options::default()).await;
     let requested = rig.request("approval.requested.deny").await;
@@ -408,13 +440,15 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
     let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
     rig.submit(&cancel);
     let sent = rig.hub.command("run.abort").await;
+    // The answer is in the log before the hub can act on the command.
+    assert_eq!(rig.next_of("control.accepted").await["cause"], cancel["id"]);
+    // The hub's frames come before its reply, as on the real hub.
     rig.hub.send(&frame("approval.resolved.cancelled"));
     rig.hub.reply(&sent, None);
     rig.hub.send(&frame("run.aborted.pending"));
     let dismissed = rig.next_of("attention.resolved").await;
     assert_eq!(dismissed["subject"], requested["id"]);
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
-    rig.next_of("control.accepted").await;
     let cancelled = rig.next_of("run.cancelled").await;
     assert_eq!(
         (cancelled["data"]["by"].clone(), cancelled["cause"].clone()),
@@ -428,10 +462,11 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
             "run.started",
             "tool.requested",
             "attention.requested",
-            "attention.resolved",
             "control.accepted",
+            "attention.resolved",
             "run.cancelled"
-        ]
+        ],
+        "the answer before its effects"
     );
     rig.assert_valid_log();
 }
@@ -456,22 +491,19 @@ async fn cancel_refuses_other_targets_and_sessions_without_an_active_run() {
     other_run["run"] = json!("01NOTTHEACTIVERUN000000000");
     rig.submit(&other_run);
     assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "refused");
-    let session = rig.command("control.cancel", None, json!({"scope": "session"}));
-    rig.submit(&session);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "refused");
-    rig.hook("session_shutdown");
-    rig.drain();
-    let idle = rig.command("control.cancel", None, json!({"scope": "run"}));
-    rig.submit(&idle);
-    let nack = rig.next_of("control.rejected").await;
-    assert_eq!(nack["data"]["reason"], "refused", "no active run");
-    // None of them reached the hub: the next command it sees is this one.
+    // It did not reach the hub: the next command it sees is this one.
     let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
     rig.submit(&input);
     assert_eq!(
         rig.hub.next_where(|f| f["kind"] == "command").await["envelope"]["command"],
         "session.send_input"
     );
+    rig.hook("session_shutdown");
+    rig.drain();
+    let idle = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&idle);
+    let nack = rig.next_of("control.rejected").await;
+    assert_eq!(nack["data"]["reason"], "refused", "no active run");
 }
 
 #[tokio::test]
@@ -679,12 +711,47 @@ async fn another_protocol_version_degrades_to_observe_only() {
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
     // It retries, and a v2 register reply keeps it off: commands are busy, hooks still land.
     rig.hub.command("client.register").await;
-    let events = rig.hook("session_shutdown");
-    assert_eq!(types(&events), ["run.cancelled", "session.ended"]);
     rig.drain();
     let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
     rig.submit(&input);
     assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "busy");
+    let events = rig.hook("session_shutdown");
+    assert_eq!(types(&events), ["run.cancelled", "session.ended"]);
+}
+
+#[tokio::test]
+async fn a_session_scope_cancel_ends_the_session_in_the_record_answer_first() {
+    let mut rig = Rig::connected(Options::default()).await;
+    rig.drain();
+    let end = rig.command("control.cancel", None, json!({"scope": "session", "reason": "stuck"}));
+    rig.submit(&end);
+    let ack = rig.next().await.value.clone();
+    assert_eq!(
+        (ack["type"].as_str(), &ack["cause"]),
+        (Some("control.accepted"), &end["id"])
+    );
+    let cancelled = rig.next().await.value.clone();
+    assert_eq!(cancelled["type"], "run.cancelled");
+    assert_eq!(
+        (&cancelled["data"]["by"], &cancelled["cause"]),
+        (&json!("control"), &end["id"])
+    );
+    let ended = rig.next().await.value.clone();
+    assert_eq!(
+        (ended["type"].as_str(), &ended["cause"]),
+        (Some("session.ended"), &end["id"])
+    );
+    assert_eq!(ended["data"]["detected"]["by"], "person");
+    // Then nothing runs in it: a cancel and an input are refused before the hub hears them.
+    for (ty, data) in [
+        ("control.cancel", json!({"scope": "run"})),
+        ("x.cline.control.send_input", json!({"text": "hello"})),
+    ] {
+        let command = rig.command(ty, None, data);
+        rig.submit(&command);
+        let nack = rig.next_of("control.rejected").await;
+        assert_eq!(nack["data"]["reason"], "refused");
+    }
 }
 
 /// The benchmark behind `crates/daemon/bench/hub.sh` (ignored: it reports, it asserts no
@@ -780,6 +847,9 @@ async fn a_hub_session_ends_when_the_hub_says_it_is_over_not_at_its_shutdown_hoo
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
     let ended = rig.next_of("session.ended").await;
     assert_eq!(ended["data"]["reason"], "normal");
+    assert_eq!(ended["time"], "2026-11-30T03:00:00.000Z", "when the hub says it ended");
+    assert_eq!(ended["data"]["detected"]["by"], "hub");
+    assert_eq!(dismissed["time"], ended["time"]);
     assert_eq!(rig.log().last().unwrap()["type"], "session.ended");
     rig.hub.send(&over.to_string());
     rig.hub.send(&frame("approval.requested.pending"));

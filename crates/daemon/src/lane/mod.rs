@@ -10,6 +10,7 @@
 pub mod bus;
 pub mod journal;
 pub mod parent;
+pub mod reconcile;
 pub mod sessions;
 pub mod spool;
 pub mod usage;

@@ -33,7 +33,29 @@ impl Parent {
         let r = unsafe { libc::kill(self.pid as libc::pid_t, 0) };
         r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
     }
+
+    /// How the session's log keeps it (the [`PARENT_EXTENSION`] value): `<pid>:<start>`, or
+    /// `<pid>` where the system gave no start time.
+    pub fn encode(&self) -> String {
+        match self.started {
+            Some(started) => format!("{}:{started}", self.pid),
+            None => self.pid.to_string(),
+        }
+    }
+
+    /// The parent a log kept ([`Parent::encode`]); `None` for anything else.
+    pub fn decode(text: &str) -> Option<Parent> {
+        let (pid, started) = match text.split_once(':') {
+            Some((pid, started)) => (pid, Some(started.parse().ok()?)),
+            None => (text, None),
+        };
+        Parent::new(pid.parse().ok()?, started)
+    }
 }
+
+/// Extension attribute on the first Event a hook from a new parent produced: that parent
+/// ([`Parent::encode`]), so a restarted daemon still knows which process to watch.
+pub const PARENT_EXTENSION: &str = "clineparent";
 
 /// When process `pid` started (Linux: clock ticks after boot); `None` when it is gone or the
 /// system does not say.
@@ -136,5 +158,16 @@ mod tests {
             !reused.alive() || !cfg!(target_os = "linux"),
             "a reused pid is not the same process"
         );
+    }
+
+    #[test]
+    fn a_parent_survives_the_log() {
+        let me = now(std::process::id()).unwrap();
+        assert_eq!(Parent::decode(&me.encode()), Some(me));
+        let bare = Parent::new(42, None).unwrap();
+        assert_eq!(Parent::decode("42"), Some(bare));
+        for bad in ["", "x", "1", "42:", "42:x", ":7", "-3:1"] {
+            assert_eq!(Parent::decode(bad), None, "{bad:?}");
+        }
     }
 }

@@ -13,7 +13,8 @@
 use crate::firing::Firing;
 use crate::lane::bus::{Bus, Published};
 use crate::lane::journal::Journal;
-use crate::lane::parent::Parent;
+use crate::lane::parent::{Parent, PARENT_EXTENSION};
+use crate::lane::reconcile::{self, Detected, End, Evidence, RunOutcome, StoreSession};
 use aep_core::bounded::BoundedSet;
 use aep_core::redact::Redactor;
 use aep_core::sequence::{MemorySequencer, Position, Sequencer};
@@ -24,13 +25,22 @@ use cline_hub::{Approvals, AttentionContext};
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Extension attribute carrying the hook delivery id that produced an Event, so a hook that
 /// reaches the daemon twice (taken by a hung daemon, then spooled by the shim) is recognized
 /// even across a restart.
 pub const DELIVERY_EXTENSION: &str = "clinehook";
+
+/// Extension attribute carrying Cline's data folder a session's hooks named (first Event after it
+/// changed), so a restarted daemon still reads the session's store.
+pub const CLINE_DATA_EXTENSION: &str = "clinedata";
+
+/// How often a session's store file is read to see whether Cline recorded its end, and how long
+/// a session must have been quiet before it is.
+const STORE_EVERY: Duration = Duration::from_secs(5);
 
 /// Delivery ids remembered per session.
 const MAX_DELIVERIES: usize = 4096;
@@ -75,6 +85,17 @@ struct SessionState {
     touched: Instant,
     /// The process that ran its last hook: when it dies, the session ends ([`Sessions::reap`]).
     parent: Option<Parent>,
+    /// Whether the log holds `parent` and `cline_data` ([`PARENT_EXTENSION`],
+    /// [`CLINE_DATA_EXTENSION`]); the next Event written carries them when not.
+    parent_logged: bool,
+    cline_data_logged: bool,
+    /// When the session last fired a hook (RFC 3339): the time of an end found later.
+    last_hook: Option<String>,
+    /// Since when nothing reached its log (the daemon's clock; after a load, the log's
+    /// modification time): how long a session with no other evidence has been quiet.
+    quiet_since: SystemTime,
+    /// When Cline's store was last read for this session ([`STORE_EVERY`]).
+    store_read: Option<Instant>,
     /// Since when the tracker holds a 2.x `TaskCancel`, and that hook's time.
     held: Option<(Instant, String)>,
     /// Cline's data folder its last hook named: where the usage of a session the daemon ends
@@ -117,6 +138,11 @@ pub struct Sessions {
     live: DashMap<String, Slot>,
     /// Sessions Cline's hub said it hosts (bounded: the hub names each again as it works).
     hosted: Mutex<BoundedSet<String>>,
+    /// Whether the hub tap is connected now: a hosted session's end is then the hub's to say.
+    hub_connected: AtomicBool,
+    /// Open sessions that left memory idle, by the process that ran their hooks: when it dies,
+    /// the reconciler takes the session up again and ends it.
+    watched: Mutex<std::collections::HashMap<String, Parent>>,
 }
 
 /// Hub-hosted sessions remembered.
@@ -136,6 +162,8 @@ impl Sessions {
             lifetime: Lifetime::default(),
             live: DashMap::new(),
             hosted: Mutex::new(BoundedSet::new(MAX_HOSTED)),
+            hub_connected: AtomicBool::new(false),
+            watched: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -189,18 +217,33 @@ impl Sessions {
         session: &str,
         work: impl FnOnce(&mut SessionState) -> Result<T, IngestError>,
     ) -> Result<T, IngestError> {
+        self.with_touch(session, true, work)
+    }
+
+    /// [`Sessions::with`]; `touch` says whether the work is the session's (it keeps the session
+    /// in memory) or only a look at it (the reconciler's).
+    fn with_touch<T>(
+        &self,
+        session: &str,
+        touch: bool,
+        work: impl FnOnce(&mut SessionState) -> Result<T, IngestError>,
+    ) -> Result<T, IngestError> {
         let slot = self.live.entry(session.to_string()).or_default().clone();
         let mut guard = slot.lock();
         let state = match guard.as_mut() {
             Some(state) => state,
             None => {
                 // A live state learns it is hub-hosted from `hosted_by_hub`; a loaded one here.
+                self.watched.lock().remove(session);
                 let mut loaded = self.load(session)?;
                 loaded.tracker.set_hosted(self.hosted.lock().contains(session));
                 guard.insert(loaded)
             }
         };
-        state.touched = Instant::now();
+        if touch {
+            state.touched = Instant::now();
+            state.quiet_since = SystemTime::now();
+        }
         // A panic costs this one piece of work, as a payload error (the spool quarantines it);
         // the state it left half-changed is forgotten below, like after a failed write.
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(state)))
@@ -275,8 +318,21 @@ impl Sessions {
                 capture: &self.capture,
                 redactor: &self.redactor,
             };
-            if firing.cline_data.is_some() {
+            if firing.cline_data.is_some() && firing.cline_data != state.cline_data {
                 state.cline_data.clone_from(&firing.cline_data);
+                state.cline_data_logged = false;
+            }
+            if let Some(pid) = firing
+                .parent
+                .filter(|p| state.parent.is_none_or(|known| known.pid != *p))
+            {
+                // The shim's own reading of its parent's start time, taken while the hook ran:
+                // a pid reused by the time a spooled hook is ingested is not taken for Cline.
+                let started = firing.parent_started.or_else(|| crate::lane::parent::start_time(pid));
+                if let Some(parent) = Parent::new(pid, started) {
+                    state.parent = Some(parent);
+                    state.parent_logged = false;
+                }
             }
             // I/O at the edge: the store was read above, the mapping gets what it said as data.
             let usage = crate::lane::usage::of(&payload, &state.tracker, store.as_ref());
@@ -288,14 +344,8 @@ impl Sessions {
             if let Some(d) = delivery {
                 state.deliveries.insert(d.to_string());
             }
-            if let Some(pid) = firing
-                .parent
-                .filter(|p| state.parent.is_none_or(|known| known.pid != *p))
-            {
-                // The shim's own reading of its parent's start time, taken while the hook ran:
-                // a pid reused by the time a spooled hook is ingested is not taken for Cline.
-                let started = firing.parent_started.or_else(|| crate::lane::parent::start_time(pid));
-                state.parent = Parent::new(pid, started);
+            if state.last_hook.as_deref().is_none_or(|last| *last < *time) {
+                state.last_hook = Some(time.clone());
             }
             if state.tracker.has_ended() && state.ended.is_none() {
                 state.ended = Some(Instant::now());
@@ -355,12 +405,11 @@ impl Sessions {
         released
     }
 
-    /// Ends the sessions whose Cline process died without ending them: each open run gets
-    /// `run.cancelled {by: "shutdown"}`, then `session.ended` says `killed` (a run was cut
-    /// short) or `normal` (the process exited between runs, as `cline --json "task"` does).
-    /// Returns how many sessions it ended.
+    /// The reconciler's pass ([`crate::lane::reconcile`]): judges every open session in memory
+    /// by the evidence (Cline's store, the process that ran its hooks, time) and ends the ones
+    /// that are over, once each, at the time the evidence shows. Returns how many it ended.
     pub fn reap(&self) -> usize {
-        let orphaned: Vec<String> = self
+        let open: Vec<String> = self
             .live
             .iter()
             .filter(|entry| {
@@ -369,35 +418,127 @@ impl Sessions {
                 };
                 // A held 2.x cancel is applied first ([`Sessions::release_held`]): Cline's
                 // process may exit before the completion's hook process has spoken.
-                guard
-                    .as_ref()
-                    .is_some_and(|s| s.ended.is_none() && s.held.is_none() && s.parent.is_some_and(|p| !p.alive()))
+                guard.as_ref().is_some_and(|s| s.ended.is_none() && s.held.is_none())
             })
             .map(|entry| entry.key().clone())
-            .collect();
+            .collect::<Vec<_>>()
+            .into_iter()
+            .chain(self.watched_gone())
+            .collect::<Vec<_>>();
         let mut ended = 0;
-        for session in orphaned {
-            match self.end_orphan(&session) {
+        for session in open {
+            match self.reconcile(&session) {
                 Ok(true) => ended += 1,
                 Ok(false) => {}
                 Err(e) => {
-                    tracing::error!(%session, error = %e, "a session whose Cline died could not be ended; retried next tick")
+                    tracing::error!(%session, error = %e, "a session that is over could not be ended; retried next tick")
                 }
             }
         }
         ended
     }
 
-    fn end_orphan(&self, session: &str) -> Result<bool, IngestError> {
-        self.with(session, |state| {
-            if state.ended.is_some() || state.held.is_some() || state.parent.is_none_or(|p| p.alive()) {
+    /// The sessions that left memory whose process is gone (taken off the watch list).
+    fn watched_gone(&self) -> Vec<String> {
+        let mut watched = self.watched.lock();
+        let gone: Vec<String> = watched
+            .iter()
+            .filter(|(_, parent)| !parent.alive())
+            .map(|(session, _)| session.clone())
+            .collect();
+        for session in &gone {
+            watched.remove(session);
+        }
+        gone
+    }
+
+    /// Judges one session (loading it from its log if it is not in memory) and ends it if the
+    /// evidence says it is over. `true` when it ended it.
+    pub fn reconcile(&self, session: &str) -> Result<bool, IngestError> {
+        let hub = self.hub_connected.load(Ordering::SeqCst);
+        self.with_touch(session, false, |state| {
+            if state.ended.is_some() || state.tracker.has_ended() || state.held.is_some() {
                 return Ok(false);
             }
-            let pid = state.parent.map(|p| p.pid).unwrap_or_default();
-            tracing::info!(%session, pid, "the Cline process that ran this session is gone; ending it");
-            self.end_now(session, state)?;
+            // The hooks speak first: the store is read once the session has been quiet a while,
+            // so a session's own end hooks (with their usage) are not beaten by the store.
+            let quiet = state.quiet_since.elapsed().unwrap_or_default();
+            let due = quiet >= STORE_EVERY && state.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY);
+            let store = match state.cline_data.as_deref() {
+                Some(dir) if due => {
+                    state.store_read = Some(Instant::now());
+                    StoreSession::read(std::path::Path::new(dir), session)
+                }
+                _ => None,
+            };
+            let evidence = Evidence {
+                parent_alive: state.parent.map(|p| p.alive()),
+                store: store.as_ref(),
+                hub_hosts: hub && state.tracker.is_hosted(),
+                last_hook: state.last_hook.as_deref(),
+                quiet_for: state.quiet_since.elapsed().unwrap_or_default(),
+            };
+            let Some(end) = reconcile::judge(&evidence) else {
+                return Ok(false);
+            };
+            tracing::info!(%session, by = end.detected.as_str(), at = ?end.time, "the session is over; ending it");
+            self.end_now(session, state, &end)?;
             Ok(true)
         })
+    }
+
+    /// A person ends a session the reconciler could not decide (`aep-cline end`, a
+    /// `control.cancel {scope: "session"}`): its open runs are `run.cancelled {by: "control"}`,
+    /// then `session.ended`, now, each caused by `command`. `false` when it had ended already.
+    pub fn end_by_person(&self, session: &str, command: &str, reason: Option<&str>) -> Result<bool, IngestError> {
+        self.with(session, |state| {
+            if state.ended.is_some() || state.tracker.has_ended() {
+                return Ok(false);
+            }
+            let end = End {
+                time: None,
+                detected: Detected::Person,
+                run: RunOutcome::CancelledByUser,
+                reason: None,
+            };
+            self.end_now_with(session, state, &end, Some((command, reason)))?;
+            Ok(true)
+        })
+    }
+
+    /// Whether `session` has ended (`None`: it has no log here).
+    pub fn has_ended(&self, session: &str) -> Option<bool> {
+        if !self.owns(session) {
+            return None;
+        }
+        self.with_touch(session, false, |state| {
+            Ok(state.ended.is_some() || state.tracker.has_ended())
+        })
+        .ok()
+    }
+
+    /// Says whether the hub tap is connected (a hosted session's end is then the hub's to say).
+    pub fn hub_connected(&self, connected: bool) {
+        self.hub_connected.store(connected, Ordering::SeqCst);
+    }
+
+    /// At start: judges every session whose log has no `session.ended`, so a session whose
+    /// Cline exited while the daemon was down ends now, at the time it ended. The ones still
+    /// alive stay in memory, watched by [`Sessions::reap`]. `logged`: the sessions with a log
+    /// (`history::logged_sessions`). Returns how many it ended.
+    pub fn reconcile_logs(&self, logged: Vec<String>) -> usize {
+        let mut ended = 0;
+        for session in logged {
+            if self.live.contains_key(&session) || ends_logged(&self.journal.path(&session)) {
+                continue;
+            }
+            match self.reconcile(&session) {
+                Ok(true) => ended += 1,
+                Ok(false) => {}
+                Err(e) => tracing::error!(%session, error = %e, "a logged session could not be judged"),
+            }
+        }
+        ended
     }
 
     /// Cline's hub hosts `session`: its `session_shutdown` hook (a `run.abort`, an Esc) closes
@@ -419,8 +560,9 @@ impl Sessions {
         }
     }
 
-    /// The hub says a session it hosted is over: it ends here too (once).
-    pub fn hub_ended(&self, session: &str) -> Result<bool, IngestError> {
+    /// The hub says a session it hosted is over (at `at`, its `endedAt`, when it says): it ends
+    /// here too (once).
+    pub fn hub_ended(&self, session: &str, at: Option<String>) -> Result<bool, IngestError> {
         self.hosted.lock().remove(session);
         if !self.owns(session) {
             return Ok(false);
@@ -430,19 +572,40 @@ impl Sessions {
                 return Ok(false);
             }
             state.tracker.set_hosted(false);
-            self.end_now(session, state)?;
+            let end = End {
+                time: at.or_else(|| state.last_hook.clone()),
+                detected: Detected::Hub,
+                run: RunOutcome::Shutdown,
+                reason: None,
+            };
+            self.end_now(session, state, &end)?;
             Ok(true)
         })
     }
 
-    /// Ends a session no hook will end: each open run gets `run.cancelled {by: "shutdown"}`,
-    /// pending approvals are dismissed, then `session.ended` says `killed` (a run was cut short)
-    /// or `normal`.
-    fn end_now(&self, session: &str, state: &mut SessionState) -> Result<(), IngestError> {
+    /// Ends a session no hook will end, as `end` says: each open run gets the terminal the
+    /// evidence shows (else `run.cancelled {by: "shutdown"}`), pending approvals are dismissed,
+    /// then `session.ended` says `end`'s reason, else `killed` (a run was cut short) or
+    /// `normal`. Every Event carries `end.time` (else now) and `data.detected`: how and when the
+    /// daemon found out.
+    fn end_now(&self, session: &str, state: &mut SessionState, end: &End) -> Result<(), IngestError> {
+        self.end_now_with(session, state, end, None)
+    }
+
+    fn end_now_with(
+        &self,
+        session: &str,
+        state: &mut SessionState,
+        end: &End,
+        command: Option<(&str, Option<&str>)>,
+    ) -> Result<(), IngestError> {
         state.tracker.set_hosted(false);
+        let now = aep_core::id::now_rfc3339();
+        let time = end.time.clone().unwrap_or_else(|| now.clone());
         let shutdown = serde_json::json!({
             "hookName": "session_shutdown",
             "taskId": session,
+            "timestamp": time,
             "sessionContext": {"rootSessionId": session},
         });
         let payload = HookPayload::from_value(shutdown).expect("a well-formed synthetic payload");
@@ -455,15 +618,25 @@ impl Sessions {
             .tracker
             .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
         let cut_short = planned.iter().any(|p| p.event.link == cline_hooks::Link::CloseRun);
+        let detected = serde_json::json!({"by": end.detected.as_str(), "at": now});
         for p in &mut planned {
-            if p.event.ty == "session.ended" {
+            if p.event.link == cline_hooks::Link::CloseRun {
+                outcome(&mut p.event, &end.run, command);
+            } else if p.event.ty == "session.ended" {
                 if let Some(data) = p.event.data.as_mut() {
-                    data.insert("reason".into(), (if cut_short { "killed" } else { "normal" }).into());
+                    let reason = end.reason.unwrap_or(if cut_short { "killed" } else { "normal" });
+                    data.insert("reason".into(), reason.into());
+                    data.insert("detected".into(), detected.clone());
                 }
+            } else {
+                continue;
+            }
+            if let Some((id, _)) = command {
+                p.cause = Some(id.to_string()); // AEP-0004 §6
             }
         }
         self.dismiss_before_end(&mut planned, state);
-        self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())?;
+        self.commit(session, state, &planned, None, &time)?;
         state.ended = Some(Instant::now());
         state.held = None; // the plan applied it
         Ok(())
@@ -501,8 +674,14 @@ impl Sessions {
             let expired = match guard.as_ref() {
                 None => true,
                 Some(state) => {
-                    state.ended.is_some_and(|at| now.saturating_duration_since(at) >= grace)
-                        || now.saturating_duration_since(state.touched) >= idle
+                    let expired = state.ended.is_some_and(|at| now.saturating_duration_since(at) >= grace)
+                        || now.saturating_duration_since(state.touched) >= idle;
+                    // An open session leaving with a process to watch stays on the watch list,
+                    // so the reconciler still sees it end ([`Sessions::reap`]).
+                    if let (true, None, Some(parent)) = (expired, state.ended, state.parent) {
+                        self.watched.lock().insert(session.clone(), parent);
+                    }
+                    expired
                 }
             };
             if expired {
@@ -547,6 +726,19 @@ impl Sessions {
                     .set_extension(DELIVERY_EXTENSION, ExtValue::Str(d.to_string()))
                     .expect("a legal extension name");
             }
+            if out.is_empty() {
+                // The first Event written carries what the log does not hold yet.
+                if let Some(parent) = state.parent.filter(|_| !state.parent_logged) {
+                    envelope
+                        .set_extension(PARENT_EXTENSION, ExtValue::Str(parent.encode()))
+                        .expect("a legal extension name");
+                }
+                if let Some(dir) = state.cline_data.as_ref().filter(|_| !state.cline_data_logged) {
+                    envelope
+                        .set_extension(CLINE_DATA_EXTENSION, ExtValue::Str(dir.clone()))
+                        .expect("a legal extension name");
+                }
+            }
             let value = envelope.to_value();
             if let Err(v) = aep_core::validate::validate_event(&value) {
                 tracing::error!(%session, violation = %v, "planned event is not valid AEP; dropped");
@@ -564,6 +756,8 @@ impl Sessions {
                     path: self.journal.path(session).display().to_string(),
                     source,
                 })?;
+            state.parent_logged = true;
+            state.cline_data_logged = true;
         }
         Ok(out.into_iter().map(|p| self.bus.publish(p)).collect())
     }
@@ -592,12 +786,20 @@ impl Sessions {
             ended: None,
             touched: Instant::now(),
             parent: None,
+            parent_logged: true,
+            cline_data_logged: true,
+            last_hook: None,
+            quiet_since: std::fs::metadata(self.journal.path(session))
+                .and_then(|m| m.modified())
+                .unwrap_or_else(|_| SystemTime::now()),
+            store_read: None,
             held: None,
             cline_data: None,
         };
         if let Some(last) = recovered.retired {
             state.sequencer.resume_after(session, last);
         }
+        let mut last_any = None;
         for event in &recovered.events {
             state.tracker.recover(event);
             state.approvals.recover(event);
@@ -605,10 +807,28 @@ impl Sessions {
                 let epoch = event.get("epoch").and_then(Value::as_u64).unwrap_or(0);
                 state.sequencer.resume_after(session, Position { epoch, seq });
             }
+            let time = event.get("time").and_then(Value::as_str).map(str::to_string);
             if let Some(d) = event.get(DELIVERY_EXTENSION).and_then(Value::as_str) {
                 state.deliveries.insert(d.to_string());
+                state.last_hook = time.clone().max(state.last_hook.take());
+            }
+            if !event
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .starts_with("control.")
+            {
+                last_any = time.max(last_any);
+            }
+            if let Some(p) = event.get(PARENT_EXTENSION).and_then(Value::as_str) {
+                state.parent = Parent::decode(p);
+            }
+            if let Some(d) = event.get(CLINE_DATA_EXTENSION).and_then(Value::as_str) {
+                state.cline_data = Some(d.to_string());
             }
         }
+        // A log from hooks without a delivery id (posted by hand): its last Event's time.
+        state.last_hook = state.last_hook.or(last_any);
         if state.tracker.has_ended() {
             state.ended = Some(Instant::now());
         }
@@ -634,6 +854,59 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Turns a synthesized run terminal (`run.cancelled {by: "shutdown"}`) into what the evidence
+/// says the run did. `command`: the command that ended it, with its reason.
+fn outcome(event: &mut cline_hooks::Mapped, run: &RunOutcome, command: Option<(&str, Option<&str>)>) {
+    let Some(data) = event.data.as_mut() else { return };
+    if let Some((_, said)) = command {
+        data.insert("by".into(), "control".into());
+        if let Some(text) = said.filter(|_| event.capture >= aep_core::Capture::Redacted) {
+            data.insert("reason".into(), text.into());
+        }
+        return;
+    }
+    match run {
+        RunOutcome::Shutdown => {}
+        RunOutcome::CancelledByUser => {
+            data.insert("by".into(), "user".into());
+        }
+        RunOutcome::Finished => {
+            data.remove("by");
+            event.ty = "run.finished".into();
+            event.severity = None;
+        }
+        RunOutcome::Failed { status, exit_code } => {
+            data.remove("by");
+            data.insert("reason".into(), status.clone().into());
+            let mut error = serde_json::json!({"type": format!("cline_status_{status}")});
+            if let Some(code) = exit_code {
+                error["exit_code"] = (*code).into();
+            }
+            data.insert("error".into(), error);
+            event.ty = "run.failed".into();
+            event.severity = Some(aep_core::Severity::Error);
+        }
+    }
+}
+
+/// Whether a log records its session's end: `session.ended` in its last 64 KiB (where it is,
+/// but for a few late Events). A log that says nothing is loaded and judged.
+fn ends_logged(path: &std::path::Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    // Never blocks on a FIFO named like a log, never reads a device.
+    let Ok(mut file) = crate::lane::journal::open_log(path, false) else {
+        return false;
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let from = len.saturating_sub(64 << 10);
+    let mut tail = Vec::new();
+    if file.seek(SeekFrom::Start(from)).is_err() || file.read_to_end(&mut tail).is_err() {
+        return false;
+    }
+    let needle = br#""type":"session.ended""#;
+    tail.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ pub enum Action {
     Answer { request: String, text: String },
     /// Cancel the session's active run.
     Cancel,
+    /// End the session (`control.cancel {scope: "session"}`): for one stuck open.
+    End { reason: Option<String> },
     /// Send the session a prompt: queued after the current run, or steering it.
     Send { text: String, steer: bool },
 }
@@ -58,6 +60,13 @@ pub fn command(action: &Action, session: &str, sender: &str, host: &str) -> Valu
             json!({"answer": {"text": text}}),
         ),
         Action::Cancel => ("control.cancel", None, json!({"scope": "run"})),
+        Action::End { reason } => {
+            let mut data = json!({"scope": "session"});
+            if let Some(r) = reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+                data["reason"] = json!(r);
+            }
+            ("control.cancel", None, data)
+        }
         Action::Send { text, steer } => (
             "x.cline.control.send_input",
             None,
@@ -105,7 +114,7 @@ pub async fn submit_and_wait(
     let mut bus = sessions.bus().subscribe();
     let submitted = {
         let intake = intake.clone();
-        tokio::task::spawn_blocking(move || intake.submit(&command))
+        tokio::task::spawn_blocking(move || intake.submit_local(&command))
             .await
             .map_err(|e| Refusal::Invalid(format!("the intake failed: {e}")))?
     };

@@ -200,7 +200,8 @@ impl Summary {
         if self.started.is_empty() {
             self.started = time.to_string();
         }
-        if time > self.last.as_str() {
+        // A refused command is no sign of life: the session did not move.
+        if time > self.last.as_str() && str_of(e, "type") != Some("control.rejected") {
             self.last = time.to_string();
         }
         let data = e.get("data").unwrap_or(&Value::Null);

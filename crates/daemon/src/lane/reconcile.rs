@@ -1,0 +1,291 @@
+//! Is this session still alive? The one place that weighs every piece of evidence and says when
+//! a session no hook will end is over, how, and when it ended, as far as the evidence shows.
+//!
+//! Evidence, strongest first (the first that speaks decides):
+//! 1. Cline's own store (3.x `sessions/<id>/<id>.json`): a final `status` with `ended_at` ends
+//!    the session at `ended_at`, and an open run ends as the status says (`completed` →
+//!    `run.finished`, `failed` → `run.failed`, `cancelled`/`aborted` → `run.cancelled {by: user}`).
+//!    Not consulted while a connected hub hosts the session: the hub then says (`endedAt`, the
+//!    tap).
+//! 2. The process that ran the session's hooks (pid and start time, kept in the log): gone means
+//!    the session is over; the time is the last hook the session fired (nothing better is known).
+//! 3. Time: a session with no evidence of life at all (no process known, no store) that has been
+//!    quiet for [`STALE`] (by the daemon's clock: nothing reached its log) has ended
+//!    (`timeout`), at its last hook's time.
+//!
+//! Pure: the caller reads the evidence (`/proc`, the store) and applies the verdict.
+
+use serde::Deserialize;
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+/// A session with no evidence of life is over once it has been quiet this long.
+pub const STALE: Duration = Duration::from_secs(24 * 3600);
+
+/// The largest store session file read (the real ones are a few KiB).
+const MAX_STORE_FILE: u64 = 1 << 20;
+
+/// How a session's end was found: the `data.detected.by` of a synthesized end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detected {
+    /// Cline's own store recorded the end.
+    Store,
+    /// The process that ran its hooks is gone.
+    ProcessGone,
+    /// Cline's hub said the session ended.
+    Hub,
+    /// No evidence of life for [`STALE`].
+    Stale,
+    /// A person ended it (`aep-cline end`, the dashboard).
+    Person,
+}
+
+impl Detected {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Detected::Store => "cline_store",
+            Detected::ProcessGone => "process_gone",
+            Detected::Hub => "hub",
+            Detected::Stale => "stale",
+            Detected::Person => "person",
+        }
+    }
+}
+
+/// How the run still open at the end ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunOutcome {
+    Finished,
+    Failed {
+        status: String,
+        exit_code: Option<i64>,
+    },
+    CancelledByUser,
+    /// Not known: `run.cancelled {by: shutdown}` (the process went away under it).
+    Shutdown,
+}
+
+/// A session's end, as the evidence shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct End {
+    /// When it ended (RFC 3339); `None` when nothing tells (then: now).
+    pub time: Option<String>,
+    pub detected: Detected,
+    pub run: RunOutcome,
+    /// `session.ended`'s reason when the evidence names one (else `killed` when a run was cut
+    /// short, `normal` otherwise).
+    pub reason: Option<&'static str>,
+}
+
+/// What is known of a session when it is judged.
+#[derive(Debug, Default)]
+pub struct Evidence<'a> {
+    /// The process that ran its hooks: `Some(alive)` when one is known.
+    pub parent_alive: Option<bool>,
+    /// What Cline's store says of it, if it was read.
+    pub store: Option<&'a StoreSession>,
+    /// A connected hub hosts it: the hub will say when it ends.
+    pub hub_hosts: bool,
+    /// When it last fired a hook (RFC 3339).
+    pub last_hook: Option<&'a str>,
+    /// How long nothing reached its log.
+    pub quiet_for: Duration,
+}
+
+/// The verdict: `None` while the session may still be alive.
+pub fn judge(evidence: &Evidence<'_>) -> Option<End> {
+    let last = evidence.last_hook.map(str::to_string);
+    if let Some(store) = evidence.store.filter(|_| !evidence.hub_hosts) {
+        if let Some(end) = store.end() {
+            return Some(end);
+        }
+    }
+    match evidence.parent_alive {
+        Some(false) => Some(End {
+            time: last,
+            detected: Detected::ProcessGone,
+            run: RunOutcome::Shutdown,
+            reason: None,
+        }),
+        Some(true) => None,
+        None if evidence.hub_hosts || evidence.store.is_some() => None,
+        None => (evidence.quiet_for >= STALE).then_some(End {
+            time: last,
+            detected: Detected::Stale,
+            run: RunOutcome::Shutdown,
+            reason: Some("timeout"),
+        }),
+    }
+}
+
+/// The part of Cline 3.x's `sessions/<id>/<id>.json` that says whether and how it ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct StoreSession {
+    pub status: Option<String>,
+    pub ended_at: Option<String>,
+    pub exit_code: Option<i64>,
+}
+
+impl StoreSession {
+    /// The end it records: a final status with an end time.
+    fn end(&self) -> Option<End> {
+        let ended_at = self.ended_at.as_deref()?;
+        let status = self.status.as_deref()?;
+        let run = match status {
+            "completed" => RunOutcome::Finished,
+            "failed" | "error" => RunOutcome::Failed {
+                status: status.to_string(),
+                exit_code: self.exit_code,
+            },
+            "cancelled" | "canceled" | "aborted" => RunOutcome::CancelledByUser,
+            _ => return None, // `running`, `idle`, or a status this code does not know
+        };
+        let time = humantime::parse_rfc3339_weak(ended_at)
+            .ok()
+            .map(|t| humantime::format_rfc3339_millis(t).to_string());
+        Some(End {
+            time,
+            detected: Detected::Store,
+            reason: Some(if matches!(run, RunOutcome::Failed { .. }) {
+                "error"
+            } else {
+                "normal"
+            }),
+            run,
+        })
+    }
+
+    /// Reads `<data>/sessions/<id>/<id>.json`. `None` when it is missing, not a regular file (a
+    /// FIFO would block), larger than a session file can be, or not the expected JSON.
+    pub fn read(data_dir: &Path, session: &str) -> Option<StoreSession> {
+        if session.contains(['/', '\\']) || session.starts_with('.') {
+            return None;
+        }
+        let path = data_dir.join("sessions").join(session).join(format!("{session}.json"));
+        let bytes = read_regular(&path, MAX_STORE_FILE)?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// A vendor file's bytes, opened without blocking, only if it is a regular file of at most
+/// `max` bytes.
+fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > max {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 <= max).then_some(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_wins_then_the_process_then_time() {
+        let completed = StoreSession {
+            status: Some("completed".into()),
+            ended_at: Some("2026-12-01T05:05:51.796Z".into()),
+            exit_code: Some(0),
+        };
+        let last = Some("2026-12-01T05:05:51.500Z");
+        let end = judge(&Evidence {
+            parent_alive: Some(true),
+            store: Some(&completed),
+            last_hook: last,
+            ..Evidence::default()
+        })
+        .unwrap();
+        assert_eq!(end.time.as_deref(), Some("2026-12-01T05:05:51.796Z"));
+        assert_eq!((end.detected, end.run), (Detected::Store, RunOutcome::Finished));
+        // A connected hub that hosts it speaks for it instead.
+        let hosted = Evidence {
+            parent_alive: Some(true),
+            store: Some(&completed),
+            hub_hosts: true,
+            last_hook: last,
+            quiet_for: STALE,
+        };
+        assert_eq!(judge(&hosted), None);
+        let running = StoreSession {
+            status: Some("running".into()),
+            ..StoreSession::default()
+        };
+        let gone = Evidence {
+            parent_alive: Some(false),
+            store: Some(&running),
+            last_hook: last,
+            ..Evidence::default()
+        };
+        let end = judge(&gone).unwrap();
+        assert_eq!(
+            (end.time.as_deref(), end.detected, end.run),
+            (last, Detected::ProcessGone, RunOutcome::Shutdown)
+        );
+        let failed = StoreSession {
+            status: Some("failed".into()),
+            ended_at: Some("2026-12-01T05:06:00Z".into()),
+            exit_code: Some(1),
+        };
+        let end = judge(&Evidence {
+            store: Some(&failed),
+            ..Evidence::default()
+        })
+        .unwrap();
+        assert_eq!(end.reason, Some("error"));
+        assert!(matches!(end.run, RunOutcome::Failed { exit_code: Some(1), .. }));
+        // Nothing known but time.
+        let quiet = |quiet_for| Evidence {
+            last_hook: last,
+            quiet_for,
+            ..Evidence::default()
+        };
+        assert_eq!(judge(&quiet(STALE / 2)), None);
+        let stale = judge(&quiet(STALE)).unwrap();
+        assert_eq!((stale.detected, stale.reason), (Detected::Stale, Some("timeout")));
+        assert_eq!(stale.time.as_deref(), last, "at the last hook, not when it was noticed");
+        let alive = Evidence {
+            parent_alive: Some(true),
+            quiet_for: STALE * 10,
+            ..Evidence::default()
+        };
+        assert_eq!(judge(&alive), None, "a live process keeps it open however quiet");
+    }
+
+    #[test]
+    fn the_store_is_read_defensively() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("sessions").join("s1");
+        std::fs::create_dir_all(&folder).unwrap();
+        assert_eq!(StoreSession::read(dir.path(), "s1"), None, "missing");
+        std::fs::write(folder.join("s1.json"), b"{not json").unwrap();
+        assert_eq!(StoreSession::read(dir.path(), "s1"), None, "not JSON");
+        let real = std::fs::read("/work/shared/cline/store/1796101551589_u7fdi.json").unwrap_or_else(|_| {
+            br#"{"status":"completed","ended_at":"2026-12-01T05:05:51.796Z","exit_code":0}"#.to_vec()
+        });
+        std::fs::write(folder.join("s1.json"), real).unwrap();
+        let s = StoreSession::read(dir.path(), "s1").unwrap();
+        assert_eq!(s.status.as_deref(), Some("completed"));
+        assert_eq!(s.ended_at.as_deref(), Some("2026-12-01T05:05:51.796Z"));
+        let fifo = dir.path().join("sessions").join("f");
+        std::fs::create_dir_all(&fifo).unwrap();
+        let path = std::ffi::CString::new(fifo.join("f.json").to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        assert_eq!(
+            StoreSession::read(dir.path(), "f"),
+            None,
+            "a FIFO is not read (nor waited on)"
+        );
+        assert_eq!(StoreSession::read(dir.path(), "../s1"), None);
+    }
+}
