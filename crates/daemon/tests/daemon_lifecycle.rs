@@ -338,8 +338,12 @@ fn writers_racing_a_session_end_and_the_spool_drain_never_share_a_position() {
                     let hook = &hooks[sent % hooks.len()];
                     let delivery = format!("w{w}-{sent}");
                     if w == 0 {
-                        // One writer goes through the spool: the drain races the live hooks.
+                        // One writer goes through the spool: the drain races the live hooks. At
+                        // a shim's pace at most (a spooled firing every few ms, far above what
+                        // Cline's blocking hooks can make): unpaced, it piles thousands of files
+                        // that every live hook of the session must wait behind.
                         spool::write(&state_dir, &spooled(&delivery, hook)).unwrap();
+                        std::thread::sleep(Duration::from_millis(5));
                     } else {
                         assert_eq!(post_hook(&addr, &token, hook, &delivery), 200);
                     }

@@ -278,15 +278,23 @@ fn hooks_installed_in_two_folders_record_each_firing_once() {
     let rig = Rig::new(Script::default());
     let workspace = rig.cline.workspace();
     let cline_dir = rig.cline.cline_dir();
+    // install-hooks writes no second copy (it says the global hooks run here): a project hooked
+    // by hand beside the global hooks, as an older install left it.
     let out = rig.aep.run(
         &["install-hooks", "--project", workspace.to_str().unwrap()],
         &[("CLINE_DIR", cline_dir.to_str().unwrap())],
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("aep-cline hooks also in"),
-        "install-hooks says the global hooks are there too"
+        String::from_utf8_lossy(&out.stdout).contains("already run for"),
+        "install-hooks says the global hooks run there"
     );
+    let project_hooks = workspace.join(".clinerules/hooks");
+    std::fs::create_dir_all(&project_hooks).unwrap();
+    for file in std::fs::read_dir(cline_dir.join("hooks")).unwrap() {
+        let file = file.unwrap().path();
+        std::fs::copy(&file, project_hooks.join(file.file_name().unwrap())).unwrap();
+    }
     let daemon: Daemon = rig.aep.start();
     rig.run();
     let (session, _) = rig.session_log(6);

@@ -111,15 +111,15 @@ fn an_impostor_on_the_port_gets_no_hook_and_the_shim_spools() {
     drop(daemon);
     // Another program takes the port and answers 200 to anything.
     let impostor = tiny_http::Server::http(discovery["url"].as_str().unwrap().trim_start_matches("http://")).unwrap();
-    let served = std::thread::spawn(move || {
-        if let Ok(Some(request)) = impostor.recv_timeout(Duration::from_secs(10)) {
-            let _ = request.respond(tiny_http::Response::from_string("{\"ok\":true}"));
-        }
-    });
     let out = sb.hook(&real_payload("hooks-local", "agent_start"));
-    served.join().unwrap();
+    // The shim talks to the daemon's own socket only: the port's new owner hears nothing.
+    let heard = impostor.try_recv().unwrap();
+    assert!(heard.is_none(), "the impostor received a request");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not the daemon that wrote the discovery file"), "{err}");
+    assert!(
+        err.contains("the daemon cannot be reached") && err.contains("spooled"),
+        "{err}"
+    );
     assert_eq!(sb.spooled(), 1, "the hook waits for the real daemon");
     let daemon = sb.start();
     assert_eq!(
@@ -542,9 +542,12 @@ fn a_daemon_draining_at_start_refuses_a_shim_at_once_instead_of_leaving_it_waiti
         spool::write(&sb.state_dir, &spooled_at(&format!("p{i}"), "tool_call", "pile", now)).unwrap();
     }
     // The discovery file a daemon killed earlier left: it names the port the next one takes.
+    let socket = sb.state_dir.join("daemon.sock");
     std::fs::write(
         sb.state_dir.join("daemon.json"),
-        format!(r#"{{"url":"http://127.0.0.1:{port}","token":"old","pid":1,"version":"0"}}"#),
+        serde_json::json!({"url": format!("http://127.0.0.1:{port}"), "token": "old", "pid": 1, "version": "0",
+                           "socket": socket})
+        .to_string(),
     )
     .unwrap();
     let mut daemon = std::process::Command::new(support::daemon::BIN)
@@ -561,8 +564,8 @@ fn a_daemon_draining_at_start_refuses_a_shim_at_once_instead_of_leaving_it_waiti
     let out = sb.hook(&payload("hooks-local", "agent_start", "free", None));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("refused") && err.contains("spooled"),
-        "a shim reaching the port during the drain is refused at once, not held: {err}"
+        err.contains("the daemon cannot be reached") && err.contains("spooled"),
+        "a shim arriving during the drain finds no socket yet and spools at once, never held: {err}"
     );
     let events = sb.wait_for_events("free", 2);
     assert_eq!(types(&events), ["session.started", "run.started"]);

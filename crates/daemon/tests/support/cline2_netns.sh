@@ -7,7 +7,7 @@
 # env: CLINE2 (the 2.18 CLI), AEP (the aep-cline binary), FAKE (fake_cline2.py), SANDBOX (an
 # empty folder: everything goes under it), PORT (the fake model's), RUNS ("scenario:prompt"
 # lines: one CLI run each, against the fake model started with that scenario), INSTALL (optional:
-# the arguments of a second `install-hooks`).
+# the arguments of an `install-hooks` made before the global one).
 # Leaves in SANDBOX: logs/ (the daemon's), install.out, <n>.stdout.jsonl/.stderr/.rc per run,
 # home/.cline/data (Cline's own history), daemon.err, fake.err.
 set -u
@@ -44,15 +44,20 @@ d["actModeOpenAiModelInfo"] = mi; d["planModeOpenAiModelInfo"] = mi
 json.dump(d, open(p, "w"), indent=2)
 PY
 
-# The hooks, as a user installs them: no --hooks-dir, from the workspace; INSTALL (optional)
-# adds one more `install-hooks` with these arguments (`--project proj` is the workspace).
-(cd "$SANDBOX/proj" && "$AEP" install-hooks) >"$SANDBOX/install.out" 2>&1 \
-  || { echo "install-hooks failed: $(cat "$SANDBOX/install.out")" >&2; exit 1; }
+# The hooks, as a user installs them: no --hooks-dir, from the workspace. INSTALL (optional):
+# the arguments of an `install-hooks` made first (`--project proj` is the workspace); the global
+# install then runs from outside the workspace, as for a project hooked before the global hooks
+# came (install-hooks leaves no second copy it can see, so both folders hold copies only so).
+: >"$SANDBOX/install.out"
+global_from="$SANDBOX/proj"
 if [ -n "${INSTALL:-}" ]; then
   # shellcheck disable=SC2086 # INSTALL is a list of words
   (cd "$SANDBOX" && "$AEP" install-hooks $INSTALL) >>"$SANDBOX/install.out" 2>&1 \
     || { echo "install-hooks $INSTALL failed: $(cat "$SANDBOX/install.out")" >&2; exit 1; }
+  global_from="$SANDBOX"
 fi
+(cd "$global_from" && "$AEP" install-hooks) >>"$SANDBOX/install.out" 2>&1 \
+  || { echo "install-hooks failed: $(cat "$SANDBOX/install.out")" >&2; exit 1; }
 
 n=0
 while IFS= read -r run; do
