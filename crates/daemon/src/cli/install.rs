@@ -336,7 +336,7 @@ impl Installed {
     fn write(targets: &[Folder]) {
         let text: String = targets.iter().map(|f| format!("{}\n", f.path.display())).collect();
         if let Ok(dir) = crate::state::state_dir() {
-            if let Err(e) = crate::state::write_owner_only(&dir, Self::FILE, text.as_bytes(), false) {
+            if let Err(e) = crate::state::write_owner_only(&dir, Self::FILE, &[text.as_bytes()], false) {
                 out::line(format_args!(
                     "     note  cannot record the hook folders in {} ({e}); a later install may not find these copies",
                     dir.display()

@@ -153,16 +153,8 @@ impl Journal {
             seq: last.seq,
         })
         .expect("serializable");
-        let tmp = path.with_extension("tmp");
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(&text)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
+        let name = path.file_name().and_then(|n| n.to_str()).expect("a file name of ours");
+        crate::state::write_owner_only(dir, name, &[&text], true)?;
         File::open(dir)?.sync_all()
     }
 

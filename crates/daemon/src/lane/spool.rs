@@ -30,8 +30,7 @@ use cline_hooks::HookPayload;
 use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -120,29 +119,10 @@ pub fn write_at(state_dir: &Path, entry: &Spooled, boot_ns: u64, durable: bool) 
     let len = (head.len() + entry.body.len()) as u64;
     let mut ledger = Ledger::lock(&dir)?;
     ledger.admit(len)?;
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&head)?;
-        f.write_all(entry.body.as_bytes())?;
-        if durable {
-            f.sync_all()?;
-        }
-        drop(f);
-        std::fs::rename(&tmp, dir.join(&name))
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
+    let path = crate::state::write_owner_only(&dir, &name, &[&head, entry.body.as_bytes()], durable)?;
     let bytes = ledger.bytes() + len;
     ledger.set(bytes)?;
-    Ok(dir.join(name))
+    Ok(path)
 }
 
 /// Where a spool file stands in firing order (see the module doc): era (0 wall-clock names,

@@ -49,7 +49,7 @@ pub fn token(state_dir: &Path) -> std::io::Result<String> {
         }
     }
     let fresh = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-    super::write_owner_only(state_dir, TOKEN_FILE, fresh.as_bytes(), true)?;
+    super::write_owner_only(state_dir, TOKEN_FILE, &[fresh.as_bytes()], true)?;
     Ok(fresh)
 }
 
@@ -57,7 +57,7 @@ impl Discovery {
     /// Writes the file atomically (temp file then rename), mode 0600 from its creation.
     pub fn write(&self, state_dir: &Path) -> std::io::Result<()> {
         let text = serde_json::to_string_pretty(self).expect("serializable");
-        super::write_owner_only(state_dir, FILE_NAME, text.as_bytes(), true).map(drop)
+        super::write_owner_only(state_dir, FILE_NAME, &[text.as_bytes()], true).map(drop)
     }
 
     pub fn read(state_dir: &Path) -> Option<Discovery> {

@@ -14,25 +14,34 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Writes `dir/name` whole or not at all, owner-only from its creation (0700 folder, 0600 file,
-/// whatever the umask): a temporary file, then a rename, so no reader sees half of it. `durable`
-/// also syncs it to disk first (the discovery file, the token); the shim's spool write skips
-/// that, being on Cline's clock.
-pub fn write_owner_only(dir: &Path, name: &str, bytes: &[u8], durable: bool) -> std::io::Result<PathBuf> {
+/// whatever the umask): the `parts` one after the other into a temporary file, then a rename, so
+/// no reader sees half of it; a write that fails removes its temporary file. `durable` also syncs
+/// it to disk first (the discovery file, the token); the shim's spool write skips that, being on
+/// Cline's clock.
+pub fn write_owner_only(dir: &Path, name: &str, parts: &[&[u8]], durable: bool) -> std::io::Result<PathBuf> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    if durable {
-        f.sync_all()?;
-    }
-    drop(f);
     let path = dir.join(name);
-    std::fs::rename(&tmp, &path)?;
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        for part in parts {
+            f.write_all(part)?;
+        }
+        if durable {
+            f.sync_all()?;
+        }
+        drop(f);
+        std::fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     Ok(path)
 }
 
