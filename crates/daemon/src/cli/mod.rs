@@ -83,7 +83,10 @@ pub fn main() -> std::process::ExitCode {
         Command::InstallHooks(args) => install::run(args),
         Command::Stream(args) => stream::run(args),
         Command::Usage(args) => usage::run(args),
-        Command::Tail(args) => tail::run(*args),
+        Command::Tail(args) => tail::prepare(*args).and_then(|(args, filter)| match args.nats {
+            Some(_) => tail_nats::run(&args, filter),
+            None => tail::run(args, filter),
+        }),
         Command::Validate(args) => validate::run(args),
         Command::Sessions(args) => sessions::run(args),
         Command::Show(args) => show::run(args),

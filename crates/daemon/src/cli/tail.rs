@@ -75,7 +75,11 @@ pub struct TailArgs {
     pub(super) nats_auth: crate::sinks::nats::settings::AuthArgs,
 }
 
-pub fn run(mut args: TailArgs) -> anyhow::Result<()> {
+/// What `tail` and `tail --nats` check first, the same for both: the session named, the filter
+/// (with the session in it, unless JetStream's subject carries it) and the capture level, each
+/// refused in words before anything connects. The caller picks the source ([`run`] or
+/// `tail_nats::run`).
+pub fn prepare(mut args: TailArgs) -> anyhow::Result<(TailArgs, Value)> {
     if let Some(query) = args.session.take() {
         args.session = Some(session_named(&args.logs, &query)?);
     }
@@ -95,9 +99,11 @@ pub fn run(mut args: TailArgs) -> anyhow::Result<()> {
     if let Some(level) = &args.capture {
         level.parse::<Capture>().map_err(|e| anyhow!("--capture: {e}"))?;
     }
-    if args.nats.is_some() {
-        return super::tail_nats::run(&args, filter);
-    }
+    Ok((args, filter))
+}
+
+/// Follows the daemon's endpoint (or `--url`) with the checked `filter` ([`prepare`]).
+pub fn run(args: TailArgs, filter: Value) -> anyhow::Result<()> {
     let base = match &args.url {
         Some(url) => url.clone(),
         None => {
