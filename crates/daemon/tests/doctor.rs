@@ -31,6 +31,18 @@ fn install(sandbox: &Sandbox, extra: &[&str]) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// `/healthz` once the hub tap has finished an attempt that failed.
+fn hub_attempt_failed(addr: &str) -> Value {
+    loop {
+        let (_, body) = http(addr, "GET", "/healthz", &[], b"");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        if v["hub"]["last_error"].is_string() {
+            return v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 fn line<'a>(report: &'a str, area: &str) -> Vec<&'a str> {
     report
         .lines()
@@ -195,14 +207,10 @@ async fn a_hub_tap_that_cannot_connect_fails_with_the_reason() {
     let project = tempfile::tempdir().unwrap();
     install(&sandbox, &[]);
     let daemon = sandbox.start();
-    let health = loop {
-        let (_, body) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        if v["hub"]["last_error"].is_string() {
-            break v;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
+    let addr = daemon.addr();
+    let health = tokio::task::spawn_blocking(move || hub_attempt_failed(&addr))
+        .await
+        .unwrap();
     assert_eq!(health["hub"]["connected"], false);
     assert_eq!(health["hub"]["control"], false);
     assert!(!health.to_string().contains(TOKEN));
@@ -244,14 +252,7 @@ fn cline_hub_not_running_is_said_and_is_no_failure() {
     let project = tempfile::tempdir().unwrap();
     install(&sandbox, &[]);
     let daemon = sandbox.start();
-    let health = loop {
-        let (_, body) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        if v["hub"]["last_error"].is_string() {
-            break v;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let health = hub_attempt_failed(&daemon.addr());
     assert_eq!(health["hub"]["hub_down"], true, "{health}");
     let (code, text) = doctor(&sandbox, project.path());
     assert_eq!(code, 0, "{text}");
