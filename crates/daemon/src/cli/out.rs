@@ -141,15 +141,6 @@ pub fn millis(ms: u64) -> String {
     }
 }
 
-/// `1.2k`, `3.4M`.
-pub fn count(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),
-        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
-    }
-}
-
 /// Text on one line, at most `max` characters.
 pub fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
@@ -178,7 +169,6 @@ mod tests {
             (millis(812), millis(1500), millis(124_000)),
             ("812ms".into(), "1.5s".into(), "2m04s".into())
         );
-        assert_eq!((count(999), count(12_300)), ("999".into(), "12.3k".into()));
         assert_eq!(one_line("a\nb", 10), "a b");
         assert_eq!(terminal("a\tb\nc"), "a\tb\nc");
         assert_eq!(

@@ -278,11 +278,6 @@ impl serde::Serialize for RowsJson<'_> {
     }
 }
 
-/// A count in at most 8 characters, as every command writes it ([`numbers::tokens`]).
-fn count(n: u64) -> String {
-    numbers::tokens(n)
-}
-
 /// `text`, or its last `width - 1` characters after `…` when it is longer than `width`.
 fn tail(text: &str, width: usize) -> String {
     let n = text.chars().count();
@@ -310,7 +305,7 @@ fn row_cost(r: &Row) -> String {
 /// Fits 80 columns: a 20-column key, five counts of 8, the cost in 9.
 fn line(out: &mut impl Write, key: &str, t: &Tokens, cost: &str) -> std::io::Result<()> {
     let c = t.classes();
-    let uncached = c.uncached_input().map_or("?".to_string(), count);
+    let uncached = c.uncached_input().map_or("?".to_string(), numbers::tokens);
     // A long name (a model's) is written whole on a line of its own, never cut.
     let key = if key.chars().count() > 20 {
         writeln!(out, "{key}")?;
@@ -320,10 +315,10 @@ fn line(out: &mut impl Write, key: &str, t: &Tokens, cost: &str) -> std::io::Res
     };
     let text = format!(
         "{key:<20} {uncached:>8} {:>8} {:>8} {:>8} {:>9} {:>9}",
-        count(t.cache_read),
-        count(t.cache_write),
-        count(t.output),
-        count(t.total()),
+        numbers::tokens(t.cache_read),
+        numbers::tokens(t.cache_write),
+        numbers::tokens(t.output),
+        numbers::tokens(t.total()),
         cost
     );
     writeln!(out, "{}", text.trim_end())
