@@ -225,6 +225,37 @@ fn a_byte_order_mark_or_an_optional_field_of_the_wrong_type_loses_nothing() {
     drop(daemon);
 }
 
+#[test]
+fn a_body_with_invalid_utf8_is_recorded_alike_live_and_spooled() {
+    let sb = Sandbox::new();
+    sb.hook(&real_payload("hooks-local", "agent_start"));
+    // Bytes that are not UTF-8 inside a string, as a tool's raw output can carry them.
+    let mut call: Value = serde_json::from_slice(&real_payload("hooks-local", "tool_call")).unwrap();
+    call["note"] = Value::from("@@@@");
+    let bytes = serde_json::to_vec(&call).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"@@@@").unwrap();
+    let mut invalid = bytes.clone();
+    invalid.splice(at..at + 4, *b"\xff\xfe\xff\xfe");
+    // No daemon: spooled (its text made valid), then taken by the daemon's drain.
+    let out = sb.hook(&invalid);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("spooled"));
+    let daemon = sb.start();
+    // Live: the daemon takes the same text the spool would have (it once answered 400, and
+    // the hook was lost while the spooled copy of the same body was recorded).
+    let mut result: Value = serde_json::from_slice(&real_payload("hooks-local", "tool_result")).unwrap();
+    result["note"] = Value::from("@@@@");
+    let bytes = serde_json::to_vec(&result).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"@@@@").unwrap();
+    let mut invalid = bytes.clone();
+    invalid.splice(at..at + 4, *b"\xff\xfe\xff\xfe");
+    assert_recorded(&sb.hook(&invalid));
+    assert_eq!(
+        types(&sb.log(SESSION)),
+        ["session.started", "run.started", "tool.requested", "tool.completed"]
+    );
+    drop(daemon);
+}
+
 /// Runs a user command of the sandbox's; fails the test if it has not finished within a minute.
 fn finishes(sb: &Sandbox, args: &[&str]) -> std::process::Output {
     let mut child = std::process::Command::new(support::daemon::BIN)

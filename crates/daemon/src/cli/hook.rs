@@ -24,6 +24,19 @@ pub const BUDGET: Duration = Duration::from_millis(250);
 /// body was read whole), within what the budget keeps for the spool.
 const ANSWER_GRACE: Duration = Duration::from_millis(20);
 
+/// What the spool write of one MiB of body may take (copy to the page cache, on a loaded
+/// machine), kept back from the daemon's wait so that a large body the daemon is slow to take
+/// is still spooled within [`BUDGET`]. The daemon records it anyway (it dedupes by delivery).
+const SPOOL_PER_MIB: Duration = Duration::from_millis(2);
+
+/// How long the daemon is given: [`SHIM_WAIT`], less the spool write of a body this large.
+fn daemon_wait(body_len: usize) -> Duration {
+    let mib = u32::try_from(body_len >> 20).unwrap_or(u32::MAX);
+    SHIM_WAIT
+        .saturating_sub(SPOOL_PER_MIB.saturating_mul(mib))
+        .max(SHIM_WAIT / 2)
+}
+
 /// What became of one hook.
 #[derive(Debug, PartialEq, Eq)]
 enum Delivered {
@@ -39,6 +52,7 @@ pub fn run() -> std::process::ExitCode {
     // A spool write past a file size limit must fail (and be counted lost), not kill the shim:
     // SIGXFSZ's default action ends the process, and Cline would see a failed hook.
     // SAFETY: setting a signal's disposition to SIG_IGN; the shim starts no thread.
+    #[allow(unsafe_code)]
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
@@ -59,20 +73,25 @@ pub fn run() -> std::process::ExitCode {
     };
     let (parent, parent_started) =
         crate::lane::parent::hook_runner(std::os::unix::process::parent_id(), is_legacy(&body));
+    let delivery = firing::delivery_id(&body);
+    // One copy of the body: the daemon and the spool get the same text (invalid UTF-8 made
+    // valid once, here), and a valid body, the rule, is not copied at all.
+    let body = String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let spooled = Spooled {
-        delivery: firing::delivery_id(&body),
-        body: String::from_utf8_lossy(&body).into_owned(),
+        delivery,
+        body,
         fired: Some(fired),
         parent: Some(parent),
         parent_started,
         // Where Cline keeps this session's usage: the daemon reads it there at a run's end.
         cline_data: firing::cline_data_header(),
     };
-    match deliver(&state_dir, &spooled, &body, started + SHIM_WAIT) {
+    let deadline = started + daemon_wait(spooled.body.len());
+    match deliver(&state_dir, &spooled, deadline) {
         Delivered::Recorded => {}
         Delivered::Refused(413) => eprintln!(
             "aep-cline hook: the payload ({} bytes) is over the daemon's limit (AEP_CLINE_MAX_BODY) and was not recorded",
-            body.len()
+            spooled.body.len()
         ),
         Delivered::Refused(status) => {
             eprintln!("aep-cline hook: the daemon refused this payload (HTTP {status}); see the daemon's log for why")
@@ -105,7 +124,7 @@ fn is_legacy(body: &[u8]) -> bool {
     rest.next() == Some(b':') && rest.next() == Some(b'"') && rest.next().is_some_and(|b| b.is_ascii_uppercase())
 }
 
-fn deliver(state_dir: &Path, firing: &Spooled, body: &[u8], deadline: Instant) -> Delivered {
+fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
     let Some(daemon) = Discovery::read(state_dir) else {
         return Delivered::Retry("no daemon is running (no discovery file)".to_string());
     };
@@ -115,7 +134,7 @@ fn deliver(state_dir: &Path, firing: &Spooled, body: &[u8], deadline: Instant) -
         Ok(stream) => stream,
         Err(e) => return Delivered::Retry(format!("the daemon cannot be reached ({e})")),
     };
-    match post(stream, &daemon, firing, body, deadline) {
+    match post(stream, &daemon, firing, deadline) {
         // Only the daemon that wrote the discovery file can prove it holds its token.
         Ok(answer) if answer.proof.as_deref() != Some(&firing::proof(&daemon.token, &firing.delivery)) => {
             Delivered::Retry(format!(
@@ -134,7 +153,7 @@ fn remaining(deadline: Instant) -> std::io::Result<Duration> {
     deadline
         .checked_duration_since(Instant::now())
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::TimedOut, "gave up after 200 ms"))
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::TimedOut, "gave up waiting for the daemon"))
 }
 
 /// The [`CLINE_DATA_HEADER`] line, or nothing, written straight into the request head (no
@@ -157,13 +176,8 @@ struct Answer {
 }
 
 /// One `POST /hook` on the daemon's socket.
-fn post(
-    mut stream: UnixStream,
-    daemon: &Discovery,
-    firing: &Spooled,
-    body: &[u8],
-    deadline: Instant,
-) -> std::io::Result<Answer> {
+fn post(mut stream: UnixStream, daemon: &Discovery, firing: &Spooled, deadline: Instant) -> std::io::Result<Answer> {
+    let body = firing.body.as_bytes();
     let (host, token) = (daemon.host(), &daemon.token);
     let head = format!(
         "POST /hook HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n{DELIVERY_HEADER}: {}\r\n\
@@ -175,13 +189,11 @@ fn post(
         DataHeader(firing.cline_data.as_deref()),
         body.len()
     );
-    let mut request = Vec::with_capacity(head.len() + body.len());
-    request.extend_from_slice(head.as_bytes());
-    request.extend_from_slice(body);
     stream.set_write_timeout(Some(remaining(deadline)?))?;
     // A daemon that refuses a large body (413) answers and closes before reading it all: the
-    // write then fails, but the answer is already there to read.
-    let written = stream.write_all(&request);
+    // write then fails, but the answer is already there to read. Head and body go as they are
+    // (two writes, no copy of a body that may be tens of MiB).
+    let written = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body));
     let mut response = Vec::with_capacity(512);
     let mut chunk = [0u8; 512];
     while !response.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -222,6 +234,17 @@ fn post(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_large_body_leaves_the_daemon_less_wait_and_the_spool_its_time() {
+        use super::{daemon_wait, BUDGET, SHIM_WAIT};
+        use std::time::Duration;
+        assert_eq!(daemon_wait(4096), SHIM_WAIT);
+        assert_eq!(daemon_wait(24 << 20), SHIM_WAIT - Duration::from_millis(48));
+        // Never less than half the wait, whatever the size.
+        assert_eq!(daemon_wait(usize::MAX), SHIM_WAIT / 2);
+        assert!(BUDGET > SHIM_WAIT);
+    }
+
     #[test]
     fn a_2x_payload_is_told_by_its_pascal_case_hook_name() {
         use super::is_legacy;
