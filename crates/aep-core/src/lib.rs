@@ -5,6 +5,10 @@
 //! schemas' `x-aep-capture` annotations, digests over canonical JSON, the redaction
 //! pipeline, down-leveling, the attr-match filter, the CloudEvents bridge (AEP-0005 §1-§2),
 //! and the bounded FIFO memory that keeps per-session state finite. Nothing in this crate does I/O.
+//!
+//! Lints: no `unsafe` (forbidden); clippy's defaults, as errors in CI (`.ci/run`).
+
+#![forbid(unsafe_code)]
 
 pub mod bounded;
 mod capture;

@@ -5,6 +5,10 @@
 //! - [`mapping`]: the pure hook → AEP mapping (AEP-0002 Annex A, `mappings/cline.json`).
 //! - [`outcome`]: how a tool call ended, the rule the `cline --json` lane shares.
 //! - [`session`]: the per-session identity tracker (runs, delegation, tool pairing).
+//!
+//! Lints: no `unsafe` (forbidden); clippy's defaults, as errors in CI (`.ci/run`).
+
+#![forbid(unsafe_code)]
 
 pub mod legacy;
 pub mod mapping;

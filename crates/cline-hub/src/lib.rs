@@ -9,6 +9,10 @@
 //! - [`control`]: AEP commands → hub commands, with AEP-0008 text answers.
 //! - [`ack`]: ack decisions and the ack guard rule (AEP-0004 §3).
 //! - [`dedupe`]: one decision per `(source, id)`, recorded for byte-identical re-acks.
+//!
+//! Lints: no `unsafe` (forbidden); clippy's defaults, as errors in CI (`.ci/run`).
+
+#![forbid(unsafe_code)]
 
 pub mod ack;
 pub mod approvals;

@@ -6,6 +6,10 @@
 //! token classes ([`TokenClasses`]) and cost ([`Cost`], from list prices: litellm's table, bundled).
 //!
 //! The library does no I/O of its own: it reads the reader and writes the writer it is given.
+//!
+//! Lints: no `unsafe` (forbidden); clippy's defaults, as errors in CI (`.ci/run`).
+
+#![forbid(unsafe_code)]
 
 mod aep;
 mod driver;

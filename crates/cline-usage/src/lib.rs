@@ -20,6 +20,10 @@
 //! No panics on bad input: a file that cannot be read or parsed is a [`Problem`] naming it.
 //! Every file is opened through [`vendor_file`]: never blocking on a FIFO, never reading a
 //! device, never a file larger than [`vendor_file::MAX_FILE_BYTES`].
+//!
+//! Lints: no `unsafe` (forbidden); clippy's defaults, as errors in CI (`.ci/run`).
+
+#![forbid(unsafe_code)]
 
 pub mod db;
 pub mod editors;

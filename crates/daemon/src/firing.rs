@@ -129,6 +129,7 @@ pub fn now_ns() -> u64 {
 
 /// Now on the clock that orders a boot's spooled firings: nanoseconds since boot, suspend
 /// included (`CLOCK_BOOTTIME`). Unlike the wall clock it never steps (NTP, a user's `date`).
+#[allow(unsafe_code)] // clock_gettime: see the SAFETY note inside
 pub fn boot_ns() -> u64 {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec it is given.

@@ -8,6 +8,13 @@
 //! - [`sinks`]: what the bus feeds, the embedded AEP endpoint and the relay binding.
 //! - [`history`]: the logs read back (replays reaching past memory) and their retention.
 //! - [`daemon`]: settings, start order and supervision; [`cli`]: the user commands.
+//!
+//! Lints: `unsafe` is denied; each use (a libc call the standard library lacks: signal
+//! dispositions, `flock`, `SO_PEERCRED`, `CLOCK_BOOTTIME`, rlimits, malloc tuning) is allowed
+//! where it is, with its `SAFETY` reason. Clippy's defaults hold everywhere, as errors in CI
+//! (`cargo clippy --all-targets -- -D warnings`, `.ci/run`).
+
+#![deny(unsafe_code)]
 
 pub mod backoff;
 pub mod cli;

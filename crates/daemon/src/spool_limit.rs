@@ -46,6 +46,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// Opens (creating) and locks the ledger of the spool folder `spool`, which must exist.
+    #[allow(unsafe_code)] // flock: see the SAFETY note inside
     pub fn lock(spool: &Path) -> std::io::Result<Ledger> {
         let mut file = std::fs::OpenOptions::new()
             .read(true)

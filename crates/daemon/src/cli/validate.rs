@@ -66,7 +66,10 @@ fn read(file: &PathBuf) -> std::io::Result<Vec<u8>> {
     if kind.is_fifo() {
         // Blocking again: a writer's data is waited for; with none, the read ends at once.
         // SAFETY: F_SETFL on a descriptor this function owns.
-        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, 0) };
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::fcntl(f.as_raw_fd(), libc::F_SETFL, 0)
+        };
     } else if !kind.is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,

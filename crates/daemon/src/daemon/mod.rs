@@ -42,6 +42,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
     // A log that reaches a file size limit must fail the write (and be rolled back), not kill
     // the daemon: SIGXFSZ's default action is to end the process.
     // SAFETY: setting a signal's disposition to SIG_IGN before any thread starts.
+    #[allow(unsafe_code)]
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
@@ -413,6 +414,7 @@ impl Bound {
 fn give_back_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory; it has no other effect.
+    #[allow(unsafe_code)]
     unsafe {
         libc::malloc_trim(0);
     }
@@ -442,6 +444,7 @@ fn retain_logs(sessions: &Sessions, retain: Duration) {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn return_large_blocks() {
     // SAFETY: mallopt only sets an allocator parameter; no thread exists yet.
+    #[allow(unsafe_code)]
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }

@@ -69,6 +69,7 @@ impl Limits {
     /// Makes room for the cap under the process's open-file limit: raises the soft limit
     /// toward the hard one when needed, and lowers the cap (with a warning) when even that is
     /// too little, so the accept loop never runs out of descriptors.
+    #[allow(unsafe_code)] // getrlimit/setrlimit: see the SAFETY note inside
     pub fn fit_open_files(mut self) -> Limits {
         let mut limit = libc::rlimit {
             rlim_cur: 0,

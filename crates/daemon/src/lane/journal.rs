@@ -374,6 +374,7 @@ mod tests {
         assert_ne!(file_stem(&"s".repeat(300)), file_stem(&"s".repeat(301)));
     }
 
+    #[allow(unsafe_code)] // mkfifo, to make a FIFO where a file should be
     #[test]
     fn lines_are_read_bounded_and_only_from_regular_files() {
         let mut reader = std::io::Cursor::new(b"ab\nabcdef\nxy\nz".to_vec());

@@ -22,6 +22,7 @@ impl Parent {
     }
 
     /// Whether this very process still runs (a zombie counts as gone).
+    #[allow(unsafe_code)] // kill(pid, 0): see the SAFETY note inside
     pub fn alive(&self) -> bool {
         if cfg!(target_os = "linux") {
             return match stat(self.pid) {

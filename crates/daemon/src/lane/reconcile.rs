@@ -261,6 +261,7 @@ mod tests {
         assert_eq!(judge(&alive), None, "a live process keeps it open however quiet");
     }
 
+    #[allow(unsafe_code)] // mkfifo, to make a FIFO where a file should be
     #[test]
     fn the_store_is_read_defensively() {
         let dir = tempfile::tempdir().unwrap();

@@ -104,12 +104,14 @@ pub fn connect_as_us(path: &Path, within: Duration) -> std::io::Result<UnixStrea
     Ok(stream)
 }
 
+#[allow(unsafe_code)] // getuid: see the SAFETY note inside
 fn current_uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }
 }
 
 /// The uid of the process that listens behind `stream`, as the kernel recorded it.
+#[allow(unsafe_code)] // getsockopt(SO_PEERCRED): see the SAFETY note inside
 pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
     use std::os::fd::AsRawFd;
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
