@@ -1,6 +1,6 @@
 //! `aep-cline tail` and `aep-cline validate` through the real binary.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};

@@ -3,7 +3,7 @@
 //! (`tests/data/cline2-replay/<case>.json`; `UPDATE_GOLDEN=1` rewrites them for review). And
 //! 2.x's trailing TaskCancel raced against its TaskComplete by concurrent shims, in both orders.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::Write;

@@ -4,7 +4,7 @@
 //! every tool pair is cause-linked, every run has one terminal, and the logs validate. Bounded:
 //! a few seconds of faults.
 
-mod support;
+use crate::support;
 
 use aep_cline::firing::delivery_id;
 use serde_json::Value;

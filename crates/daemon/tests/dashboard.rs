@@ -3,7 +3,7 @@
 //! session list, a pending approval first, Approve and Cancel with their acks and outcomes, and
 //! the doors a foreign page or a rebound host name find shut.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! The ceilings asserted here are loose (a debug build on a busy 2-core machine); a regression
 //! by an order of magnitude still fails.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::Write;

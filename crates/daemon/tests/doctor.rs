@@ -3,7 +3,7 @@
 //! binary, no daemon, a token the daemon refuses, a hub tap that cannot connect), and
 //! `/healthz` telling the hub tap's state.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::process::Output;

@@ -8,7 +8,7 @@
 //! with telemetry disabled too; `support/cline2_netns.sh` is what runs in it. This needs root
 //! (CI runs as root): without it the test fails, saying so, and never skips.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Proves the end-to-end harness: the fake model answers like the recipe's server, and the real
 //! Cline CLI runs against it offline, fires its subprocess hooks and ends with a `run_result`.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

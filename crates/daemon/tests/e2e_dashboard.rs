@@ -5,7 +5,7 @@
 //! `run.cancelled {by: control}` caused by the page's command. The screenshots of the session
 //! list and the timeline in the README come from this test (AEP_CLINE_UPDATE_SCREENSHOTS=1).
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! SSE stream and one on its WebSocket see a Cline session's Events as the daemon logs them.
 //! Fails (never skips) when the CLI is missing: `.ci/install-cline.sh` installs it.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! `aep-cline install-hooks`, the daemon, and `cline --json`. These tests fail (never skip)
 //! when the CLI is missing: `.ci/install-cline.sh` installs it.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::PathBuf;

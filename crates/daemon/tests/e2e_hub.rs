@@ -11,7 +11,7 @@
 //! (TaskCancel) hook; it fires `session_shutdown`, and the hub broadcasts `run.aborted`. Either
 //! may reach the daemon first; the run gets exactly one `run.cancelled {by: "control"}`.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::Duration;

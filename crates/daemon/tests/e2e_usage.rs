@@ -4,7 +4,7 @@
 //! runs its own share. The fake model reports different counts on every call
 //! ([`Script::counted`]), so a share taken from the wrong calls cannot add up.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! off with a `closing` comment once it falls a feed behind, while every hook is answered in
 //! time (the shim never spools) and a healthy subscriber gets everything.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::io::{Read, Write};

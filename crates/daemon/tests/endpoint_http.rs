@@ -3,7 +3,7 @@
 //! version-gate, reject-invalid, ingest-fanout, resume, capture-downlevel, replay-all, evict),
 //! plus every refusal the collector owes (AEP-0003 §3.2, §3.3, §5, §8).
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::Duration;

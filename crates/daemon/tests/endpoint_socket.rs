@@ -3,7 +3,7 @@
 //! evict over WS, control-auth-gate, control-behalf-refusal, control-nack-unsupported,
 //! control-dedupe), plus subscriptions, pings and the daemon's own Events on a subscriber.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! when the position is older than what memory holds, or the session is no longer in memory
 //! at all, then joins the live feed with no gap and no duplicate (AEP-0003 §3.3, §5).
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

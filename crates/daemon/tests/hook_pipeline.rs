@@ -1,7 +1,7 @@
 //! The hook pipeline through the real binary: the shim, the daemon, the session logs, and
 //! every way they can be fed badly or die.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! faults): the hook path never notices the hub, commands get their acks through `POST /control`,
 //! and the hub token never reaches the daemon's log.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::time::Duration;

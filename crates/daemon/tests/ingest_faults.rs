@@ -3,7 +3,7 @@
 //! a full disk, bad spool files, oversized bodies, one firing delivered by several hook files.
 //! The real binary (daemon and shim) over real sockets and files.
 
-mod support;
+use crate::support;
 
 use aep_cline::lane::spool::{self, Spooled};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! the wrong type. Each costs at most its own hook's part; every other session's hooks, and
 //! the affected session's own, go on being recorded. The real binary, real sockets and files.
 
-mod support;
+use crate::support;
 
 use aep_cline::lane::{Bus, IngestError, Journal, Sessions};
 use aep_core::redact::{RedactOptions, Redactor};

@@ -5,7 +5,7 @@
 //! `xdg-user-dir` (Debian's `xdg-user-dirs`, which `.ci/run` installs) with `HOME` and
 //! `XDG_CONFIG_HOME` in the sandbox.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use support::daemon::{real_payload, Sandbox, BIN};

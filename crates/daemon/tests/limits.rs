@@ -2,7 +2,7 @@
 //! the per-Event limit under a flood of large Events, the connection cap with its share kept
 //! for hooks, the header-read timeout and the request time limit.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};

@@ -5,7 +5,7 @@
 //! while the server is away, dedupe of a redelivery, a dead server at start, token
 //! authentication, malformed settings, and the round trip back through `tail --nats`.
 
-mod support;
+use crate::support;
 
 use async_nats::jetstream;
 use serde_json::{json, Map, Value};

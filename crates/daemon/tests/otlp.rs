@@ -2,7 +2,7 @@
 //! here on 127.0.0.1 that decodes what it receives with opentelemetry-proto's types (generated
 //! from the official OTLP .proto files) and answers as an OTLP/HTTP collector does.
 
-mod support;
+use crate::support;
 
 use flate2::read::GzDecoder;
 use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsServiceRequest, ExportLogsServiceResponse};

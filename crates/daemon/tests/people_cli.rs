@@ -3,7 +3,7 @@
 //! to a stub hub (real hub frames): no JSON by hand, the ack printed, the exit status telling
 //! accepted (0), rejected (1) or not decided (2), and every bad input answered in words.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::process::{Output, Stdio};

@@ -1,7 +1,7 @@
 //! The relay binding through the real binary, against a stub relay written here (the frames
 //! of AEP-0003 §3.5/§4, nothing more) and against a second daemon acting as the relay side.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};

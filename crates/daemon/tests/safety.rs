@@ -2,7 +2,7 @@
 //! reaches a log even at `RUST_LOG=trace`, and browsers are kept out (forged `Host` and `Origin`
 //! headers) while the shim and programs go on.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::io::{Read, Write};

@@ -4,7 +4,7 @@
 //! settings (tokens included) go to an owner-only file and never into the unit, the service
 //! manager is told to reload and start it, and a failure to start says what to run.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! warns about it at start, then the daemon ingests what was kept. A hook not kept is counted
 //! (`lost`) where `doctor`, `/healthz` and the daemon's log say it after the spool drained.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use support::daemon::{real_payload, Sandbox};

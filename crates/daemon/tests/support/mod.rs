@@ -1,10 +1,11 @@
 //! Test support for the daemon crate's integration tests: the real Cline CLI driven offline.
 //!
-//! Include it with `mod support;` and see `cline.rs` (the sandbox and CLI runner) and
+//! Each test suite (`core.rs`, `commands.rs`, `serving.rs`, `e2e.rs`) declares it once with
+//! `mod support;`; its modules `use crate::support;`. See `cline.rs` (the sandbox and CLI runner) and
 //! `fake_model.rs` (the scripted OpenAI-compatible model).
 
-// Each integration test is its own crate and uses only part of this support code; the rest
-// would otherwise be reported as dead in that crate.
+// Each suite is its own crate and uses only part of this support code; the rest would
+// otherwise be reported as dead in that crate.
 #![allow(dead_code)]
 
 pub mod browser;

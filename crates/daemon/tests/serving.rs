@@ -1,0 +1,15 @@
+//! What the daemon serves and feeds: the AEP endpoint, the relay, NATS, OTLP and the dashboard.
+//!
+//! One test binary gathers these modules (a binary per file linked the whole crate again each
+//! time); run one module with `cargo test -p <crate> --test serving <module>::`.
+
+mod dashboard;
+mod dashboard_assets;
+mod dashboard_scale;
+mod endpoint_backpressure;
+mod endpoint_http;
+mod endpoint_socket;
+mod nats;
+mod otlp;
+mod relay;
+mod support;
