@@ -1,6 +1,6 @@
 //! Cline's other generation: the hook payloads of the 2.x CLI (`cline@2.18.0`) and of the VS Code
 //! extension whose core it shares (the payloads say `clineVersion: "3.82.0"`). Real captures are
-//! in `tests/data/cline2/` (`../shared/cline2/` in the project's notes).
+//! in `tests/data/cline2/` (see its README for where they were taken).
 //!
 //! A 2.x payload names its hook in PascalCase (`TaskStart` ... `Notification`, the hook file's
 //! name), carries the task id (epoch milliseconds) as its only identity, a `timestamp` in epoch

@@ -284,7 +284,7 @@ mod tests {
         );
     }
 
-    // The outputs below are Cline 3.0.65's, as captured (tests/data, /work/shared/cline).
+    // The outputs below are Cline 3.0.65's, as captured (tests/data).
 
     #[test]
     fn a_command_that_exits_non_zero_is_an_exit_code() {
@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(FailureKind::of(None), FailureKind::ToolError);
     }
 
-    // Cline 2.18's texts (../shared/cline2): `success` is true in each.
+    // Cline 2.18's texts (tests/data/cline2): `success` is true in each.
 
     #[test]
     fn a_legacy_result_text_that_reports_a_failure_is_one() {

@@ -9,7 +9,7 @@ Both print the totals as one JSON object on stdout (also written to OUT/totals.j
 subagents, running sessions, model calls, the token classes, and the same per model.
 
 The Cline store is in Cline 3.0.65's exact format, as a real run left it (see
-/work/shared/cline/store/ and the subagent run described in docs/benchmarks.md):
+crates/cline-usage/tests/data/captured/ and the subagent run described in docs/benchmarks.md):
 `data/sessions/<id>/<id>.json` (the manifest, with `metadata.usage` / `aggregateUsage`: the lead's
 own calls, never the subagents'), `data/sessions/<id>/<id>.messages.json` (every assistant message
 with `modelInfo` and `metrics`), a subagent's messages in `data/sessions/<root>/<agentId>.messages.json`
@@ -61,7 +61,7 @@ SPAN_S = 180 * 86400
 WORDS = ("the tests pass now so let me read the file and run the build again before I change "
          "anything else in this module because the error says the type does not match").split()
 
-# Cline 3.0.65's `sessions` table, as captured (/work/shared/cline/store/sessions.db.schema.sql).
+# Cline 3.0.65's `sessions` table, as captured (crates/cline-usage/tests/data/captured/sessions.db.schema.sql).
 SCHEMA = """
 CREATE TABLE sessions (
 		session_id TEXT PRIMARY KEY,

@@ -270,9 +270,12 @@ mod tests {
         assert_eq!(StoreSession::read(dir.path(), "s1"), None, "missing");
         std::fs::write(folder.join("s1.json"), b"{not json").unwrap();
         assert_eq!(StoreSession::read(dir.path(), "s1"), None, "not JSON");
-        let real = std::fs::read("/work/shared/cline/store/1796101551589_u7fdi.json").unwrap_or_else(|_| {
-            br#"{"status":"completed","ended_at":"2026-12-01T05:05:51.796Z","exit_code":0}"#.to_vec()
-        });
+        // Cline 3.0.65's session file, as captured.
+        let real = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../cline-usage/tests/data/captured/sessions/1796101551589_u7fdi/1796101551589_u7fdi.json"
+        ))
+        .unwrap();
         std::fs::write(folder.join("s1.json"), real).unwrap();
         let s = StoreSession::read(dir.path(), "s1").unwrap();
         assert_eq!(s.status.as_deref(), Some("completed"));

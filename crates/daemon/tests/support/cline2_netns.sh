@@ -1,7 +1,7 @@
 #!/bin/bash
 # One end-to-end session of the real Cline CLI 2.18 with aep-cline, run by
 # crates/daemon/tests/e2e_cline2.rs INSIDE a private network namespace (`unshare -n`: loopback
-# only, so 2.18's telemetry clients can reach nothing), as ../shared/cline2/scripts/netns.sh does.
+# only, so 2.18's telemetry clients can reach nothing), as the project's capture of 2.18 was run.
 # The fake model, the daemon, `aep-cline install-hooks` and the CLI all run in the namespace.
 #
 # env: CLINE2 (the 2.18 CLI), AEP (the aep-cline binary), FAKE (fake_cline2.py), SANDBOX (an

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Copied from the project's shared Cline 2.18 captures (../shared/cline2/fake_cline2.py), unchanged
+# The scripted model the project's Cline 2.18 captures were made with, unchanged
 # but for this line: the scripted model crates/daemon/tests/e2e_cline2.rs runs the real 2.18 against.
 """Scripted fake OpenAI-compatible model for Cline CLI 2.x (stdlib only).
 
