@@ -105,6 +105,10 @@ pub struct Session {
     pub calls: Vec<ModelCall>,
     /// The subagents found (agent ids), in name order.
     pub subagents: Vec<String>,
+    /// What Cline itself recorded the session cost, USD (2.x `taskHistory.json` `totalCost`):
+    /// shown beside the report's own price, never added to it (with the OpenAI-compatible
+    /// provider it bills the cached tokens twice).
+    pub cline_cost: Option<f64>,
     /// Files that could not be used; their calls are left out.
     #[serde(skip)]
     pub problems: Vec<Problem>,

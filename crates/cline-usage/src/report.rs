@@ -95,6 +95,9 @@ pub struct Row {
     pub workspace: Option<String>,
     pub started_ms: Option<i64>,
     pub subagents: Vec<SubagentPart>,
+    /// What Cline itself recorded (2.x `totalCost`), summed over the sessions that say; session
+    /// rows and their total only (Cline records it per task, not per day or model).
+    pub cline_cost: Option<f64>,
 }
 
 impl Row {
@@ -133,6 +136,7 @@ struct Acc {
     workspace: Option<String>,
     started_ms: Option<i64>,
     subagents: Vec<SubagentPart>,
+    cline_cost: Option<f64>,
 }
 
 impl Acc {
@@ -159,6 +163,10 @@ impl Acc {
             self.workspace = o.workspace;
         }
         self.started_ms = self.started_ms.or(o.started_ms);
+        self.cline_cost = match (self.cline_cost, o.cline_cost) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         self.sessions += o.sessions;
         self.running += o.running;
         self.calls += o.calls;
@@ -311,6 +319,7 @@ fn scan(
             session_acc.running = running;
             session_acc.workspace = session.workspace.clone();
             session_acc.started_ms = session.started_ms;
+            session_acc.cline_cost = session.cline_cost;
             session_acc.subagents = agents
                 .into_iter()
                 .map(|(agent, calls, tokens)| SubagentPart {
@@ -411,5 +420,6 @@ fn to_row(key: String, acc: &Acc, prices: &PriceTable, unpriced: &mut Unpriced) 
         workspace: acc.workspace.clone(),
         started_ms: acc.started_ms,
         subagents: acc.subagents.clone(),
+        cline_cost: acc.cline_cost,
     }
 }

@@ -51,6 +51,9 @@ struct HistoryItem {
     model_id: Option<String>,
     #[serde(default)]
     cwd_on_task_initialization: Option<String>,
+    /// Any JSON value: a wrongly typed cost is no cost, not an unreadable history.
+    #[serde(default)]
+    total_cost: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -187,6 +190,9 @@ impl TaskStore {
             // The task id is its creation time in epoch ms.
             started_ms: id.parse().ok(),
             ended_ms: item.and_then(|i| i.ts),
+            cline_cost: item
+                .and_then(|i| i.total_cost.as_ref()?.as_f64())
+                .filter(|c| c.is_finite() && *c >= 0.0),
             ..Session::default()
         };
         let metadata = read_metadata(&dir.join("task_metadata.json"));

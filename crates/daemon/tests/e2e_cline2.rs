@@ -218,6 +218,29 @@ fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
         for class in ["input", "output", "cache_read", "cache_write"] {
             assert_eq!(row["tokens"][class], expected[class], "{class} of {session}: {row}");
         }
+        // Live, the run's terminal carries the same calls, read from the task's folder (the
+        // daemon once read only 3.x's store: a 2.x session showed no tokens anywhere).
+        let finished = of(events, "run.finished");
+        let data = &finished[0]["data"];
+        assert_eq!(data["cline.usage"]["model_calls"], calls, "{session}: {data}");
+        assert_eq!(
+            data["gen_ai.usage.output_tokens"], expected["output"],
+            "{session}: {data}"
+        );
+    }
+    // And `sessions` (read from the logs) shows them.
+    let out = Command::new(BIN)
+        .args(["sessions", "--all", "--json"])
+        .env("AEP_LOG_DIR", sandbox.path().join("logs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for row in listed.as_array().expect("a list of sessions") {
+        assert!(
+            row["output_tokens"].as_u64().unwrap_or(0) > 0,
+            "tokens for every 2.x session: {row}"
+        );
     }
 }
 

@@ -223,6 +223,21 @@ fn a_prices_file_prices_the_run() {
     let finished = &aep.last().unwrap()["data"];
     assert_eq!(finished["cost"]["total"], 0.000246);
     assert_eq!(finished["gen_ai.usage.input_tokens"], 246);
+
+    // The table writes money as every command does: four significant digits under a cent.
+    let out = stream(
+        &[
+            real("json-stream.jsonl").to_str().unwrap(),
+            "--summary",
+            "--prices",
+            prices.path().to_str().unwrap(),
+        ],
+        None,
+    );
+    let table = String::from_utf8_lossy(&out.stderr);
+    let total = table.lines().find(|l| l.trim_start().starts_with("total")).unwrap();
+    assert!(total.ends_with("$0.0002460"), "{table}");
+    assert!(table.contains("$0.00004600") && !table.contains("0.000246 "), "{table}");
 }
 
 #[test]

@@ -65,8 +65,21 @@ fn a_2x_cli_history_is_reported_by_the_table_not_by_clines_cost() {
     assert_eq!(row["tokens"], a_cmd_tokens());
     assert_eq!(row["models"][0]["provider"], "openai-compatible");
     // Cline recorded totalCost 0.009795 at the prices it was configured with; fake-model has
-    // no list price, so: no price, never Cline's number and never 0.
+    // no list price, so: no price, never Cline's number and never 0. Cline's is shown beside,
+    // labelled as Cline's.
     assert_eq!(row["cost_usd"], Value::Null);
+    assert_eq!(row["cline_cost_usd"], 0.009795);
+    let table = usage(
+        &[("CLINE_DATA_DIR", &data("cline2/a-cmd"))],
+        &["session", "--timezone", "UTC"],
+    );
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("Cline's own record (2.x totalCost)") && l.ends_with("$0.009795")),
+        "{table}"
+    );
     assert!(
         v["histories"]
             .as_array()

@@ -2,6 +2,7 @@
 //! cost summary, or AEP events. The mapping lives in `cline-stream`; this is the command edge:
 //! files, standard streams, the summary table and the exit code.
 
+use crate::people::numbers;
 use anyhow::Context;
 use clap::Args;
 use cline_stream::{Format, PriceTable, StreamError, Summary, PRICES_SNAPSHOT};
@@ -209,7 +210,7 @@ fn table(s: &Summary) -> String {
         ),
     );
 
-    t.push_str(&format!("\n  {:<22} {:>12} {:>14}\n", "tokens", "count", "cost (USD)"));
+    t.push_str(&format!("\n  {:<22} {:>12} {:>14}\n", "tokens", "count", "cost"));
     let Some(tokens) = &s.tokens else {
         match &s.cost_note {
             Some(note) if note == cline_stream::LEGACY_USAGE_NOTE => t.push_str(&format!("  {note}\n")),
@@ -218,8 +219,9 @@ fn table(s: &Summary) -> String {
         return t;
     };
     let cost = s.cost.as_ref();
-    let usd = |f: fn(&cline_stream::Cost) -> f64| cost.map_or("?".to_string(), |c| format!("{:.6}", f(c)));
-    let count = |n: Option<u64>| n.map_or("?".to_string(), |n| n.to_string());
+    // Written as every command writes them (`people::numbers`).
+    let usd = |f: fn(&cline_stream::Cost) -> f64| cost.map_or("?".to_string(), |c| numbers::money(f(c), "USD"));
+    let count = |n: Option<u64>| n.map_or("?".to_string(), numbers::tokens);
     let mut line = |label: &str, n: String, c: String| t.push_str(&format!("  {label:<22} {n:>12} {c:>14}\n"));
     line(
         "uncached input",
@@ -228,16 +230,16 @@ fn table(s: &Summary) -> String {
     );
     line(
         "  of which cache writes",
-        tokens.cache_creation().to_string(),
+        numbers::tokens(tokens.cache_creation()),
         String::new(),
     );
     line(
         "cached input",
-        tokens.cached_input().to_string(),
+        numbers::tokens(tokens.cached_input()),
         usd(|c| c.cached_input),
     );
-    line("output", tokens.output().to_string(), usd(|c| c.output));
-    let reasoning = tokens.reasoning().map_or("-".to_string(), |n| n.to_string());
+    line("output", numbers::tokens(tokens.output()), usd(|c| c.output));
+    let reasoning = tokens.reasoning().map_or("-".to_string(), numbers::tokens);
     line("reasoning", reasoning, "(not reported)".to_string());
     let total = tokens.total_input().map(|i| i + tokens.output());
     line("total", count(total), usd(|c| c.total));
@@ -246,7 +248,7 @@ fn table(s: &Summary) -> String {
             "  subagents: {} counted in the totals above ({} input, {} output tokens): each one's own totals added to the lead's, which Cline's aggregateUsage leaves out\n",
             sub.count,
             count(sub.tokens.total_input()),
-            sub.tokens.output()
+            numbers::tokens(sub.tokens.output())
         ));
     }
     match (cost, &s.cost_note) {

@@ -49,7 +49,8 @@ JSON (--json), stable: {{\"group\", \"timezone\", \"since\", \"until\", \"prices
   \"unpriced\": [{{\"provider\", \"model\", \"note\"}}]}}
 ROW: {{\"key\", \"sessions\", \"running\", \"model_calls\", \"tokens\": TOKENS, \"cost_usd\": number|null,
   \"priced_cost_usd\", \"models\": [{{\"provider\", \"model\", \"model_calls\", \"tokens\", \"cost_usd\"}}],
-  session rows also \"workspace\", \"started\", \"subagents\": [{{\"agent\", \"parent_agent\", \"model_calls\", \"tokens\"}}]}}
+  session rows also \"workspace\", \"started\", \"subagents\": [{{\"agent\", \"parent_agent\", \"model_calls\", \"tokens\"}}],
+  \"cline_cost_usd\": number|null (what Cline 2.x itself recorded, its totalCost; never in cost_usd)}}
 TOKENS: {{\"input\", \"uncached_input\", \"cache_read\", \"cache_write\", \"output\", \"total\"}}
 
 Examples:
@@ -213,6 +214,7 @@ fn row_json(r: &Row, group: Group) -> Value {
             .iter()
             .map(|s| json!({"agent": s.agent, "parent_agent": s.parent_agent, "model_calls": s.calls, "tokens": tokens_json(&s.tokens)}))
             .collect();
+        v["cline_cost_usd"] = json!(r.cline_cost.map(cents));
     }
     v
 }
@@ -368,6 +370,16 @@ fn write_table(
                 // A subagent's cost is inside its session's models above.
                 line(out, &format!("  └ {}", tail(&s.agent, 16)), &s.tokens, "")?;
             }
+        }
+        if let (Group::Session, Some(c)) = (group, r.cline_cost) {
+            // Beside ours, labelled: Cline 2.x bills the cached tokens twice with the
+            // OpenAI-compatible provider, so the two can differ.
+            writeln!(
+                out,
+                "  {:<64} {:>9}",
+                "Cline's own record (2.x totalCost)",
+                numbers::money(c, "USD")
+            )?;
         }
     }
     if let Some(t) = &report.totals {

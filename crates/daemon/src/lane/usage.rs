@@ -2,6 +2,9 @@
 //! store (`cline_usage`) in the folder the hook's environment names ([`Firing::cline_data`]),
 //! and handed to the pure mapping as data (`cline_hooks::usage`).
 //!
+//! A Cline 2.x task is read from the same data folder's `tasks/<id>/` (its `ui_messages.json`,
+//! `cline_usage::TaskStore`): its runs get their tokens the same way.
+//!
 //! Only the hooks that need it read anything: a run's terminal (`agent_end`, `agent_abort`,
 //! `agent_error`), `session_shutdown` (the runs it closes, and the session), and the first hook
 //! of a session (its model, from the small `<id>.json`). Cline runs those detached, so the
@@ -29,7 +32,7 @@
 use cline_hooks::usage::{Cost, Counts, HookUsage, Usage};
 use cline_hooks::{HookPayload, SessionTracker};
 use cline_stream::{PriceTable, Pricing};
-use cline_usage::{Agent, ModelCall, Session, Store};
+use cline_usage::{Agent, ModelCall, Session, Store, TaskStore};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -78,11 +81,19 @@ pub fn read(payload: &HookPayload, tracker: &SessionTracker, data_dir: Option<&s
 /// Session `session` as the store in data folder `dir` holds it, read on a thread of its own
 /// for at most [`READ_TIMEOUT`]; `None` when it is not there, too large, or not read in time.
 pub fn read_store(dir: &str, session: &str) -> Option<Session> {
+    if session.is_empty() || session.contains(['/', '\\']) || session.starts_with('.') {
+        return None; // not a name Cline gives a session: never a path out of the store
+    }
     let store = Store::new(dir);
-    let folder = store.session_dir(session);
+    // Cline 3.x keeps a session in `sessions/<id>/`; 2.x a task in `tasks/<id>/` of the same
+    // data folder (`cline_usage::TaskStore`).
+    let (folder, legacy) = match store.session_dir(session) {
+        f if f.is_dir() => (f, false),
+        _ => (Path::new(dir).join("tasks").join(session), true),
+    };
     if !folder.is_dir() {
-        // Not in this store (a Cline 2.x task, or another CLINE_DIR): nothing is known, and
-        // nothing is claimed; an empty usage would say the run used no tokens.
+        // Not in this store (another CLINE_DIR, or nothing written yet): nothing is known,
+        // and nothing is claimed; an empty usage would say the run used no tokens.
         return None;
     }
     let bytes = folder_bytes(&folder);
@@ -94,7 +105,11 @@ pub fn read_store(dir: &str, session: &str) -> Option<Session> {
     let id = session.to_string();
     let reader = std::thread::Builder::new().name("cline-store".into()).spawn(move || {
         // Past the timeout nobody waits for it any more: then it is dropped.
-        let _ = done.send(store.read_session(&id));
+        let _ = done.send(if legacy {
+            TaskStore::open(store.data_dir()).0.read_task(&id)
+        } else {
+            store.read_session(&id)
+        });
     });
     if let Err(e) = reader {
         tracing::warn!(%session, error = %e, "no thread to read the session's store; its usage is left off the event");
