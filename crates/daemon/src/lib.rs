@@ -10,6 +10,7 @@
 //! - [`daemon`]: settings, start order and supervision; [`cli`]: the user commands.
 
 pub mod backoff;
+pub mod budget;
 pub mod cli;
 pub mod control;
 pub mod daemon;
