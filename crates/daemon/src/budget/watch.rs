@@ -173,15 +173,13 @@ impl Watch {
             };
             match note {
                 Note::Event(event) => {
-                    let (watch, sessions) = (self.clone(), sessions.clone());
-                    let value = &event.value;
                     if !matches!(
-                        value["type"].as_str(),
+                        event.value["type"].as_str(),
                         Some("session.started" | "session.ended" | "run.finished" | "run.failed" | "run.cancelled")
                     ) {
                         continue;
                     }
-                    let event = event.clone();
+                    let (watch, sessions) = (self.clone(), sessions.clone());
                     let _ = tokio::task::spawn_blocking(move || watch.on_event(&sessions, &event.value)).await;
                 }
                 Note::Closed(gone) => {
@@ -478,4 +476,124 @@ fn notice(c: &Crossing, applied: &Applied<'_>, act: Act, run: Option<&str>, leve
         },
     };
     [requested, resolved]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::account::Budgets;
+    use crate::lane::{Bus, Ingested, Journal};
+    use aep_core::redact::{RedactOptions, Redactor};
+    use aep_core::validate::StreamValidator;
+    use aep_core::CapturePolicy;
+
+    /// The real Cline 3.0.65 run the hub tests replay.
+    const SESSION: &str = "1796007217803_dxv4z";
+
+    fn rig(budget: &str) -> (tempfile::TempDir, Arc<Sessions>, Arc<Watch>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Arc::new(Sessions::new(
+            Journal::new(dir.path()),
+            "host".into(),
+            CapturePolicy::new(Capture::Metadata),
+            Redactor::new(RedactOptions::default()).unwrap(),
+            Bus::default(),
+        ));
+        let path = format!(
+            "{}/../cline-hooks/tests/data/hooks-cancel/agent_start-global.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let started = match sessions
+            .ingest_hook(&std::fs::read(path).unwrap(), &crate::firing::Firing::default())
+            .unwrap()
+        {
+            Ingested::Appended { events, .. } => events,
+            other => panic!("{other:?}"),
+        };
+        let run = started
+            .iter()
+            .find_map(|e| e.value["run"].as_str())
+            .unwrap()
+            .to_string();
+        let watch = Watch::new(Budgets::parse(budget).unwrap(), None);
+        (dir, sessions, watch, run)
+    }
+
+    fn log(sessions: &Sessions) -> Vec<Value> {
+        let text = std::fs::read_to_string(sessions.journal().path(SESSION)).unwrap();
+        let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let mut validator = StreamValidator::new();
+        for e in &events {
+            aep_core::validate::validate_event(e).unwrap_or_else(|v| panic!("{v}: {e}"));
+            validator.push(e).unwrap_or_else(|v| panic!("{v}: {e}"));
+        }
+        events
+    }
+
+    fn notices(log: &[Value]) -> Vec<&Value> {
+        log.iter().filter(|e| e["type"] == "attention.requested").collect()
+    }
+
+    fn usage(id: &str, cost: f64) -> HubEvent {
+        HubEvent {
+            event: "usage.updated".into(),
+            event_id: Some(id.into()),
+            session_id: Some(SESSION.into()),
+            timestamp: Some(1_796_007_218_000),
+            sequence: None,
+            // A model the table does not price: Cline's own figure is used.
+            payload: json!({"sessionId": SESSION, "delta": {"inputTokens": 10, "outputTokens": 5, "totalCost": cost},
+                "agent": {"kind": "lead"}}),
+        }
+    }
+
+    #[test]
+    fn a_run_the_hub_does_not_host_gets_the_notice_only_saying_why() {
+        let (_dir, sessions, watch, run) = rig("run=1,session=5");
+        watch.on_event(
+            &sessions,
+            &json!({"type": "run.finished", "session": SESSION, "run": run, "time": "2026-11-30T02:53:40Z",
+                "data": {"cost": {"currency": "USD", "total": 1.2}}}),
+        );
+        let log = log(&sessions);
+        let n = notices(&log);
+        assert_eq!(n.len(), 1, "{log:?}");
+        let budget = &n[0]["data"]["budget"];
+        assert_eq!((&budget["name"], &budget["action"]), (&json!("run"), &json!("notice")));
+        assert!(budget["not_cancelled"]
+            .as_str()
+            .unwrap()
+            .contains("not hosted by Cline's hub"));
+        assert!(n[0]["run"].is_null(), "the run is over: the notice stands alone");
+        assert!(n[0]["data"]["prompt"].as_str().unwrap().contains("1.20 of 1.00 USD"));
+        // The session counted it: 1.2 of 5 is under 80%, and nothing was cancelled.
+        assert_eq!(watch.ledger.lock().session(SESSION).unwrap().0, 1.2);
+        assert!(log.iter().all(|e| e["type"] != "run.cancelled"));
+    }
+
+    #[test]
+    fn hub_usage_counts_each_call_once_and_says_when_no_tap_can_cancel() {
+        let (_dir, sessions, watch, run) = rig("run=1");
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_1", 0.85));
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_1", 0.85));
+        let warned = log(&sessions);
+        assert_eq!(notices(&warned).len(), 1, "a redelivered call is not counted again");
+        assert_eq!(notices(&warned)[0]["run"], json!(run), "in the open run");
+        assert_eq!(notices(&warned)[0]["data"]["budget"]["threshold"], 0.8);
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_2", 0.3));
+        let log = log(&sessions);
+        let reached = notices(&log)[1];
+        assert_eq!(reached["data"]["budget"]["threshold"], 1.0);
+        assert_eq!(
+            reached["data"]["budget"]["not_cancelled"],
+            "not cancelled: the hub tap is off"
+        );
+        // A frame without a delta, or with one the daemon cannot read, counts nothing.
+        let mut bad = usage("hevt_3", 9.0);
+        bad.payload["delta"] = json!("x");
+        watch.hub_usage(&sessions, SESSION, &bad);
+        assert_eq!(notices(&self::log(&sessions)).len(), 2);
+        let health = watch.health(1_796_007_218_000);
+        assert_eq!(health["sessions"][SESSION]["use"], "1.15/1.00 USD run");
+    }
 }
