@@ -157,7 +157,7 @@ impl Watch {
     }
 
     /// Follows the bus: a run terminal's cost for a session the hub does not price, a
-    /// session's workspace from its start, and its end (its spend is let go).
+    /// session's workspace from its start, and its `session.ended` (its spend is let go).
     pub async fn pump(self: Arc<Self>, sessions: Arc<Sessions>, mut bus: broadcast::Receiver<Note>) {
         loop {
             let note = match bus.recv().await {
@@ -182,14 +182,8 @@ impl Watch {
                     let (watch, sessions) = (self.clone(), sessions.clone());
                     let _ = tokio::task::spawn_blocking(move || watch.on_event(&sessions, &event.value)).await;
                 }
-                Note::Closed(gone) => {
-                    let mut ledger = self.ledger.lock();
-                    let mut facts = self.facts.lock();
-                    for session in gone.iter() {
-                        ledger.forget(session);
-                        facts.remove(session);
-                    }
-                }
+                // Let go for idleness is not ended: its spend is kept (the maps are bounded).
+                Note::Closed(_) => {}
             }
         }
     }
