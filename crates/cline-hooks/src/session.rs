@@ -56,7 +56,7 @@ use crate::payload::HookPayload;
 use crate::timestamp::{duration_ms, epoch_ms};
 use crate::usage::{self, HookUsage, Usage};
 use aep_core::bounded::BoundedMap;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Extension attribute on `run.started`: the Cline agent the run belongs to, so recovery can
@@ -114,8 +114,9 @@ pub struct SessionTracker {
     tools: BoundedMap<String, String>,
     delegations: HashMap<String, String>,
     opened: u64,
-    /// Run id → the control command that asked to cancel it.
-    cancels: HashMap<String, String>,
+    /// Run id → the control command that asked to cancel it, and what its terminal adds to
+    /// its data (a budget's name, limit and cost).
+    cancels: HashMap<String, (String, Map<String, Value>)>,
     /// Pending id-less tool calls: tool name → their `tool.requested` Events, oldest first.
     by_name: HashMap<String, VecDeque<String>>,
     held: Option<HeldCancel>,
@@ -291,16 +292,22 @@ impl SessionTracker {
     /// open. Its terminal, from whichever lane reports it first, is then
     /// `run.cancelled {by: "control"}` with `cause` = the command.
     pub fn note_cancel(&mut self, run: &str, command: &str) -> bool {
+        self.note_cancel_with(run, command, Map::new())
+    }
+
+    /// [`SessionTracker::note_cancel`] whose terminal also carries `data` (the daemon's budget
+    /// names itself, its limit and the cost reached there).
+    pub fn note_cancel_with(&mut self, run: &str, command: &str, data: Map<String, Value>) -> bool {
         if !self.runs.values().any(|r| r.id == run) {
             return false;
         }
-        self.cancels.insert(run.to_string(), command.to_string());
+        self.cancels.insert(run.to_string(), (command.to_string(), data));
         true
     }
 
     /// Forgets a cancel note (the hub refused the abort).
     pub fn forget_cancel(&mut self, run: &str) -> Option<String> {
-        self.cancels.remove(run)
+        self.cancels.remove(run).map(|(command, _)| command)
     }
 
     /// The hub reported the session's run aborted: closes each still-open run whose cancel
@@ -319,13 +326,17 @@ impl SessionTracker {
             .map(|(agent, run)| {
                 self.runs.remove(&agent);
                 self.closed.insert(agent);
-                let command = self.cancels.remove(&run.id).expect("filtered on a note");
+                let (command, extra) = self.cancels.remove(&run.id).expect("filtered on a note");
+                let mut event = event.clone();
+                if let Some(data) = event.data.as_mut() {
+                    data.extend(extra);
+                }
                 Planned {
                     id: new_id(),
                     run: Some(run.id),
                     cause: Some(command),
                     agent: None,
-                    event: event.clone(),
+                    event,
                 }
             })
             .collect()
@@ -339,9 +350,10 @@ impl SessionTracker {
             data.insert("duration_ms".to_string(), json!(duration));
         }
         match self.cancels.remove(&run.id) {
-            Some(command) if event.ty == "run.cancelled" => {
+            Some((command, extra)) if event.ty == "run.cancelled" => {
                 if let Some(data) = event.data.as_mut() {
                     data.insert("by".to_string(), json!("control"));
+                    data.extend(extra);
                 }
                 (event, command)
             }

@@ -285,6 +285,38 @@ fn a_cancel_noted_for_a_run_is_closed_once_by_the_hub_lane_when_it_reports_first
 }
 
 #[test]
+fn a_cancel_noted_with_data_carries_it_on_the_terminal_of_either_lane() {
+    let budget = || {
+        let mut data = serde_json::Map::new();
+        data.insert(
+            "budget".into(),
+            json!({"name": "run", "limit": 1.0, "cost": 1.2, "currency": "USD"}),
+        );
+        data
+    };
+    // The hub lane first.
+    let mut h = Harness::new();
+    let base = |hook: &str| json!({"hookName": hook, "taskId": "t7", "agent_id": "a", "parent_agent_id": null, "iteration": 1});
+    let run = h.feed(base("agent_start"))[1]["run"].as_str().unwrap().to_string();
+    assert!(h.tracker.note_cancel_with(&run, "B1", budget()));
+    let planned = h
+        .tracker
+        .close_cancelled(&cancelled_by_control(), &mut || "HUB2".into());
+    let closed = h.commit("t7", planned);
+    assert_eq!(closed[0]["data"]["by"], "control");
+    assert_eq!(closed[0]["data"]["budget"]["name"], "run");
+    assert_eq!(closed[0]["cause"], "B1");
+    // The hook lane first.
+    let run = h.feed(base("agent_start"))[0]["run"].as_str().unwrap().to_string();
+    assert!(h.tracker.note_cancel_with(&run, "B2", budget()));
+    let abort = h.feed(base("agent_abort"));
+    assert_eq!(abort[0]["data"]["by"], "control");
+    assert_eq!(abort[0]["data"]["budget"]["cost"], 1.2);
+    assert_eq!(abort[0]["cause"], "B2");
+    h.assert_valid_stream();
+}
+
+#[test]
 fn a_run_that_finishes_before_its_cancel_lands_keeps_its_own_terminal() {
     let mut h = Harness::new();
     let base = |hook: &str| json!({"hookName": hook, "taskId": "t4", "agent_id": "a", "parent_agent_id": null, "iteration": 1});

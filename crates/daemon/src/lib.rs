@@ -17,6 +17,7 @@
 #![deny(unsafe_code)]
 
 pub mod backoff;
+pub mod budget;
 pub mod cli;
 pub mod control;
 pub mod daemon;

@@ -411,3 +411,109 @@ async fn two_runs_in_one_hub_session_each_end_once_by_their_own_cancel() {
     assert_valid_stream(&log);
     stop_without_leaking(daemon, &hub);
 }
+
+/// The notices of one budget threshold: `attention.requested` naming it, each resolved `auto`.
+fn budget_notices<'a>(log: &'a [Value], name: &str, threshold: f64) -> Vec<&'a Value> {
+    let notices: Vec<&Value> = of(log, "attention.requested")
+        .into_iter()
+        .filter(|e| e["data"]["budget"]["name"] == name && e["data"]["budget"]["threshold"] == threshold)
+        .collect();
+    for n in &notices {
+        let resolved = caused_by(log, "attention.resolved", n["id"].as_str().unwrap());
+        assert_eq!(resolved.len(), 1, "a notice is resolved at once: {n}");
+        assert_eq!(resolved[0]["data"]["resolution"], "auto");
+    }
+    notices
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_its_budget_is_cancelled_through_the_hub_after_the_notice_at_80_percent() {
+    // The fake model's calls report 45 output tokens; at 0.01 USD each (a private model priced
+    // through AEP_CLINE_PRICES) a call costs 0.45 USD: run 1's two calls reach 90% of both
+    // budgets and it finishes; run 2's first call takes the session to 1.35 of 1.00 while its
+    // `sleep` runs, and the budget cancels it. The tap alone (no control gate) is enough.
+    let model = FakeModel::start(Script::default());
+    let cline = ClineSandbox::new(&model);
+    let prices = cline.root().join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"data": [{"id": "acme/fake-model", "pricing": {"prompt": "0", "completion": "0.01", "input_cache_read": "0"}}]}"#,
+    )
+    .unwrap();
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB")
+        .with_env("RUST_LOG", "info")
+        .with_env("AEP_CLINE_PRICES", prices.to_str().unwrap())
+        .with_env("AEP_CLINE_BUDGET", "run=1.00,session=1.00");
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session_with(&cline.workspace(), true).await;
+
+    client.start_run(&session, "first CMD:echo under-budget");
+    client.event(&session, "run.completed", 0).await;
+    let log = wait_log(&aep, &session, "run 1's end and its notices", |l| {
+        !of(l, "run.finished").is_empty() && of(l, "attention.requested").len() >= 2
+    });
+    let run1 = of(&log, "run.started")[0]["run"].clone();
+    for name in ["run", "session"] {
+        let warned = budget_notices(&log, name, 0.8);
+        assert_eq!(
+            warned.len(),
+            1,
+            "one notice at 80% of the {name} budget: {:?}",
+            types(&log)
+        );
+        assert_eq!(warned[0]["run"], run1);
+        assert_eq!(warned[0]["data"]["budget"]["limit"], 1.0);
+        assert!((warned[0]["data"]["budget"]["cost"].as_f64().unwrap() - 0.9).abs() < 1e-9);
+        assert_eq!(warned[0]["data"]["budget"]["currency"], "USD");
+    }
+    assert!(of(&log, "run.cancelled").is_empty(), "run 1 is under budget: untouched");
+
+    client.start_run(&session, "second CMD:sleep 30; echo never");
+    wait_log(&aep, &session, "the run the budget cancelled", |l| {
+        !of(l, "run.cancelled").is_empty()
+    });
+    let finished = client.event(&session, "tool.finished", 1).await;
+    assert_eq!(
+        finished["payload"]["output"][0]["success"], false,
+        "the sleep was interrupted: {finished}"
+    );
+    client.event(&session, "run.aborted", 0).await;
+    hub_frames_handled(&client, &aep, &cline).await;
+    let log = aep.log(&session);
+    let cancelled = of(&log, "run.cancelled");
+    assert_eq!(cancelled.len(), 1, "exactly one terminal: {:?}", types(&log));
+    let run2 = &of(&log, "run.started")[1]["run"];
+    assert_eq!(&cancelled[0]["run"], run2);
+    let budget = &cancelled[0]["data"]["budget"];
+    assert_eq!(cancelled[0]["data"]["by"], "control");
+    assert_eq!((&budget["name"], &budget["limit"]), (&json!("session"), &json!(1.0)));
+    assert!((budget["cost"].as_f64().unwrap() - 1.35).abs() < 1e-9, "{budget}");
+    let reached = budget_notices(&log, "session", 1.0);
+    assert_eq!(reached.len(), 1, "{:?}", types(&log));
+    assert_eq!(reached[0]["data"]["budget"]["action"], "cancel");
+    assert_eq!(cancelled[0]["cause"], reached[0]["id"], "caused by the budget's notice");
+    assert_eq!(&reached[0]["run"], run2);
+    assert_eq!(budget_notices(&log, "run", 0.8).len(), 1, "no second notice");
+    assert_eq!(of(&log, "run.finished").len(), 1);
+    eprintln!("budget-cancelled run: {:?}", types(&log));
+    assert_valid_stream(&log);
+
+    // People see it: /healthz, `sessions` and `doctor`.
+    let auth = format!("Bearer {}", daemon.token);
+    let (_, health) = http(&daemon.addr(), "GET", "/healthz", &[("authorization", &auth)], b"");
+    let health: Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(health["budget"]["limits"], json!({"run": 1.0, "session": 1.0}));
+    assert_eq!(health["budget"]["sessions"][&session]["use"], "1.35/1.00 USD session");
+    let out = aep.run(&["sessions"], &[]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("BUDGET") && table.contains("1.35/1.00 USD session"),
+        "{table}"
+    );
+    let out = aep.run(&["doctor"], &[]);
+    let doctor = String::from_utf8_lossy(&out.stdout);
+    assert!(doctor.contains("run 1.00, session 1.00 USD"), "{doctor}");
+    stop_without_leaking(daemon, &hub);
+}

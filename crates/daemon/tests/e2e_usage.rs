@@ -257,3 +257,32 @@ async fn in_hub_mode_a_run_that_spawns_a_subagent_counts_its_tokens_once() {
     drop(daemon);
     drop(hub);
 }
+
+#[test]
+fn a_budget_the_daemon_cannot_use_stops_it_at_start_saying_what_to_write() {
+    let aep = Sandbox::new();
+    for (budget, says) in [
+        ("run=two", "run=two is not an amount; write a number of USD"),
+        (
+            "week=3",
+            "\"week\" is not a budget; the budgets are run, session and day",
+        ),
+        ("day=-1", "day=-1 is negative"),
+        (
+            "run",
+            "is not budget=amount; write for example AEP_CLINE_BUDGET=run=2.00,session=10,day=50",
+        ),
+    ] {
+        let out = aep.run(
+            &["daemon"],
+            &[("AEP_CLINE_BUDGET", budget), ("AEP_LISTEN", "127.0.0.1:0")],
+        );
+        assert!(!out.status.success(), "{budget}: the daemon started");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(says) && err.contains("AEP_CLINE_BUDGET"),
+            "{budget}: {err}"
+        );
+        assert!(aep.discovery().is_none(), "{budget}: a discovery file was written");
+    }
+}

@@ -92,6 +92,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<std::process::ExitCode> {
                 "off: observe only (AEP_CLINE_HUB_CONTROL=1 turns it on)"
             },
         );
+        budget(&mut r, &health["budget"]);
     }
     r.lines.push_str(&match (r.failures, r.warnings) {
         (0, 0) => "everything works\n".to_string(),
@@ -532,6 +533,44 @@ fn hub(r: &mut Report, hub: &Value) {
             "start Cline's hub (`cline hub ensure`) with the same CLINE_DIR, and check AEP_CLINE_HUB_DISCOVERY",
         );
     }
+}
+
+fn budget(r: &mut Report, budget: &Value) {
+    if budget.is_null() {
+        return r.info(
+            "budgets",
+            "none (AEP_CLINE_BUDGET=run=2.00,session=10,day=50 sets them, in USD)",
+        );
+    }
+    let limits = |l: &Value| {
+        let set: Vec<String> = ["run", "session", "day"]
+            .iter()
+            .filter_map(|k| l[*k].as_f64().map(|v| format!("{k} {v:.2}")))
+            .collect();
+        match set.is_empty() {
+            true => "none".to_string(),
+            false => format!("{} USD", set.join(", ")),
+        }
+    };
+    let overrides = budget["overrides"].as_array().map_or(0, Vec::len);
+    r.info(
+        "budgets",
+        format!(
+            "{}; today (UTC) {:.2} USD so far; {overrides} workspace override(s){}",
+            limits(&budget["limits"]),
+            budget["day"]["cost"].as_f64().unwrap_or(0.0),
+            match budget["overrides"].as_array() {
+                Some(o) if !o.is_empty() => format!(
+                    ": {}",
+                    o.iter()
+                        .map(|o| format!("{} ({})", o["workspace"].as_str().unwrap_or("?"), limits(&o["limits"])))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+                _ => String::new(),
+            }
+        ),
+    );
 }
 
 fn relay(r: &mut Report, relay: &Value) {

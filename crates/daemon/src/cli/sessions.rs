@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime};
 /// ended. Without --all, ended sessions that have not moved for a day are left out. Tokens, cost
 /// and the model are blank until the log has them. The workspace is its folder's name where the
 /// log holds the path (capture `redacted` or above), else `#` and a short digest of the path
-/// (the same workspace always has the same digest). The daemon does not need to be running.
+/// (the same workspace always has the same digest). The daemon does not need to be running;
+/// when it runs with budgets (`AEP_CLINE_BUDGET`), BUDGET shows each live session's use of the
+/// budget nearest its limit, e.g. `1.20/2.00 USD run`.
 #[derive(clap::Args, Debug)]
 pub struct SessionsArgs {
     /// Also the sessions that ended more than a day ago.
@@ -54,6 +56,8 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    // What the running daemon's budgets say of each session (none without a daemon or budgets).
+    let budgets = live_budgets();
     let mut rows = vec![[
         "SESSION",
         "STATE",
@@ -69,8 +73,15 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
     ]
     .map(String::from)
     .to_vec()];
+    if budgets.is_some() {
+        rows[0].push("BUDGET".into());
+    }
     for s in &shown {
-        rows.push(row(s, now));
+        let mut row = row(s, now);
+        if let Some(uses) = &budgets {
+            row.push(uses[&s.session]["use"].as_str().unwrap_or("-").to_string());
+        }
+        rows.push(row);
     }
     let mut text = out::table(&rows);
     if shown.len() < total {
@@ -80,6 +91,18 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
         ));
     }
     out::print(&text)
+}
+
+/// Each session's budget use (`1.20/2.00 USD run`) as the running daemon's `/healthz` says it;
+/// `None` when no daemon answers or it has no budget.
+fn live_budgets() -> Option<serde_json::Value> {
+    let daemon = super::client::Daemon::find().ok()?;
+    let health = daemon
+        .request("GET", "/healthz", None, Duration::from_secs(2))
+        .ok()?
+        .json();
+    let sessions = &health["budget"]["sessions"];
+    sessions.is_object().then(|| sessions.clone())
 }
 
 fn recent(time: &str, now: SystemTime) -> bool {

@@ -104,6 +104,12 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // is the hub control gate's to say.
     let (link, requests) = control::link();
     let gate = hub_settings.as_ref().is_some_and(|h| h.control);
+    // A budget is the operator's own setting, not a consumer's command: its cancels need the
+    // hub tap, not the control gate.
+    let budget = crate::budget::Watch::new(
+        args.core.budget.clone().unwrap_or_default(),
+        hub_settings.is_some().then(|| link.clone()),
+    );
     let intake = Arc::new(Intake::new(sessions.clone(), gate.then_some(link)));
     let instance = format!("{}/{}", config.host, std::process::id());
     let supervisor = Supervisor::new();
@@ -167,6 +173,18 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         supervisor.keep("dashboard view", move || {
             let bus = first.lock().take().unwrap_or_else(|| sessions.bus().subscribe());
             index.clone().run(sessions.journal().clone(), bus)
+        });
+    }
+
+    {
+        let limits = budget.budgets();
+        if !limits.is_empty() {
+            tracing::info!(budgets = %limits.base().describe(), "budgets (AEP_CLINE_BUDGET)");
+        }
+        let (watch, first, sessions) = (budget.clone(), subscription(&sessions), sessions.clone());
+        supervisor.keep("budgets", move || {
+            let bus = first.lock().take().unwrap_or_else(|| sessions.bus().subscribe());
+            watch.clone().pump(sessions.clone(), bus)
         });
     }
 
@@ -283,7 +301,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     }
     let hub_status = hub_settings.as_ref().map(|s| Arc::new(hub::Status::new(s.control)));
     if let (Some(settings), Some(status)) = (hub_settings, hub_status.clone()) {
-        let (sessions, intake) = (sessions.clone(), intake.clone());
+        let (sessions, intake, budget) = (sessions.clone(), intake.clone(), budget.clone());
         let requests = Arc::new(tokio::sync::Mutex::new(requests));
         // The hub tap (AEP_CLINE_HUB / AEP_CLINE_HUB_CONTROL): its failures never reach the hooks.
         supervisor.keep("hub tap", move || {
@@ -293,6 +311,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
                 intake.clone(),
                 requests.clone(),
                 status.clone(),
+                budget.clone(),
             )
         });
     }
@@ -316,6 +335,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         hub: hub_status,
         capture: config.capture.to_string().into(),
         connections: connections.clone(),
+        budget,
     };
     let dashboard = args.dashboard.dashboard.then(|| {
         let health = state.clone();

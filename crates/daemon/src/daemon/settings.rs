@@ -105,6 +105,10 @@ pub struct CoreArgs {
     /// the format `aep-cline usage --prices` reads; runs of those models then carry a cost.
     #[arg(long, env = "AEP_CLINE_PRICES", value_name = "FILE")]
     pub prices: Option<PathBuf>,
+    /// Money limits in USD on a run, a session and a UTC day, e.g. `run=2.00,session=10,day=50`:
+    /// at 80% a notice, at 100% the run is cancelled through Cline's hub (README, "Budgets").
+    #[arg(long, env = "AEP_CLINE_BUDGET", value_name = "BUDGETS", value_parser = budget)]
+    pub budget: Option<crate::budget::Budgets>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -455,6 +459,10 @@ fn listen(value: &str) -> Result<SocketAddr, String> {
         .trim()
         .parse()
         .map_err(|_| format!("AEP_LISTEN={value:?} is not ip:port, e.g. {DEFAULT_LISTEN}"))
+}
+
+fn budget(value: &str) -> Result<crate::budget::Budgets, String> {
+    crate::budget::Budgets::parse(value).map_err(|e| e.to_string())
 }
 
 fn capture(value: &str) -> Result<CapturePolicy, String> {

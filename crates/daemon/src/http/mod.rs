@@ -45,6 +45,8 @@ pub struct AppState {
     pub capture: Arc<str>,
     /// The listener's open connections.
     pub connections: Arc<serve::Gauge>,
+    /// The budgets and what each session has spent.
+    pub budget: Arc<crate::budget::Watch>,
 }
 
 /// Every route, behind the guard against browsers ([`origin`]); `addr` is where the daemon
@@ -89,5 +91,6 @@ pub fn health(state: &AppState) -> serde_json::Value {
         "connections": state.connections.status(),
         // Hooks the spool could not keep (full or unwritable): their sessions' logs miss them.
         "spool": {"lost": state.spool.lost()},
+        "budget": state.budget.health(crate::lane::sessions::now_ms() as i64),
     })
 }

@@ -15,6 +15,7 @@
 //! session's lane is a file append: it runs on a blocking thread, in frame order.
 
 use crate::backoff::Backoff;
+use crate::budget::Watch;
 use crate::control::{Intake, Request, Requests};
 use crate::hub::settings::Settings;
 use crate::hub::status::Status;
@@ -95,6 +96,7 @@ pub async fn run(
     intake: Arc<Intake>,
     requests: &mut Requests,
     status: &Status,
+    budget: Arc<Watch>,
 ) {
     let mut resume = Resume::default();
     let mut failures = Failures::default();
@@ -108,6 +110,7 @@ pub async fn run(
                 sessions: sessions.clone(),
                 intake: intake.clone(),
             },
+            budget: budget.clone(),
             requests,
             client_id: format!("aep-cline-{}-{attempt}", std::process::id()),
             status,
@@ -161,6 +164,7 @@ impl LaneWork {
 
 struct Connection<'a> {
     settings: &'a Settings,
+    budget: Arc<Watch>,
     status: &'a Status,
     lane: LaneWork,
     requests: &'a mut Requests,
@@ -363,7 +367,14 @@ impl Connection<'_> {
                             })
                             .await
                     }
+                    ("usage.updated", Some(session)) => {
+                        let budget = self.budget.clone();
+                        self.lane.run(move |s, _| budget.hub_usage(s, &session, &event)).await
+                    }
                     (_, Some(session)) if event.event.starts_with("session.") || event.event.starts_with("run.") => {
+                        if event.event.starts_with("session.") {
+                            self.budget.hub_session(&session, &event);
+                        }
                         self.lane.run(move |s, _| tap::session_news(s, &session, &event)).await
                     }
                     _ => {}

@@ -8,6 +8,9 @@
 //!   the hook path never waits on it.
 //! - [`tap`]: what a hub event or reply does to a session's lane.
 //!
+//! Each `usage.updated` goes to the budgets ([`crate::budget::Watch`]), each `session.*`
+//! frame's model and workspace too.
+//!
 //! The intake hands accepted commands over a [`crate::control::Link`]; the tap answers through
 //! [`crate::control::Intake::settle`]. Lane work (file appends) runs off the async workers.
 
@@ -21,6 +24,7 @@ mod tests;
 pub use settings::Settings;
 pub use status::Status;
 
+use crate::budget::Watch;
 use crate::control::{Intake, Requests};
 use crate::lane::Sessions;
 use std::sync::Arc;
@@ -35,7 +39,8 @@ pub async fn run(
     intake: Arc<Intake>,
     requests: Arc<Mutex<Requests>>,
     status: Arc<Status>,
+    budget: Arc<Watch>,
 ) {
     let mut requests = requests.lock().await;
-    client::run(settings, sessions, intake, &mut requests, &status).await
+    client::run(settings, sessions, intake, &mut requests, &status, budget).await
 }

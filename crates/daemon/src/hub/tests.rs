@@ -114,6 +114,7 @@ impl Rig {
             intake.clone(),
             requests,
             Default::default(),
+            crate::budget::Watch::new(Default::default(), None),
         ));
         Rig {
             _dir: dir,

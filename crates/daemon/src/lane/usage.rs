@@ -54,7 +54,8 @@ pub fn use_prices(prices: PriceTable) {
     let _ = PRICES.set(prices);
 }
 
-fn prices() -> &'static PriceTable {
+/// The prices in force (the budgets price the hub's usage with them too).
+pub fn prices() -> &'static PriceTable {
     PRICES.get_or_init(PriceTable::bundled)
 }
 

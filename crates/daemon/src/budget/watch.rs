@@ -1,0 +1,593 @@
+//! The daemon side of budgets: where each cost comes from, and what crossing a limit does.
+//!
+//! Cost, soonest first:
+//! - A run Cline's hub hosts: the hub's `usage.updated`, sent after each model call with that
+//!   call's tokens (`delta`), priced here with the daemon's table (`AEP_CLINE_PRICES` over the
+//!   bundled one) and the session's model from the hub's `session.*` frames. It counts in
+//!   the session's open run, its session and its UTC day as soon as the call is over, so a run
+//!   is stopped at the first call that takes it past a limit. Cline's own `totalCost` is used
+//!   only for a model the table does not price.
+//! - Any other run (`cline` without the hub): Cline's store, read at the run's terminal hook
+//!   ([`crate::lane::usage`]), so its cost is known when the run is over: it counts in the
+//!   session and the day, and crossing a limit gives the notice only.
+//!
+//! Acting: each threshold crossed is an `attention.requested {kind: "other", respond_via:
+//! ["oob"]}` notice naming the budget, its limit and the cost reached, resolved `auto` in the
+//! same write (nothing waits on it: AEP-0002 §7.2 wants every request resolved before its
+//! session ends). A run at or past a limit is cancelled once through the hub, as
+//! `aep-cline cancel` is (`run.abort`, the lane's cancel note), so its terminal is
+//! `run.cancelled {by: "control"}`, caused by the notice, with the same `budget` data.
+//!
+//! Never on the hook path: hub frames are handled on the tap's blocking thread, terminals on
+//! the bus; each charge is O(1) under one short lock, taken inside the session's lock (the
+//! only order here).
+
+use super::account::{Applied, Budgets, Charge, Crossing, Ledger, Level, Outcome, Scope, CURRENCY, MAX_SESSIONS};
+use crate::control::intake::withdraw;
+use crate::control::{Kind, Link, Request};
+use crate::lane::{Note, Sessions};
+use aep_core::bounded::BoundedMap;
+use aep_core::{Capture, Severity};
+use cline_hooks::{Link as Linked, Mapped, Planned};
+use cline_hub::frame::HubEvent;
+use cline_hub::{control, CommandKey};
+use cline_stream::{ClineUsage, Pricing, TokenClasses};
+use parking_lot::{Mutex, RwLock};
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// The `source` of the cancels a budget asks for (never seen by a consumer: only the lane's
+/// cancel note and the hub's `run.abort` carry it).
+const SOURCE: &str = "aep-cline/budget";
+
+/// What the daemon knows of a session for its budgets.
+#[derive(Debug, Clone, Default)]
+struct Facts {
+    provider: Option<String>,
+    model: Option<String>,
+    workspace: Option<String>,
+    /// Its cost comes from the hub: its terminals' store cost would count it twice.
+    hub: bool,
+    /// Said once that its model has no price.
+    unpriced: bool,
+}
+
+/// Where a charge came from.
+enum Origin<'a> {
+    /// A hub `usage.updated`: the session's open run is charged, and may be cancelled.
+    Hub { event: Option<&'a str> },
+    /// A run terminal's store cost: that run is over.
+    Terminal { run: Option<&'a str> },
+}
+
+pub struct Watch {
+    budgets: RwLock<Arc<Budgets>>,
+    ledger: Mutex<Ledger>,
+    facts: Mutex<BoundedMap<String, Facts>>,
+    /// The hub tap's command leg, when the tap is on: where cancels go.
+    hub: Option<Link>,
+}
+
+impl Watch {
+    pub fn new(budgets: Budgets, hub: Option<Link>) -> Arc<Watch> {
+        Arc::new(Watch {
+            budgets: RwLock::new(Arc::new(budgets)),
+            ledger: Mutex::new(Ledger::default()),
+            facts: Mutex::new(BoundedMap::new(MAX_SESSIONS)),
+            hub,
+        })
+    }
+
+    /// Replaces the limits (the policy file's overrides, reloaded); what was spent stays.
+    pub fn set_budgets(&self, budgets: Budgets) {
+        *self.budgets.write() = Arc::new(budgets);
+    }
+
+    pub fn budgets(&self) -> Arc<Budgets> {
+        self.budgets.read().clone()
+    }
+
+    fn facts(&self, session: &str, update: impl FnOnce(&mut Facts)) -> Facts {
+        let mut all = self.facts.lock();
+        let mut facts = all.remove(session).unwrap_or_default();
+        update(&mut facts);
+        all.insert(session.to_string(), facts.clone());
+        facts
+    }
+
+    /// A hub `session.*` frame: the session's model and workspace folder, as its snapshot says.
+    pub fn hub_session(&self, session: &str, event: &HubEvent) {
+        let p = &event.payload;
+        let snapshot = p.get("snapshot");
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let model = text(snapshot.and_then(|s| s.pointer("/model/modelId")))
+            .or_else(|| text(p.pointer("/session/metadata/model")));
+        let provider = text(snapshot.and_then(|s| s.pointer("/model/providerId")))
+            .or_else(|| text(p.pointer("/session/metadata/provider")));
+        let workspace = text(snapshot.and_then(|s| s.pointer("/workspace/root")))
+            .or_else(|| text(p.pointer("/session/workspaceRoot")));
+        if model.is_none() && workspace.is_none() {
+            return;
+        }
+        self.facts(session, |f| {
+            f.model = model.or(f.model.take());
+            f.provider = provider.or(f.provider.take());
+            f.workspace = workspace.or(f.workspace.take());
+        });
+    }
+
+    /// A hub `usage.updated`: one model call's tokens (`delta`), priced and charged to the
+    /// session's open run.
+    pub fn hub_usage(&self, sessions: &Sessions, session: &str, event: &HubEvent) {
+        if self.budgets().is_empty() {
+            return;
+        }
+        let facts = self.facts(session, |f| f.hub = true);
+        let delta = event
+            .payload
+            .get("delta")
+            .cloned()
+            .map(serde_json::from_value::<ClineUsage>);
+        let Some(Ok(delta)) = delta else {
+            tracing::warn!(%session, "hub usage.updated without a usable delta: not counted in the budgets");
+            return;
+        };
+        let priced = crate::lane::usage::prices().cost(
+            facts.provider.as_deref(),
+            facts.model.as_deref(),
+            &TokenClasses::from_cline(&delta),
+        );
+        let cost = match (priced, delta.total_cost) {
+            (Pricing::Priced(c), _) => c.total,
+            (Pricing::Unknown(_), Some(own)) if own > 0.0 => own,
+            (Pricing::Unknown(note), _) => {
+                if !facts.unpriced {
+                    self.facts(session, |f| f.unpriced = true);
+                    tracing::warn!(%session, why = %note, "a model call has no price: the budgets do not count it (AEP_CLINE_PRICES prices a model the bundled table lacks)");
+                }
+                return;
+            }
+        };
+        let at = event.timestamp.unwrap_or_else(crate::lane::sessions::now_ms) as i64;
+        let from = Origin::Hub {
+            event: event.event_id.as_deref(),
+        };
+        self.charge(sessions, session, cost, at, facts.workspace.as_deref(), from);
+    }
+
+    /// Follows the bus: a run terminal's cost for a session the hub does not price, a
+    /// session's workspace from its start, and its `session.ended` (its spend is let go).
+    pub async fn pump(self: Arc<Self>, sessions: Arc<Sessions>, mut bus: broadcast::Receiver<Note>) {
+        loop {
+            let note = match bus.recv().await {
+                Ok(note) => note,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(
+                        missed = n,
+                        "budgets fell behind the bus: the costs of runs that ended meanwhile are not counted"
+                    );
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            match note {
+                Note::Event(event) => {
+                    if !matches!(
+                        event.value["type"].as_str(),
+                        Some("session.started" | "session.ended" | "run.finished" | "run.failed" | "run.cancelled")
+                    ) {
+                        continue;
+                    }
+                    let (watch, sessions) = (self.clone(), sessions.clone());
+                    let _ = tokio::task::spawn_blocking(move || watch.on_event(&sessions, &event.value)).await;
+                }
+                // Let go for idleness is not ended: its spend is kept (the maps are bounded).
+                Note::Closed(_) => {}
+            }
+        }
+    }
+
+    fn on_event(&self, sessions: &Sessions, event: &Value) {
+        let Some(session) = event["session"].as_str() else {
+            return;
+        };
+        let data = &event["data"];
+        match event["type"].as_str().unwrap_or_default() {
+            "session.started" => {
+                // The path is in the log at capture `redacted` and above only.
+                if let Some(cwd) = data["cwd"].as_str() {
+                    self.facts(session, |f| {
+                        f.workspace.get_or_insert_with(|| cwd.to_string());
+                    });
+                }
+            }
+            "session.ended" => {
+                self.ledger.lock().forget(session);
+                self.facts.lock().remove(session);
+            }
+            _ => {
+                let Some(cost) = data.pointer("/cost/total").and_then(Value::as_f64) else {
+                    return;
+                };
+                let facts = self.facts(session, |_| {});
+                if facts.hub || self.budgets().is_empty() {
+                    return;
+                }
+                let at = event["time"]
+                    .as_str()
+                    .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or_else(crate::lane::sessions::now_ms, |d| d.as_millis() as u64)
+                    as i64;
+                let from = Origin::Terminal {
+                    run: event["run"].as_str(),
+                };
+                self.charge(sessions, session, cost, at, facts.workspace.as_deref(), from);
+            }
+        }
+    }
+
+    /// Charges one cost; appends a notice for each threshold it crossed, and cancels the run
+    /// that passed a limit where the hub hosts it.
+    fn charge(
+        &self,
+        sessions: &Sessions,
+        session: &str,
+        cost: f64,
+        at_ms: i64,
+        workspace: Option<&str>,
+        from: Origin<'_>,
+    ) {
+        if !sessions.owns(session) {
+            tracing::debug!(%session, "a cost for a session no hook has reported: not counted");
+            return;
+        }
+        let budgets = self.budgets();
+        let applied = budgets.applied(workspace);
+        let level = sessions.capture().ceiling("attention.requested");
+        let mut cancel = None;
+        let appended = sessions.append_in(session, |lane| {
+            let (run, event) = match &from {
+                Origin::Hub { event } => (lane.tracker.active_run().map(str::to_string), *event),
+                Origin::Terminal { run } => (run.map(str::to_string), None),
+            };
+            let outcome = self.ledger.lock().charge(Charge {
+                id: event,
+                session,
+                run: run.as_deref(),
+                cost,
+                at_ms,
+                applied,
+            });
+            let Outcome { crossings, stop } = outcome;
+            // A hook-reported run is over: its notices stand alone.
+            let notice_run = matches!(from, Origin::Hub { .. }).then_some(run.clone()).flatten();
+            let mut planned = Vec::new();
+            for c in crossings
+                .iter()
+                .filter(|c| !(c.level == Level::Reached && stop.is_some_and(|s| s.scope == c.scope)))
+            {
+                planned.extend(notice(c, &applied, Act::Notice, notice_run.as_deref(), level));
+            }
+            if let (Some(stop), Some(run)) = (stop, run) {
+                let act = match (&from, &self.hub) {
+                    (Origin::Terminal { .. }, _) => Act::NotCancelled(
+                        "not cancelled: the run is not hosted by Cline's hub, the only way aep-cline can cancel a run (its cost was known when it ended)",
+                    ),
+                    (Origin::Hub { .. }, None) => Act::NotCancelled("not cancelled: the hub tap is off"),
+                    (Origin::Hub { .. }, Some(link)) if !link.connected() => {
+                        Act::NotCancelled("not cancelled: the hub tap is not connected")
+                    }
+                    (Origin::Hub { .. }, Some(_)) => Act::Cancel,
+                };
+                let notes = notice(&stop, &applied, act, notice_run.as_deref(), level);
+                if matches!(act, Act::Cancel) {
+                    let command = notes[0].id.clone();
+                    if lane.tracker.note_cancel_with(&run, &command, budget_data(&stop, &applied, act)) {
+                        let reason = format!("{} budget reached: {}", stop.scope.as_str(), amounts(&stop));
+                        cancel = Some(Request {
+                            key: CommandKey {
+                                source: SOURCE.into(),
+                                id: command.clone(),
+                            },
+                            session: session.to_string(),
+                            command_id: command.clone(),
+                            hub: control::run_abort(session, Some(&reason), &command),
+                            kind: Kind::Cancel { run },
+                        });
+                    }
+                }
+                planned.extend(notes);
+            }
+            planned
+        });
+        if let Err(e) = appended {
+            tracing::error!(%session, error = %e, "budget notices not recorded");
+            return;
+        }
+        if let (Some(request), Some(link)) = (cancel, &self.hub) {
+            tracing::info!(%session, command = %request.command_id, "a budget was reached: cancelling the run through the hub");
+            if let Err(request) = link.send(request) {
+                tracing::warn!(%session, "the budget's cancel could not reach the hub: the tap stopped");
+                withdraw(sessions, &request);
+            }
+        }
+    }
+
+    /// What `/healthz` says: the limits, the day so far, and each session's use.
+    pub fn health(&self, now_ms: i64) -> Value {
+        let budgets = self.budgets();
+        if budgets.is_empty() {
+            return Value::Null;
+        }
+        let limits = |l: &super::account::Limits| {
+            Value::Object(
+                Scope::ALL
+                    .iter()
+                    .filter_map(|s| l.get(*s).map(|v| (s.as_str().to_string(), json!(v))))
+                    .collect(),
+            )
+        };
+        let ledger = self.ledger.lock();
+        let facts = self.facts.lock();
+        let sessions: Map<String, Value> = ledger
+            .sessions()
+            .filter_map(|id| {
+                let (session_cost, run) = ledger.session(id)?;
+                let workspace = facts.get(id).and_then(|f| f.workspace.clone());
+                let applied = budgets.applied(workspace.as_deref());
+                let mut uses = vec![];
+                if let (Some(limit), Some((_, cost))) = (applied.limits.run, run) {
+                    uses.push((Scope::Run, cost, limit));
+                }
+                if let Some(limit) = applied.limits.session {
+                    uses.push((Scope::Session, session_cost, limit));
+                }
+                if let Some(limit) = applied.limits.day {
+                    uses.push((Scope::Day, ledger.day(applied.day, now_ms), limit));
+                }
+                // The one nearest its limit is what a person reads first.
+                let nearest = uses
+                    .iter()
+                    .max_by(|a, b| share(a.1, a.2).total_cmp(&share(b.1, b.2)))
+                    .map(|(scope, cost, limit)| format!("{cost:.2}/{limit:.2} {CURRENCY} {}", scope.as_str()));
+                Some((
+                    id.to_string(),
+                    json!({
+                        "session": session_cost,
+                        "run": run.map(|(id, cost)| json!({"id": id, "cost": cost})),
+                        "limits": limits(&applied.limits),
+                        "use": nearest,
+                    }),
+                ))
+            })
+            .collect();
+        json!({
+            "currency": CURRENCY,
+            "limits": limits(budgets.base()),
+            "overrides": budgets.overrides().iter().map(|o| json!({"workspace": o.workspace, "limits": limits(&o.limits)})).collect::<Vec<_>>(),
+            "day": {"utc": true, "cost": ledger.day(None, now_ms)},
+            "sessions": sessions,
+        })
+    }
+}
+
+fn share(cost: f64, limit: f64) -> f64 {
+    if limit > 0.0 {
+        cost / limit
+    } else {
+        f64::INFINITY
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Act {
+    Notice,
+    Cancel,
+    NotCancelled(&'static str),
+}
+
+fn amounts(c: &Crossing) -> String {
+    format!("{:.2} of {:.2} {CURRENCY}", c.cost, c.limit)
+}
+
+/// `data.budget`: which budget, its limit, the cost reached, and what was done.
+fn budget_data(c: &Crossing, applied: &Applied<'_>, act: Act) -> Map<String, Value> {
+    let mut budget = json!({
+        "name": c.scope.as_str(),
+        "limit": c.limit,
+        "cost": c.cost,
+        "currency": CURRENCY,
+        "threshold": c.level.share(),
+    });
+    if let Some(w) = applied.workspace {
+        budget["workspace"] = json!(w);
+    }
+    match act {
+        Act::Notice => {}
+        Act::Cancel => budget["action"] = json!("cancel"),
+        Act::NotCancelled(why) => {
+            budget["action"] = json!("notice");
+            budget["not_cancelled"] = json!(why);
+        }
+    }
+    let mut data = Map::new();
+    data.insert("budget".into(), budget);
+    data
+}
+
+/// The notice for a crossing, and its `auto` resolution.
+fn notice(c: &Crossing, applied: &Applied<'_>, act: Act, run: Option<&str>, level: Capture) -> [Planned; 2] {
+    let what = match (c.level, act) {
+        (Level::Warning, _) => format!(
+            "{}% of the {} budget used",
+            (c.level.share() * 100.0) as u32,
+            c.scope.as_str()
+        ),
+        (Level::Reached, Act::Cancel) => format!("the {} budget is reached: cancelling the run", c.scope.as_str()),
+        (Level::Reached, Act::NotCancelled(why)) => format!("the {} budget is reached, {why}", c.scope.as_str()),
+        (Level::Reached, Act::Notice) => format!("the {} budget is reached", c.scope.as_str()),
+    };
+    let mut data = budget_data(c, applied, act);
+    data.insert("kind".into(), json!("other"));
+    // Structural only (numbers and fixed words): allowed at capture `metadata` (AEP-0003 §9.2).
+    data.insert("prompt".into(), json!(format!("{what} ({})", amounts(c))));
+    data.insert("respond_via".into(), json!(["oob"]));
+    let id = aep_core::id::new_id();
+    let on = level > Capture::None;
+    let requested = Planned {
+        id: id.clone(),
+        run: run.map(str::to_string),
+        cause: None,
+        agent: None,
+        event: Mapped {
+            ty: "attention.requested".into(),
+            subject: Some("budget".into()),
+            step: None,
+            severity: Some(match c.level {
+                Level::Warning => Severity::Notice,
+                Level::Reached => Severity::Warning,
+            }),
+            capture: level,
+            data: on.then_some(data),
+            link: Linked::None,
+        },
+    };
+    let resolved = Planned {
+        id: aep_core::id::new_id(),
+        run: run.map(str::to_string),
+        cause: Some(id.clone()),
+        agent: None,
+        event: Mapped {
+            ty: "attention.resolved".into(),
+            subject: Some(id),
+            step: None,
+            severity: None,
+            capture: level,
+            data: on.then(|| Map::from_iter([("resolution".to_string(), json!("auto"))])),
+            link: Linked::None,
+        },
+    };
+    [requested, resolved]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::account::Budgets;
+    use crate::lane::{Bus, Ingested, Journal};
+    use aep_core::redact::{RedactOptions, Redactor};
+    use aep_core::validate::StreamValidator;
+    use aep_core::CapturePolicy;
+
+    /// The real Cline 3.0.65 run the hub tests replay.
+    const SESSION: &str = "1796007217803_dxv4z";
+
+    fn rig(budget: &str) -> (tempfile::TempDir, Arc<Sessions>, Arc<Watch>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Arc::new(Sessions::new(
+            Journal::new(dir.path()),
+            "host".into(),
+            CapturePolicy::new(Capture::Metadata),
+            Redactor::new(RedactOptions::default()).unwrap(),
+            Bus::default(),
+        ));
+        let path = format!(
+            "{}/../cline-hooks/tests/data/hooks-cancel/agent_start-global.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let started = match sessions
+            .ingest_hook(&std::fs::read(path).unwrap(), &crate::firing::Firing::default())
+            .unwrap()
+        {
+            Ingested::Appended { events, .. } => events,
+            other => panic!("{other:?}"),
+        };
+        let run = started
+            .iter()
+            .find_map(|e| e.value["run"].as_str())
+            .unwrap()
+            .to_string();
+        let watch = Watch::new(Budgets::parse(budget).unwrap(), None);
+        (dir, sessions, watch, run)
+    }
+
+    fn log(sessions: &Sessions) -> Vec<Value> {
+        let text = std::fs::read_to_string(sessions.journal().path(SESSION)).unwrap();
+        let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let mut validator = StreamValidator::new();
+        for e in &events {
+            aep_core::validate::validate_event(e).unwrap_or_else(|v| panic!("{v}: {e}"));
+            validator.push(e).unwrap_or_else(|v| panic!("{v}: {e}"));
+        }
+        events
+    }
+
+    fn notices(log: &[Value]) -> Vec<&Value> {
+        log.iter().filter(|e| e["type"] == "attention.requested").collect()
+    }
+
+    fn usage(id: &str, cost: f64) -> HubEvent {
+        HubEvent {
+            event: "usage.updated".into(),
+            event_id: Some(id.into()),
+            session_id: Some(SESSION.into()),
+            timestamp: Some(1_796_007_218_000),
+            sequence: None,
+            // A model the table does not price: Cline's own figure is used.
+            payload: json!({"sessionId": SESSION, "delta": {"inputTokens": 10, "outputTokens": 5, "totalCost": cost},
+                "agent": {"kind": "lead"}}),
+        }
+    }
+
+    #[test]
+    fn a_run_the_hub_does_not_host_gets_the_notice_only_saying_why() {
+        let (_dir, sessions, watch, run) = rig("run=1,session=5");
+        watch.on_event(
+            &sessions,
+            &json!({"type": "run.finished", "session": SESSION, "run": run, "time": "2026-11-30T02:53:40Z",
+                "data": {"cost": {"currency": "USD", "total": 1.2}}}),
+        );
+        let log = log(&sessions);
+        let n = notices(&log);
+        assert_eq!(n.len(), 1, "{log:?}");
+        let budget = &n[0]["data"]["budget"];
+        assert_eq!((&budget["name"], &budget["action"]), (&json!("run"), &json!("notice")));
+        assert!(budget["not_cancelled"]
+            .as_str()
+            .unwrap()
+            .contains("not hosted by Cline's hub"));
+        assert!(n[0]["run"].is_null(), "the run is over: the notice stands alone");
+        assert!(n[0]["data"]["prompt"].as_str().unwrap().contains("1.20 of 1.00 USD"));
+        // The session counted it: 1.2 of 5 is under 80%, and nothing was cancelled.
+        assert_eq!(watch.ledger.lock().session(SESSION).unwrap().0, 1.2);
+        assert!(log.iter().all(|e| e["type"] != "run.cancelled"));
+    }
+
+    #[test]
+    fn hub_usage_counts_each_call_once_and_says_when_no_tap_can_cancel() {
+        let (_dir, sessions, watch, run) = rig("run=1");
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_1", 0.85));
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_1", 0.85));
+        let warned = log(&sessions);
+        assert_eq!(notices(&warned).len(), 1, "a redelivered call is not counted again");
+        assert_eq!(notices(&warned)[0]["run"], json!(run), "in the open run");
+        assert_eq!(notices(&warned)[0]["data"]["budget"]["threshold"], 0.8);
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_2", 0.3));
+        let log = log(&sessions);
+        let reached = notices(&log)[1];
+        assert_eq!(reached["data"]["budget"]["threshold"], 1.0);
+        assert_eq!(
+            reached["data"]["budget"]["not_cancelled"],
+            "not cancelled: the hub tap is off"
+        );
+        // A frame without a delta, or with one the daemon cannot read, counts nothing.
+        let mut bad = usage("hevt_3", 9.0);
+        bad.payload["delta"] = json!("x");
+        watch.hub_usage(&sessions, SESSION, &bad);
+        assert_eq!(notices(&self::log(&sessions)).len(), 2);
+        let health = watch.health(1_796_007_218_000);
+        assert_eq!(health["sessions"][SESSION]["use"], "1.15/1.00 USD run");
+    }
+}
