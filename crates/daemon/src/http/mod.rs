@@ -45,6 +45,8 @@ pub struct AppState {
     pub capture: Arc<str>,
     /// The listener's open connections.
     pub connections: Arc<serve::Gauge>,
+    /// Notifications, when `AEP_CLINE_NOTIFY` names a target.
+    pub notify: Option<Arc<crate::notify::Notifier>>,
 }
 
 /// Every route, behind the guard against browsers ([`origin`]); `addr` is where the daemon
@@ -89,5 +91,7 @@ pub fn health(state: &AppState) -> serde_json::Value {
         "connections": state.connections.status(),
         // Hooks the spool could not keep (full or unwritable): their sessions' logs miss them.
         "spool": {"lost": state.spool.lost()},
+        // Per target: sent, retries, failed, dropped (a full queue drops the oldest).
+        "notify": state.notify.as_ref().map(|n| n.status()),
     })
 }
