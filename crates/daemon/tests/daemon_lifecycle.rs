@@ -226,6 +226,15 @@ fn an_unusable_log_folder_or_a_category_typo_is_refused_at_start() {
         err.contains("AEP_CAPTURE") && err.contains("did you mean tool"),
         "{err}"
     );
+
+    // A notification target that is none of the three forms, its credentials never echoed.
+    let out = sb.run(&["daemon"], &[("AEP_CLINE_NOTIFY", "desktop,slack://u:s3cret@team")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("AEP_CLINE_NOTIFY") && err.contains("ntfy+https://HOST/TOPIC") && !err.contains("s3cret"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -243,6 +252,9 @@ fn the_help_lists_every_setting_with_its_variable() {
         "AEP_HOST",
         "AEP_SESSION_GRACE",
         "AEP_SESSION_IDLE",
+        "AEP_CLINE_NOTIFY",
+        "AEP_CLINE_NOTIFY_ON",
+        "AEP_CLINE_PUBLIC_URL",
         "AEP_ENDPOINT",
         "AEP_TOKEN",
         "AEP_BUFFER",

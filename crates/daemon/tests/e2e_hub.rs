@@ -415,10 +415,10 @@ async fn two_runs_in_one_hub_session_each_end_once_by_their_own_cancel() {
     stop_without_leaking(daemon, &hub);
 }
 
-/// A webhook receiver on 127.0.0.1: every POST body, in order.
+/// A webhook receiver on 127.0.0.1: every POST's path and JSON body, in order.
 struct Receiver {
     url: String,
-    bodies: std::sync::mpsc::Receiver<Value>,
+    bodies: std::sync::mpsc::Receiver<(String, Value)>,
 }
 
 impl Receiver {
@@ -430,8 +430,10 @@ impl Receiver {
             for mut request in server.incoming_requests() {
                 let mut body = String::new();
                 let _ = std::io::Read::read_to_string(request.as_reader(), &mut body);
+                let path = request.url().to_string();
                 let _ = request.respond(tiny_http::Response::empty(200));
-                if tx.send(serde_json::from_str(&body).unwrap_or(Value::Null)).is_err() {
+                let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                if tx.send((path, body)).is_err() {
                     return;
                 }
             }
@@ -439,7 +441,7 @@ impl Receiver {
         Receiver { url, bodies }
     }
 
-    fn next(&self, what: &str) -> Value {
+    fn next(&self, what: &str) -> (String, Value) {
         self.bodies
             .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| panic!("no notification for {what} within 60 s"))
@@ -508,7 +510,10 @@ async fn a_notification_link_approves_the_real_tool_once_and_dead_receivers_dela
     let (dead, hung) = (dead_port(), hung_receiver());
     let model = FakeModel::start(Script::default());
     let cline = ClineSandbox::new(&model);
-    let targets = format!("http://127.0.0.1:{dead}/dead,http://{hung}/hung,{}/hook", receiver.url);
+    let targets = format!(
+        "http://127.0.0.1:{dead}/dead,http://{hung}/hung,{url}/hook,ntfy+{url}/cline_e2e",
+        url = receiver.url
+    );
     let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL")
         .with_env("RUST_LOG", "info")
         .with_env("AEP_CLINE_NOTIFY", &targets);
@@ -518,7 +523,26 @@ async fn a_notification_link_approves_the_real_tool_once_and_dead_receivers_dela
     let session = client.create_session(&cline.workspace()).await;
 
     client.start_run(&session, "please CMD:echo notified-run");
-    let note = receiver.next("the approval");
+    // The webhook and ntfy, in either order: ntfy's JSON goes to the server's root.
+    let mut got = [receiver.next("the approval"), receiver.next("the approval on ntfy")];
+    got.sort_by_key(|(path, _)| path.clone());
+    let [(root, ntfy), (hook, note)] = got;
+    assert_eq!((root.as_str(), hook.as_str()), ("/", "/hook"));
+    assert_eq!(ntfy["topic"], "cline_e2e");
+    assert!(
+        ntfy["message"]
+            .as_str()
+            .unwrap()
+            .contains("run_commands: echo notified-run"),
+        "{ntfy}"
+    );
+    let buttons: Vec<(&str, &str)> = ntfy["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap(), a["label"].as_str().unwrap()))
+        .collect();
+    assert_eq!(buttons, [("http", "Approve"), ("http", "Deny"), ("view", "Open")]);
     assert_eq!(note["kind"], "approval", "{note}");
     assert_eq!(note["session"], session.as_str());
     assert_eq!(note["tool"], "run_commands");
@@ -534,6 +558,10 @@ async fn a_notification_link_approves_the_real_tool_once_and_dead_receivers_dela
     assert!(
         dashboard.starts_with(&daemon.url) && dashboard.contains("#/s/"),
         "{dashboard}"
+    );
+    assert_eq!(
+        ntfy["actions"][0]["url"], note["actions"]["approve"],
+        "one link per answer"
     );
     let approve = link_path(&daemon, &note["actions"]["approve"]);
     let deny = link_path(&daemon, &note["actions"]["deny"]);
@@ -617,6 +645,7 @@ async fn a_notification_link_approves_the_real_tool_once_and_dead_receivers_dela
         };
         if of_target("/dead").is_some_and(|t| t["retries"].as_u64() >= Some(1))
             && of_target("/hook").is_some_and(|t| t["sent"] == 1)
+            && of_target("/cline_e2e").is_some_and(|t| t["sent"] == 1)
         {
             break health;
         }

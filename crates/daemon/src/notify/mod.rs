@@ -437,3 +437,123 @@ impl Out {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::settings::{Endpoint, On};
+    use super::*;
+    use crate::lane::{Bus, Journal};
+    use aep_core::redact::{RedactOptions, Redactor};
+    use aep_core::{Capture, CapturePolicy};
+
+    fn notifier(dir: &std::path::Path, on: On) -> Arc<Notifier> {
+        let sessions = Arc::new(Sessions::new(
+            Journal::new(dir),
+            "box".into(),
+            CapturePolicy::new(Capture::Metadata),
+            Redactor::new(RedactOptions::default()).unwrap(),
+            Bus::default(),
+        ));
+        let intake = Arc::new(Intake::new(sessions.clone(), None));
+        let settings = Settings {
+            targets: vec![Target::Webhook(Endpoint {
+                url: "http://127.0.0.1:9/x".parse().unwrap(),
+                basic: None,
+            })],
+            on,
+            public_url: Some("https://p.example".into()),
+            link_lifetime: settings::LINK_LIFETIME,
+            timeout: Duration::from_secs(1),
+            attempts: 1,
+            queue: 3,
+        };
+        Notifier::new(
+            settings,
+            "box".into(),
+            "http://127.0.0.1:1".into(),
+            true,
+            sessions,
+            intake,
+            Index::new(),
+        )
+        .unwrap()
+    }
+
+    fn waiting(n: usize) -> Waiting {
+        Waiting {
+            session: "s1".into(),
+            request: format!("REQ{n}"),
+            tool: Some("run_commands".into()),
+            input_json: Some(r#"{"commands":["make"]}"#.into()),
+            since: "2026-12-01T09:00:00.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn a_full_queue_drops_its_oldest_and_counts_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = notifier(
+            dir.path(),
+            On {
+                approval: true,
+                failed: false,
+                ended: false,
+            },
+        );
+        for i in 0..5 {
+            n.approval(waiting(i));
+        }
+        let status = n.status();
+        assert_eq!(status["dropped"], 2, "{status}");
+        assert_eq!(status["targets"][0]["queued"], 3);
+        let queue = n.outs[0].queue.lock();
+        assert_eq!(queue[0].body["request"], "REQ2", "the oldest went first");
+        let body = &queue[2].body;
+        assert_eq!(body["asked"], "run_commands: make");
+        assert_eq!(body["text"], "Cline waits for your approval on box: run_commands: make");
+        assert_eq!(
+            body["actions"],
+            json!({"approve": null, "deny": null, "dashboard": "https://p.example/#/s/s1"}),
+            "no links while the intake takes no answers (control off)"
+        );
+        assert_eq!(n.asked("REQ4").unwrap().summary, "run_commands: make");
+    }
+
+    #[test]
+    fn run_failures_and_session_ends_are_sent_only_when_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let failed = json!({"type": "run.failed", "session": "s1", "run": "r1", "time": "t",
+            "data": {"reason": "api_req_failed"}});
+        let ended = json!({"type": "session.ended", "session": "s1", "data": {"reason": "exit"}});
+        let off = notifier(
+            dir.path(),
+            On {
+                approval: true,
+                failed: false,
+                ended: false,
+            },
+        );
+        off.news(&failed);
+        off.news(&ended);
+        assert_eq!(off.status()["targets"][0]["queued"], 0);
+        let on = notifier(
+            dir.path(),
+            On {
+                approval: false,
+                failed: true,
+                ended: true,
+            },
+        );
+        on.approval(waiting(0));
+        on.news(&failed);
+        on.news(&ended);
+        on.news(&json!({"type": "run.finished", "session": "s1"}));
+        let queue = on.outs[0].queue.lock();
+        assert_eq!(queue.len(), 2, "neither the approval nor a finished run");
+        assert_eq!(queue[0].body["kind"], "failed");
+        assert_eq!(queue[0].body["reason"], "api_req_failed");
+        assert_eq!(queue[0].body["run"], "r1");
+        assert_eq!(queue[1].body["kind"], "ended");
+        assert_eq!(queue[1].text, "On box, a Cline session ended (exit): session s1");
+    }
+}
