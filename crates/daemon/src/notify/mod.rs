@@ -341,6 +341,7 @@ impl Notifier {
     /// Feeds run failures and session ends from the bus (only when asked for).
     pub async fn pump(self: Arc<Self>, mut bus: tokio::sync::broadcast::Receiver<Note>) {
         if !(self.settings.on.failed || self.settings.on.ended) {
+            drop(bus); // nothing to read: no lagging subscriber is kept
             return std::future::pending().await;
         }
         loop {

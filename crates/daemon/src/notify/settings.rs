@@ -34,7 +34,7 @@ pub struct On {
 }
 
 /// One place a notification goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Target {
     /// A JSON POST to this URL.
     Webhook(Endpoint),
@@ -58,11 +58,22 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    /// The URL as logs and `/healthz` show it: scheme, host and path, never credentials or query.
+    /// The URL as logs and `/healthz` show it: scheme and host only. The path is left out like
+    /// the credentials and the query: a chat webhook's secret is in its path (Slack's
+    /// `/services/T…/B…/…`), and an ntfy topic is a password.
     pub fn shown(&self) -> String {
         let scheme = self.url.scheme_str().unwrap_or("http");
         let authority = self.url.authority().map(|a| a.as_str()).unwrap_or_default();
-        format!("{scheme}://{authority}{}", self.url.path())
+        match self.url.path() {
+            "" | "/" => format!("{scheme}://{authority}/"),
+            _ => format!("{scheme}://{authority}/…"),
+        }
+    }
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown())
     }
 }
 
@@ -70,7 +81,7 @@ impl Target {
     pub fn shown(&self) -> String {
         match self {
             Target::Webhook(e) => e.shown(),
-            Target::Ntfy { server, topic } => format!("ntfy+{}{topic}", server.shown()),
+            Target::Ntfy { server, .. } => format!("ntfy+{}…", server.shown()),
             Target::Desktop => "desktop".into(),
         }
     }
@@ -254,7 +265,8 @@ mod tests {
         assert_eq!(all.len(), 3, "{all:?}");
         let Target::Webhook(hook) = &all[0] else { panic!() };
         assert_eq!(hook.url.to_string(), "https://hooks.example/x?k=1");
-        assert_eq!(hook.shown(), "https://hooks.example/x");
+        assert_eq!(hook.shown(), "https://hooks.example/…", "the path may be the secret");
+        assert_eq!(all[1].shown(), "ntfy+https://ntfy.example/…", "the topic is a password");
         let Target::Ntfy { server, topic } = &all[1] else {
             panic!()
         };
@@ -264,6 +276,7 @@ mod tests {
         );
         assert_eq!(server.basic.as_deref(), Some("u:tk_s3cret"));
         assert!(!format!("{all:?}").contains("s3cret"), "credentials never shown");
+        assert!(!format!("{all:?}").contains("cline_box"), "nor the topic");
         assert_eq!(all[2], Target::Desktop);
         for bad in [
             "ftp://x/y",
