@@ -130,6 +130,18 @@ struct Out {
     last_error: Mutex<Option<String>>,
 }
 
+/// A plain `http://` base whose host is not this machine.
+fn in_clear(base: &str) -> bool {
+    let Ok(url) = url::Url::parse(base) else { return false };
+    let local = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => true,
+    };
+    url.scheme() == "http" && !local
+}
+
 pub fn now_s() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -169,6 +181,11 @@ impl Notifier {
             }));
         }
         let base = settings.public_url.clone().unwrap_or(listener);
+        if in_clear(&base) {
+            tracing::warn!(public_url = %base,
+                "AEP_CLINE_PUBLIC_URL is plain http:// beyond this machine: the approve and deny links travel in clear; \
+                 put a TLS proxy (https://) in front, or a private network you trust");
+        }
         Ok(Arc::new(Notifier {
             signer: Signer::generate()?,
             spent: Spent::default(),
@@ -488,6 +505,16 @@ mod tests {
             input_json: Some(r#"{"commands":["make"]}"#.into()),
             since: "2026-12-01T09:00:00.000Z".into(),
         }
+    }
+
+    #[test]
+    fn links_in_clear_beyond_this_machine_are_told() {
+        assert!(in_clear("http://10.0.0.5:8789"));
+        assert!(in_clear("http://box.example"));
+        assert!(!in_clear("http://127.0.0.1:8789"));
+        assert!(!in_clear("http://localhost:8789"));
+        assert!(!in_clear("http://[::1]:8789"));
+        assert!(!in_clear("https://box.example"));
     }
 
     #[test]
