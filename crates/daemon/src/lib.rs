@@ -7,6 +7,7 @@
 //!   the JSONL log (the first sink, written before a hook is answered) and the bus.
 //! - [`sinks`]: what the bus feeds, the embedded AEP endpoint and the relay binding.
 //! - [`history`]: the logs read back (replays reaching past memory) and their retention.
+//! - [`notify`]: a person told when Cline waits, with links that answer from another device.
 //! - [`daemon`]: settings, start order and supervision; [`cli`]: the user commands.
 //!
 //! Lints: `unsafe` is denied; each use (a libc call the standard library lacks: signal
@@ -27,6 +28,7 @@ pub mod history;
 pub mod http;
 pub mod hub;
 pub mod lane;
+pub mod notify;
 pub mod people;
 pub mod prices;
 pub mod sinks;

@@ -228,6 +228,15 @@ fn an_unusable_log_folder_or_a_category_typo_is_refused_at_start() {
         err.contains("AEP_CAPTURE") && err.contains("did you mean tool"),
         "{err}"
     );
+
+    // A notification target that is none of the three forms, its credentials never echoed.
+    let out = sb.run(&["daemon"], &[("AEP_CLINE_NOTIFY", "desktop,slack://u:s3cret@team")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("AEP_CLINE_NOTIFY") && err.contains("ntfy+https://HOST/TOPIC") && !err.contains("s3cret"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -245,6 +254,9 @@ fn the_help_lists_every_setting_with_its_variable() {
         "AEP_HOST",
         "AEP_SESSION_GRACE",
         "AEP_SESSION_IDLE",
+        "AEP_CLINE_NOTIFY",
+        "AEP_CLINE_NOTIFY_ON",
+        "AEP_CLINE_PUBLIC_URL",
         "AEP_ENDPOINT",
         "AEP_TOKEN",
         "AEP_BUFFER",
@@ -742,4 +754,59 @@ fn a_person_ends_a_stuck_session_and_commands_on_it_are_then_refused_in_words() 
         support::daemon::types(&sb.log(session)).last(),
         Some(&"control.rejected")
     );
+}
+
+/// `AEP_CLINE_NOTIFY=desktop`: a session's end goes to `notify-send` (here a script on the
+/// daemon's PATH that writes down its arguments); without one on the PATH the daemon says so
+/// once at start and goes on.
+#[test]
+fn desktop_notifications_run_notify_send_or_say_once_that_there_is_none() {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    let said = bin.path().join("said.txt");
+    let script = bin.path().join("notify-send");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}.tmp && mv {0}.tmp {0}\n",
+            said.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let sb = Sandbox::new()
+        .with_env("AEP_CLINE_NOTIFY", "desktop")
+        .with_env("AEP_CLINE_NOTIFY_ON", "ended")
+        .with_env("PATH", &path);
+    let daemon = sb.start();
+    for (i, hook) in run_hooks("desk-1").into_iter().enumerate() {
+        assert_eq!(post_hook(&daemon.addr(), &daemon.token, &hook, &format!("d-{i}")), 200);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !said.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "notify-send never ran: {}",
+            healthz(&daemon.addr())
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let args = std::fs::read_to_string(&said).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(
+        args[..3],
+        ["--app-name=aep-cline", "--", "Cline: a Cline session ended"],
+        "{args:?}"
+    );
+    assert!(args[3].contains("session desk-1"), "{args:?}");
+    let (_, stderr) = daemon.stop();
+    assert!(!stderr.contains("no notify-send"), "{stderr}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let sb = Sandbox::new()
+        .with_env("AEP_CLINE_NOTIFY", "desktop")
+        .with_env("PATH", empty.path().to_str().unwrap());
+    let (_, stderr) = sb.start().stop();
+    assert_eq!(stderr.matches("no notify-send").count(), 1, "{stderr}");
 }

@@ -7,6 +7,9 @@
 //! Each test stops its hub (`cline hub stop`) when it ends, pass or fail. They fail (never skip)
 //! when the CLI is missing: `.ci/install-cline.sh` installs it.
 //!
+//! Notifications (`AEP_CLINE_NOTIFY`) are tested here too, with a receiver on 127.0.0.1 beside a
+//! dead and a hung one: the approval's link answers the real hub's approval once.
+//!
 //! Which lane reports a control cancel: on the real hub, `run.abort` fires no `agent_abort`
 //! (TaskCancel) hook; it fires `session_shutdown`, and the hub broadcasts `run.aborted`. Either
 //! may reach the daemon first; the run gets exactly one `run.cancelled {by: "control"}`.
@@ -516,4 +519,259 @@ async fn a_run_past_its_budget_is_cancelled_through_the_hub_after_the_notice_at_
     let doctor = String::from_utf8_lossy(&out.stdout);
     assert!(doctor.contains("run 1.00, session 1.00 USD"), "{doctor}");
     stop_without_leaking(daemon, &hub);
+}
+
+/// A webhook receiver on 127.0.0.1: every POST's path and JSON body, in order.
+struct Receiver {
+    url: String,
+    bodies: std::sync::mpsc::Receiver<(String, Value)>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("a receiver port");
+        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
+        let (tx, bodies) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for mut request in server.incoming_requests() {
+                let mut body = String::new();
+                let _ = std::io::Read::read_to_string(request.as_reader(), &mut body);
+                let path = request.url().to_string();
+                let _ = request.respond(tiny_http::Response::empty(200));
+                let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                if tx.send((path, body)).is_err() {
+                    return;
+                }
+            }
+        });
+        Receiver { url, bodies }
+    }
+
+    fn next(&self, what: &str) -> (String, Value) {
+        self.bodies
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no notification for {what} within 60 s"))
+    }
+}
+
+/// A receiver that takes connections and never answers.
+fn hung_receiver() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    addr
+}
+
+/// A port nothing listens on.
+fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The path of a link on the daemon (`http://127.0.0.1:PORT/notify/...` → `/notify/...`).
+fn link_path(daemon: &Daemon, url: &Value) -> String {
+    let url = url.as_str().expect("a link");
+    url.strip_prefix(&daemon.url)
+        .unwrap_or_else(|| panic!("{url} is not on the daemon's URL {}", daemon.url))
+        .to_string()
+}
+
+/// A bodiless POST as a reverse proxy forwards it: the public `Host`, and the `Origin: null` a
+/// browser sends for a form under `Referrer-Policy: no-referrer`.
+fn post_via_proxy(addr: &str, path: &str, host: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: null\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, response)
+}
+
+fn healthz(daemon: &Daemon) -> Value {
+    let (status, body) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_link_approves_the_real_tool_once_and_dead_receivers_delay_nothing() {
+    let receiver = Receiver::start();
+    let (dead, hung) = (dead_port(), hung_receiver());
+    let model = FakeModel::start(Script::default());
+    let cline = ClineSandbox::new(&model);
+    let targets = format!(
+        "http://127.0.0.1:{dead}/dead,http://{hung}/hung,{url}/hook,ntfy+{url}/cline_e2e",
+        url = receiver.url
+    );
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL")
+        .with_env("RUST_LOG", "info")
+        .with_env("AEP_CLINE_NOTIFY", &targets);
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session(&cline.workspace()).await;
+
+    client.start_run(&session, "please CMD:echo notified-run");
+    // The webhook and ntfy, in either order: ntfy's JSON goes to the server's root.
+    let mut got = [receiver.next("the approval"), receiver.next("the approval on ntfy")];
+    got.sort_by_key(|(path, _)| path.clone());
+    let [(root, ntfy), (hook, note)] = got;
+    assert_eq!((root.as_str(), hook.as_str()), ("/", "/hook"));
+    assert_eq!(ntfy["topic"], "cline_e2e");
+    assert!(
+        ntfy["message"]
+            .as_str()
+            .unwrap()
+            .contains("run_commands: echo notified-run"),
+        "{ntfy}"
+    );
+    let buttons: Vec<(&str, &str)> = ntfy["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap(), a["label"].as_str().unwrap()))
+        .collect();
+    assert_eq!(buttons, [("http", "Approve"), ("http", "Deny"), ("view", "Open")]);
+    assert_eq!(note["kind"], "approval", "{note}");
+    assert_eq!(note["session"], session.as_str());
+    assert_eq!(note["tool"], "run_commands");
+    assert_eq!(note["asked"], "run_commands: echo notified-run", "{note}");
+    assert!(note["text"].as_str().unwrap().contains("echo notified-run"), "{note}");
+    assert!(note["waiting_since"].is_string() && note["host"].is_string(), "{note}");
+    let log = wait_log(&aep, &session, "the approval", |l| {
+        !of(l, "attention.requested").is_empty()
+    });
+    let request = of(&log, "attention.requested")[0].clone();
+    assert_eq!(note["request"], request["id"]);
+    let dashboard = note["actions"]["dashboard"].as_str().unwrap();
+    assert!(
+        dashboard.starts_with(&daemon.url) && dashboard.contains("#/s/"),
+        "{dashboard}"
+    );
+    assert_eq!(
+        ntfy["actions"][0]["url"], note["actions"]["approve"],
+        "one link per answer"
+    );
+    let approve = link_path(&daemon, &note["actions"]["approve"]);
+    let deny = link_path(&daemon, &note["actions"]["deny"]);
+    assert!(approve.starts_with("/notify/") && approve != deny, "{approve} {deny}");
+
+    // Opening the link (a preview, a scanner) shows what would be answered and answers nothing.
+    let (status, page) = http(&daemon.addr(), "GET", &approve, &[], b"");
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("echo notified-run") && page.contains("<form method=\"post\">"),
+        "{page}"
+    );
+    assert_eq!(page.matches("<button").count(), 1, "one button: {page}");
+    // A forged link (the approve link's signature on the deny link's claims) is refused.
+    let (claims, _) = deny.rsplit_once('.').unwrap();
+    let (_, signature) = approve.rsplit_once('.').unwrap();
+    let (status, page) = http(&daemon.addr(), "POST", &format!("{claims}.{signature}"), &[], b"");
+    assert_eq!(status, 403, "{page}");
+    assert!(page.contains("not made by this daemon"), "{page}");
+    // Another site's page cannot post it.
+    let (status, _) = http(
+        &daemon.addr(),
+        "POST",
+        &approve,
+        &[("origin", "https://evil.example")],
+        b"",
+    );
+    assert_eq!(status, 403);
+    let log = aep.log(&session);
+    assert!(
+        of(&log, "attention.answered").is_empty() && of(&log, "control.accepted").is_empty(),
+        "still pending after GET and refused POSTs: {:?}",
+        types(&log)
+    );
+    assert!(of(&log, "tool.completed").is_empty());
+
+    // The POST answers, from a device without the dashboard's cookie, under another Host (a proxy).
+    let (status, page) = post_via_proxy(&daemon.addr(), &approve, "cline.example.net");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Approved"), "{page}");
+    let log = wait_log(&aep, &session, "the approved run's end", |l| {
+        !of(l, "run.finished").is_empty()
+    });
+    assert_eq!(
+        of(&log, "tool.completed").len(),
+        1,
+        "the tool ran once: {:?}",
+        types(&log)
+    );
+    let answered = of(&log, "attention.answered");
+    assert_eq!(answered.len(), 1);
+    assert_eq!(
+        answered[0]["data"],
+        json!({"answer": {"option": "approve"}, "via": "control"})
+    );
+    let accepted = of(&log, "control.accepted");
+    assert_eq!(accepted.len(), 1);
+    assert_eq!(
+        answered[0]["cause"], accepted[0]["cause"],
+        "answered by the link's command"
+    );
+
+    // Used: the same link again, and the other answer's link, answer nothing.
+    let (status, page) = http(&daemon.addr(), "POST", &approve, &[], b"");
+    assert_eq!(status, 410, "{page}");
+    assert!(page.contains("used already"), "{page}");
+    let (status, page) = http(&daemon.addr(), "POST", &deny, &[], b"");
+    assert_eq!(status, 410, "{page}");
+    assert!(page.contains("Nothing waits"), "{page}");
+
+    // The dead and hung receivers cost retries, counted, and delayed nothing above.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let health = loop {
+        let health = healthz(&daemon);
+        let targets = health["notify"]["targets"].as_array().cloned().unwrap_or_default();
+        // Shown without their paths (a webhook's secret, an ntfy topic).
+        let of_target = |shown: &str| targets.iter().find(|t| t["target"] == shown).cloned();
+        let (hook, ntfy) = (format!("{}/…", receiver.url), format!("ntfy+{}/…", receiver.url));
+        if of_target(&format!("http://127.0.0.1:{dead}/…")).is_some_and(|t| t["retries"].as_u64() >= Some(1))
+            && of_target(&hook).is_some_and(|t| t["sent"] == 1)
+            && of_target(&ntfy).is_some_and(|t| t["sent"] == 1)
+        {
+            break health;
+        }
+        assert!(std::time::Instant::now() < deadline, "no retries counted: {health}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("notify health: {}", health["notify"]);
+    assert!(
+        !health.to_string().contains("cline_e2e"),
+        "the ntfy topic is a password"
+    );
+    assert_eq!(health["notify"]["links"], true);
+
+    // Nothing the notification said entered an Event.
+    let log = aep.log(&session);
+    assert!(
+        !serde_json::to_string(&log).unwrap().contains("notified-run"),
+        "the command is not in the log at metadata"
+    );
+    assert_valid_stream(&log);
+    let (_, stderr) = daemon.stop();
+    assert!(stderr.contains("a notification will be retried"), "{stderr}");
+    for (_, token) in [&approve, &deny].iter().map(|l| l.rsplit_once('/').unwrap()) {
+        assert!(!stderr.contains(token), "a link's token reached the daemon's log");
+    }
 }

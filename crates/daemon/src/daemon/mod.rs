@@ -69,6 +69,13 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let otlp_settings = args.otlp.settings()?;
     let nats_settings = args.nats.settings()?;
     let hub_settings = args.hub.settings()?;
+    let notify_settings = args.notify.settings()?;
+    if notify_settings.as_ref().is_some_and(|n| n.on.approval) && hub_settings.is_none() {
+        tracing::warn!(
+            "AEP_CLINE_NOTIFY: approvals are seen through Cline's hub, and the hub tap is off: set \
+             AEP_CLINE_HUB_CONTROL=1 (links that answer) or AEP_CLINE_HUB=1 (notifications only)"
+        );
+    }
     let limits = args.connections.limits()?;
     // Observation is open on loopback without a token (the machine's own users; browsers are
     // kept out by `http::origin`); beyond it, anyone who can reach the port could read every
@@ -299,6 +306,35 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         let sessions = sessions.clone();
         supervisor.every("log retention", RETENTION_TICK, move || retain_logs(&sessions, retain));
     }
+    // Notifications: the hub tap tells them when an approval starts waiting, the bus when a run
+    // fails or a session ends; their links answer through the intake.
+    let notifier = match notify_settings {
+        Some(s) => Some(crate::notify::Notifier::new(
+            s,
+            config.host.clone(),
+            me.url.clone(),
+            args.dashboard.dashboard,
+            sessions.clone(),
+            intake.clone(),
+            index.clone(),
+        )?),
+        None => None,
+    };
+    if let Some(notifier) = &notifier {
+        keep_fed(
+            &supervisor,
+            "notification feed",
+            &sessions,
+            notifier,
+            crate::notify::Notifier::pump,
+        );
+        let sending = notifier.clone();
+        supervisor.keep("notifications", move || sending.clone().run());
+    }
+    let hub_settings = hub_settings.map(|mut s| {
+        s.notify = notifier.clone();
+        s
+    });
     let hub_status = hub_settings.as_ref().map(|s| Arc::new(hub::Status::new(s.control)));
     if let (Some(settings), Some(status)) = (hub_settings, hub_status.clone()) {
         let (sessions, intake, budget) = (sessions.clone(), intake.clone(), budget.clone());
@@ -336,6 +372,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         capture: config.capture.to_string().into(),
         connections: connections.clone(),
         budget,
+        notify: notifier.clone(),
     };
     let dashboard = args.dashboard.dashboard.then(|| {
         let health = state.clone();
@@ -352,6 +389,10 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let mut app = router(state, config.max_body, addr);
     if let Some(dashboard) = &dashboard {
         app = app.merge(crate::dashboard::routes(dashboard.clone()));
+    }
+    if let Some(notifier) = &notifier {
+        // Outside the browsers' guard on purpose: the signed link is the authentication.
+        app = app.merge(crate::notify::page::routes(notifier.clone()));
     }
     let stopping = async move {
         supervise::signal().await;

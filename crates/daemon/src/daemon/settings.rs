@@ -50,6 +50,8 @@ pub struct DaemonArgs {
     pub hub: HubArgs,
     #[command(flatten)]
     pub dashboard: DashboardArgs,
+    #[command(flatten)]
+    pub notify: crate::notify::settings::NotifyArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -420,6 +422,7 @@ impl HubArgs {
             ack_guard: Duration::from_millis(self.hub_ack_guard_ms),
             reconnect: crate::hub::settings::RECONNECT,
             handshake: crate::hub::settings::HANDSHAKE,
+            notify: None,
         }))
     }
 }

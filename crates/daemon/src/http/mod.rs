@@ -47,6 +47,8 @@ pub struct AppState {
     pub connections: Arc<serve::Gauge>,
     /// The budgets and what each session has spent.
     pub budget: Arc<crate::budget::Watch>,
+    /// Notifications, when `AEP_CLINE_NOTIFY` names a target.
+    pub notify: Option<Arc<crate::notify::Notifier>>,
 }
 
 /// Every route, behind the guard against browsers ([`origin`]); `addr` is where the daemon
@@ -92,5 +94,7 @@ pub fn health(state: &AppState) -> serde_json::Value {
         // Hooks the spool could not keep (full or unwritable): their sessions' logs miss them.
         "spool": {"lost": state.spool.lost()},
         "budget": state.budget.health(crate::lane::sessions::now_ms() as i64),
+        // Per target: sent, retries, failed, dropped (a full queue drops the oldest).
+        "notify": state.notify.as_ref().map(|n| n.status()),
     })
 }

@@ -12,6 +12,9 @@
 //! Beyond loopback any name may address the listener (the token guards it there), but a foreign
 //! `Origin` is refused all the same.
 //!
+//! The notification links (`notify::page`, `/notify/{token}`) are outside this guard on purpose:
+//! they are opened on another device, through a proxy, and their signed token authenticates them.
+//!
 //! The dashboard's pages ([`Visitors::Pages`]) are held to more: a `Host` is required and must be
 //! the listener's own address (or `localhost` with its port, on loopback), beyond loopback too,
 //! and an `Origin` must be that address over `http://`, the only scheme the daemon serves.

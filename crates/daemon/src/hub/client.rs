@@ -346,8 +346,14 @@ impl Connection<'_> {
                 let control = self.settings.control;
                 match (event.event.as_str(), event.session_id.clone()) {
                     ("approval.requested", _) => {
+                        let notify = self.settings.notify.clone();
                         self.lane
-                            .run(move |s, _| tap::approval_requested(s, &event, control))
+                            .run(move |s, _| {
+                                let waiting = tap::approval_requested(s, &event, control);
+                                if let (Some(notify), Some(waiting)) = (notify, waiting) {
+                                    notify.approval(waiting);
+                                }
+                            })
                             .await;
                     }
                     ("approval.resolved", Some(session)) => {

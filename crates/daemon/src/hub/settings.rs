@@ -6,6 +6,7 @@
 
 use cline_hub::discovery::Endpoint;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the tap waits between connection attempts (design record: 1 s).
@@ -53,6 +54,8 @@ pub struct Settings {
     pub ack_guard: Duration,
     pub reconnect: Duration,
     pub handshake: Duration,
+    /// Told when an approval starts waiting (`AEP_CLINE_NOTIFY`).
+    pub notify: Option<Arc<crate::notify::Notifier>>,
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use crate::control::intake::withdraw;
 use crate::control::{Intake, Kind, Request};
 use crate::lane::{Lane, Sessions};
+use crate::notify::Waiting;
 use cline_hooks::Planned;
 use cline_hub::ack::{self, HubOutcome};
 use cline_hub::frame::{ApprovalRequested, ApprovalResolved, HubError, HubEvent};
@@ -32,8 +33,9 @@ fn append(sessions: &Sessions, session: &str, plan: impl FnOnce(Lane<'_>) -> Vec
 
 /// `approval.requested` → `attention.requested` on the session the hooks own (the hub
 /// `sessionId` is the hooks' `sessionContext.rootSessionId`), in the agent's open run, caused
-/// by the tool call it gates. Returns the session, for routing the resolution.
-pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) -> Option<String> {
+/// by the tool call it gates. Returns the approval that started waiting (for notifications),
+/// `None` when nothing new was mirrored (the hub re-sends what is pending at each subscribe).
+pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) -> Option<Waiting> {
     let approval: ApprovalRequested = match event.payload_as() {
         Ok(a) => a,
         Err(e) => {
@@ -43,7 +45,7 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
     };
     let session = approval.session_id.clone();
     let ctx = context(sessions, control);
-    append(sessions, &session, |lane| {
+    let published = sessions.append_in(&session, |lane| {
         let run = approval
             .agent_id
             .as_deref()
@@ -60,7 +62,20 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
             .into_iter()
             .collect()
     });
-    Some(session)
+    let requested = match published {
+        Ok(published) => published.into_iter().next()?,
+        Err(e) => {
+            tracing::error!(%session, error = %e, "hub tap: events not recorded");
+            return None;
+        }
+    };
+    Some(Waiting {
+        session,
+        request: requested.value["id"].as_str()?.to_string(),
+        tool: approval.tool_name,
+        input_json: approval.input_json,
+        since: requested.value["time"].as_str().unwrap_or_default().to_string(),
+    })
 }
 
 /// `approval.resolved` → the answer and the resolution (or nothing yet, while our own answer's

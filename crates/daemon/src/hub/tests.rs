@@ -104,6 +104,7 @@ impl Rig {
             ack_guard: options.guard,
             reconnect: Duration::from_millis(50),
             handshake: Duration::from_millis(500),
+            notify: None,
         };
         let (link, requests) = crate::control::link();
         let intake = Arc::new(Intake::new(sessions.clone(), options.control.then_some(link)));
