@@ -24,17 +24,20 @@ pub const BUDGET: Duration = Duration::from_millis(250);
 /// body was read whole), within what the budget keeps for the spool.
 const ANSWER_GRACE: Duration = Duration::from_millis(20);
 
-/// What the spool write of one MiB of body may take (copy to the page cache, on a loaded
-/// machine), kept back from the daemon's wait so that a large body the daemon is slow to take
-/// is still spooled within [`BUDGET`]. The daemon records it anyway (it dedupes by delivery).
-const SPOOL_PER_MIB: Duration = Duration::from_millis(2);
+/// What the spool write of one MiB of body may take on a loaded machine (the copy to the page
+/// cache, while the daemon still works on the same body on the other core), kept back from the
+/// daemon's wait so that a large body the daemon is slow to take is still spooled within
+/// [`BUDGET`]. The daemon records it anyway (it dedupes by delivery). At 2 ms a 26 MiB body
+/// still took up to 275 ms at load 3-6 on 2 cores (docs/benchmarks.md, "Spool").
+const SPOOL_PER_MIB: Duration = Duration::from_millis(4);
 
-/// How long the daemon is given: [`SHIM_WAIT`], less the spool write of a body this large.
+/// How long the daemon is given: [`SHIM_WAIT`], less the spool write of a body this large,
+/// never under a quarter of it.
 fn daemon_wait(body_len: usize) -> Duration {
     let mib = u32::try_from(body_len >> 20).unwrap_or(u32::MAX);
     SHIM_WAIT
         .saturating_sub(SPOOL_PER_MIB.saturating_mul(mib))
-        .max(SHIM_WAIT / 2)
+        .max(SHIM_WAIT / 4)
 }
 
 /// What became of one hook.
@@ -239,9 +242,9 @@ mod tests {
         use super::{daemon_wait, BUDGET, SHIM_WAIT};
         use std::time::Duration;
         assert_eq!(daemon_wait(4096), SHIM_WAIT);
-        assert_eq!(daemon_wait(24 << 20), SHIM_WAIT - Duration::from_millis(48));
-        // Never less than half the wait, whatever the size.
-        assert_eq!(daemon_wait(usize::MAX), SHIM_WAIT / 2);
+        assert_eq!(daemon_wait(24 << 20), SHIM_WAIT - Duration::from_millis(96));
+        // Never less than a quarter of the wait, whatever the size.
+        assert_eq!(daemon_wait(usize::MAX), SHIM_WAIT / 4);
         assert!(BUDGET > SHIM_WAIT);
     }
 
