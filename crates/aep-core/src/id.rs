@@ -8,7 +8,7 @@ pub fn new_id() -> String {
 
 /// Now, as RFC 3339 UTC with milliseconds (AEP-0001 §5 `time`; display only, never ordering).
 pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+    crate::time::now_millis()
 }
 
 #[cfg(test)]
