@@ -20,6 +20,7 @@ pub mod http;
 pub mod hub;
 pub mod lane;
 pub mod people;
+pub mod policy;
 pub mod prices;
 pub mod sinks;
 pub mod spool_limit;
