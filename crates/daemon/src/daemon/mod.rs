@@ -67,7 +67,15 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let relay_settings = args.relay.settings(&args.endpoint)?;
     let otlp_settings = args.otlp.settings()?;
     let nats_settings = args.nats.settings()?;
-    let hub_settings = args.hub.settings()?;
+    let mut hub_settings = args.hub.settings()?;
+    // The policy (AEP_CLINE_POLICY): a file that is missing or bad at start stops the start.
+    let policy = match &args.hub.policy {
+        Some(path) => Some(crate::policy::Active::load(path).map_err(|e| anyhow::anyhow!("AEP_CLINE_POLICY: {e}"))?),
+        None => None,
+    };
+    if let Some(hub) = hub_settings.as_mut() {
+        hub.policy = policy.clone();
+    }
     let limits = args.connections.limits()?;
     // Observation is open on loopback without a token (the machine's own users; browsers are
     // kept out by `http::origin`); beyond it, anyone who can reach the port could read every
@@ -103,6 +111,10 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // is the hub control gate's to say.
     let (link, requests) = control::link();
     let gate = hub_settings.as_ref().is_some_and(|h| h.control);
+    if let (Some(active), false) = (&policy, gate) {
+        tracing::warn!(path = %active.status().path.display(),
+            "AEP_CLINE_POLICY is set but the hub control gate is off: no approval is answered by policy until AEP_CLINE_HUB_CONTROL=1");
+    }
     let intake = Arc::new(Intake::new(sessions.clone(), gate.then_some(link)));
     let instance = format!("{}/{}", config.host, std::process::id());
     let supervisor = Supervisor::new();
@@ -280,6 +292,9 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         let sessions = sessions.clone();
         supervisor.every("log retention", RETENTION_TICK, move || retain_logs(&sessions, retain));
     }
+    if let Some(active) = policy.clone() {
+        supervisor.every("policy watch", crate::policy::file::POLL, move || active.check());
+    }
     let hub_status = hub_settings.as_ref().map(|s| Arc::new(hub::Status::new(s.control)));
     if let (Some(settings), Some(status)) = (hub_settings, hub_status.clone()) {
         let (sessions, intake) = (sessions.clone(), intake.clone());
@@ -313,6 +328,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         otlp,
         nats,
         hub: hub_status,
+        policy,
         capture: config.capture.to_string().into(),
         connections: connections.clone(),
     };

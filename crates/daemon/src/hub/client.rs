@@ -342,8 +342,9 @@ impl Connection<'_> {
                 let control = self.settings.control;
                 match (event.event.as_str(), event.session_id.clone()) {
                     ("approval.requested", _) => {
+                        let policy = self.settings.policy.clone();
                         self.lane
-                            .run(move |s, _| tap::approval_requested(s, &event, control))
+                            .run(move |s, i| tap::approval_requested(s, i, &event, control, policy.as_deref()))
                             .await;
                     }
                     ("approval.resolved", Some(session)) => {

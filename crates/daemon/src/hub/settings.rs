@@ -53,6 +53,8 @@ pub struct Settings {
     pub ack_guard: Duration,
     pub reconnect: Duration,
     pub handshake: Duration,
+    /// `AEP_CLINE_POLICY`: the rules that answer approvals before a person does.
+    pub policy: Option<std::sync::Arc<crate::policy::Active>>,
 }
 
 #[cfg(test)]

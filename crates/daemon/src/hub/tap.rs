@@ -9,10 +9,12 @@
 use crate::control::intake::withdraw;
 use crate::control::{Intake, Kind, Request};
 use crate::lane::{Lane, Sessions};
+use crate::people::act::{self, Action};
+use crate::policy::{self, Answer, Asked, PolicyFile};
 use cline_hooks::Planned;
 use cline_hub::ack::{self, HubOutcome};
 use cline_hub::frame::{ApprovalRequested, ApprovalResolved, HubError, HubEvent};
-use cline_hub::{control, AttentionContext};
+use cline_hub::{attention, control, AttentionContext};
 
 use crate::lane::sessions::now_ms;
 
@@ -32,8 +34,16 @@ fn append(sessions: &Sessions, session: &str, plan: impl FnOnce(Lane<'_>) -> Vec
 
 /// `approval.requested` → `attention.requested` on the session the hooks own (the hub
 /// `sessionId` is the hooks' `sessionContext.rootSessionId`), in the agent's open run, caused
-/// by the tool call it gates. Returns the session, for routing the resolution.
-pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) -> Option<String> {
+/// by the tool call it gates. With a policy (`AEP_CLINE_POLICY`) the request is decided as it
+/// is mirrored (the rule is named on it), and an approve or deny is then submitted to the
+/// intake as a person's answer would be. Returns the session, for routing the resolution.
+pub fn approval_requested(
+    sessions: &Sessions,
+    intake: &Intake,
+    event: &HubEvent,
+    control: bool,
+    policy: Option<&policy::Active>,
+) -> Option<String> {
     let approval: ApprovalRequested = match event.payload_as() {
         Ok(a) => a,
         Err(e) => {
@@ -43,6 +53,8 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
     };
     let session = approval.session_id.clone();
     let ctx = context(sessions, control);
+    let file = policy.map(policy::Active::current);
+    let mut decided = None;
     append(sessions, &session, |lane| {
         let run = approval
             .agent_id
@@ -55,12 +67,60 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
             .as_deref()
             .and_then(|c| lane.tracker.tool_requested(c))
             .map(str::to_string);
-        lane.approvals
-            .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id)
-            .into_iter()
-            .collect()
+        let mut planned =
+            lane.approvals
+                .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id);
+        // Only a request mirrored now is decided: the hub re-sends pending ones at subscribe.
+        if let (Some(file), Some(request)) = (&file, planned.as_mut()) {
+            let asked = Asked::from_approval(
+                approval.tool_name.as_deref().unwrap_or_default(),
+                approval.input_json.as_deref(),
+                lane.tracker.workspace(),
+            );
+            decided = decide(file, &asked, control, &session, request);
+        }
+        planned.into_iter().collect()
     });
+    if let Some((request, rule, answer, reason)) = decided {
+        let action = match answer {
+            Answer::Approve => Action::Approve { request, reason: None },
+            _ => Action::Deny { request, reason },
+        };
+        let command = act::command(&action, &session, POLICY_AGENT, sessions.host());
+        if let Err(e) = intake.submit_policy(&command, &rule) {
+            tracing::error!(%session, rule, error = %e, "policy: the answer could not be submitted; a person answers");
+        }
+    }
     Some(session)
+}
+
+/// The agent name the policy's commands are sent as.
+const POLICY_AGENT: &str = "aep-cline-policy";
+
+/// Decides `request` by `file`, logs the decision and names the rule on the request. `Some`
+/// (request id, rule, answer, reason) when the policy answers it itself.
+fn decide(
+    file: &PolicyFile,
+    asked: &Asked,
+    control: bool,
+    session: &str,
+    request: &mut Planned,
+) -> Option<(String, String, Answer, Option<String>)> {
+    let decision = file.decide(asked);
+    let Some(rule) = decision.rule else {
+        tracing::info!(%session, request = %request.id, tool = %asked.tool, "policy: no rule matched; a person answers");
+        return None;
+    };
+    let answer = rule.answer;
+    if answer != Answer::Ask && !control {
+        tracing::warn!(%session, request = %request.id, tool = %asked.tool, rule = %rule.name, %answer,
+            "policy: not applied: answering needs the hub control gate (AEP_CLINE_HUB_CONTROL=1); a person answers");
+        return None;
+    }
+    tracing::info!(%session, request = %request.id, tool = %asked.tool, rule = %rule.name, %answer,
+        why = %decision.why, "policy: decided");
+    attention::by_policy(&mut request.event, &rule.name, Some(answer.as_str()));
+    (answer != Answer::Ask).then(|| (request.id.clone(), rule.name.clone(), answer, rule.reason.clone()))
 }
 
 /// `approval.resolved` → the answer and the resolution (or nothing yet, while our own answer's

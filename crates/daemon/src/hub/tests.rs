@@ -104,6 +104,7 @@ impl Rig {
             ack_guard: options.guard,
             reconnect: Duration::from_millis(50),
             handshake: Duration::from_millis(500),
+            policy: None,
         };
         let (link, requests) = crate::control::link();
         let intake = Arc::new(Intake::new(sessions.clone(), options.control.then_some(link)));
@@ -805,7 +806,7 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
             Bus::default(),
         )
     };
-    let before = sessions(dir.path());
+    let before = Arc::new(sessions(dir.path()));
     before
         .ingest_hook(&hook("agent_start"), &crate::firing::Firing::default())
         .unwrap();
@@ -813,8 +814,9 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
         cline_hub::frame::Incoming::Event(e) => e,
         other => panic!("{other:?}"),
     };
-    super::tap::approval_requested(&before, &event, true);
-    drop(before);
+    let intake = Intake::new(before.clone(), None);
+    super::tap::approval_requested(&before, &intake, &event, true, None);
+    drop((intake, before));
     let after = sessions(dir.path());
     let ended = match after
         .ingest_hook(&hook("session_shutdown"), &crate::firing::Firing::default())

@@ -51,6 +51,17 @@ pub struct Pending {
     pub time: String,
     /// Whether a command may answer it (`respond_via` ∋ `control`, AEP-0008 §2).
     pub answerable: bool,
+    /// The policy rule that decided it (`AEP_CLINE_POLICY`): an approve or deny still in
+    /// flight, or `ask` (a person answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ByPolicy>,
+}
+
+/// A policy rule's decision on a request (`cline.policy_rule`, `cline.policy_answer`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ByPolicy {
+    pub rule: String,
+    pub answer: String,
 }
 
 /// How many characters of an attention id a person types.
@@ -258,6 +269,10 @@ impl Summary {
                         .get("respond_via")
                         .and_then(Value::as_array)
                         .is_none_or(|v| v.iter().any(|m| m == "control")),
+                    policy: str_of(data, "cline.policy_rule").map(|rule| ByPolicy {
+                        rule: rule.to_string(),
+                        answer: str_of(data, "cline.policy_answer").unwrap_or("ask").to_string(),
+                    }),
                 };
                 self.waiting.insert(id, pending);
             }

@@ -81,6 +81,14 @@ fn now() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
+impl std::fmt::Debug for Active {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Active")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Active {
     /// Reads the file at start: a missing or bad file is an error that says what to do.
     pub fn load(path: &Path) -> Result<Arc<Active>, String> {

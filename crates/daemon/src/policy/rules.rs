@@ -56,8 +56,8 @@ impl fmt::Display for Answer {
 pub enum PolicyError {
     #[error("the policy file is {0} bytes, above the {MAX_BYTES}-byte bound: a policy is a page of rules")]
     TooLarge(u64),
-    #[error("the policy file is not TOML: {0}")]
-    Toml(String),
+    #[error("line {line}: not TOML: {problem}")]
+    Toml { line: usize, problem: String },
     #[error("line {line}: {problem}")]
     Rule { line: usize, problem: String },
 }
@@ -120,10 +120,14 @@ impl PolicyFile {
         if text.len() as u64 > MAX_BYTES {
             return Err(PolicyError::TooLarge(text.len() as u64));
         }
-        let raw: RawFile = toml::from_str(text).map_err(|e| PolicyError::Toml(e.to_string().trim_end().to_string()))?;
+        let line_at = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let raw: RawFile = toml::from_str(text).map_err(|e| PolicyError::Toml {
+            line: line_at(e.span().map_or(0, |s| s.start)),
+            problem: e.message().trim_end().replace('\n', " "),
+        })?;
         let mut rules = Vec::with_capacity(raw.rule.len());
         for (i, spanned) in raw.rule.into_iter().enumerate() {
-            let line = text[..spanned.span().start.min(text.len())].matches('\n').count() + 1;
+            let line = line_at(spanned.span().start);
             let table = spanned.into_inner();
             let label = match table.get("name").and_then(toml::Value::as_str) {
                 Some(name) => format!("rule {name:?}"),
@@ -175,7 +179,7 @@ impl PolicyFile {
                             matcher,
                             text: text.clone(),
                         })
-                        .map_err(|e| bad(format!("{label}: command = {text:?} is not a regex: {e}")))
+                        .map_err(|e| bad(format!("{label}: command = {text:?} is not a regex: {}", one_line(&e))))
                 })
                 .transpose()?;
             rules.push(Rule {
@@ -216,6 +220,13 @@ impl PolicyFile {
             skipped,
         }
     }
+}
+
+/// A regex error on one line: its last line says what is wrong (the others point at it).
+fn one_line(e: &regex::Error) -> String {
+    let text = e.to_string();
+    let last = text.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
+    last.strip_prefix("error: ").unwrap_or(last).to_string()
 }
 
 /// What an approval asks, as the rules see it.
@@ -496,9 +507,9 @@ answer = "ask"
     fn bad_files_say_the_line_and_the_problem() {
         let err = |text: &str| PolicyFile::parse(text).unwrap_err().to_string();
         let e = err("[[rule]]\nname = 'a'\nanswer = 'approve'\n\n[[rule]]\nname = 'b'\ncommand = '(unclosed'\nanswer = 'deny'\n");
-        assert!(
-            e.starts_with("line 5: rule \"b\": command = \"(unclosed\" is not a regex"),
-            "{e}"
+        assert_eq!(
+            e,
+            "line 5: rule \"b\": command = \"(unclosed\" is not a regex: unclosed group"
         );
         let e = err("[[rule]]\nname = 'x'\nanswer = 'approve'\ncomand = 'ls'\n");
         assert!(e.contains("line 1: rule \"x\" has an unknown key \"comand\""), "{e}");
@@ -511,7 +522,7 @@ answer = "ask"
         let e = err("[[rule]]\nname = 'x'\nanswer = 'ask'\n[[rule]]\nname = 'x'\nanswer = 'ask'\n");
         assert!(e.contains("line 4") && e.contains("another rule has this name"), "{e}");
         let e = err("[[rule]]\nname = 'x'\nanswer = 'ask\n");
-        assert!(e.contains("not TOML") && e.contains("line 3"), "{e}");
+        assert!(e.starts_with("line 3: not TOML: ") && !e.contains('\n'), "{e}");
         let e = err("[[rules]]\nname = 'x'\n");
         assert!(e.contains("rules"), "{e}");
         let e = err("[[rule]]\nname = 'x'\ncommand = 'a{1000}{1000}'\nanswer = 'ask'\n");
