@@ -480,6 +480,11 @@ tool = "run_*"
 command = '^echo\b'
 workspace = "{}"
 answer = "approve"
+
+[[rule]]
+name = "cat-asks"
+command = '^cat\b'
+answer = "ask"
 "#,
             cline.workspace().display()
         );
@@ -582,7 +587,31 @@ answer = "approve"
             person[0]["data"],
             json!({"answer": {"option": "approve"}, "via": "control"})
         );
-        assert_valid_stream(&log);
+
+        // An `ask` rule: a person answers, and `approvals` names the rule that asked.
+        client.start_run(&session, "last CMD:cat Cargo.toml");
+        let log = wait_log(&aep, &session, "the fourth approval", |l| {
+            of(l, "attention.requested").len() == 4
+        });
+        let fourth = of(&log, "attention.requested")[3].clone();
+        assert_eq!(fourth["data"]["cline.policy_rule"], "cat-asks");
+        assert_eq!(fourth["data"]["cline.policy_answer"], "ask");
+        let out = aep.run(&["approvals", "--json"], &[]);
+        let pending: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mine: Vec<&Value> = pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["session"] == session)
+            .collect();
+        assert_eq!(
+            mine[0]["policy"],
+            json!({"rule": "cat-asks", "answer": "ask"}),
+            "{pending}"
+        );
+        let table = String::from_utf8(aep.run(&["approvals"], &[]).stdout).unwrap();
+        assert!(table.contains("POLICY") && table.contains("ask (cat-asks)"), "{table}");
+        assert_valid_stream(&aep.log(&session));
 
         // Every decision is in the daemon's log with its rule.
         let token = serde_json::from_slice::<Value>(&std::fs::read(hub.discovery()).unwrap()).unwrap()["authToken"]
@@ -601,6 +630,7 @@ answer = "approve"
         };
         assert!(decided("echo-here", "approve"), "{stderr}");
         assert!(decided("no-denied-runs", "deny"), "{stderr}");
+        assert!(decided("cat-asks", "ask"), "{stderr}");
         assert!(stderr.contains("policy: no rule matched"), "{stderr}");
         assert!(!stderr.contains("allowed-run"), "no command in the log");
     }
