@@ -284,6 +284,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((p.iteration, p.user_id.as_deref()), (None, None));
+        assert_eq!(p.workspace(), Some("/w"), "the first root, without workspaceInfo");
         let record = p.tool_result.unwrap();
         assert_eq!(
             (record.id.as_deref(), record.name.as_deref(), record.duration_ms),

@@ -862,3 +862,55 @@ async fn a_hub_session_ends_when_the_hub_says_it_is_over_not_at_its_shutdown_hoo
         "ended once"
     );
 }
+
+#[test]
+fn without_the_control_gate_a_policy_names_only_its_ask_rules_and_answers_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy_file = dir.path().join("policy.toml");
+    let sessions = Arc::new(Sessions::new(
+        Journal::new(&dir.path().join("logs")),
+        "host".into(),
+        CapturePolicy::new(Capture::Metadata),
+        Redactor::new(RedactOptions::default()).unwrap(),
+        Bus::default(),
+    ));
+    sessions
+        .ingest_hook(&hook("agent_start"), &crate::firing::Firing::default())
+        .unwrap();
+    let intake = Intake::new(sessions.clone(), None);
+    let event = |name: &str| match cline_hub::frame::parse(&frame(name)).unwrap() {
+        cline_hub::frame::Incoming::Event(e) => e,
+        other => panic!("{other:?}"),
+    };
+    let read = || -> Vec<Value> {
+        std::fs::read_to_string(sessions.journal().path(SESSION))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let mirror = |rules: &str, name: &str| {
+        std::fs::write(&policy_file, rules).unwrap();
+        let policy = crate::policy::Active::load(&policy_file).unwrap();
+        super::tap::approval_requested(&sessions, &intake, &event(name), false, Some(&policy));
+        read()
+            .into_iter()
+            .rev()
+            .find(|e| e["type"] == "attention.requested")
+            .unwrap()
+    };
+    let approve = mirror(
+        "[[rule]]\nname = 'all'\nanswer = 'approve'\n",
+        "approval.requested.approve",
+    );
+    assert!(approve["data"].get("cline.policy_rule").is_none(), "{approve}");
+    let ask = mirror("[[rule]]\nname = 'people'\nanswer = 'ask'\n", "approval.requested.deny");
+    assert_eq!(ask["data"]["cline.policy_rule"], "people");
+    assert_eq!(ask["data"]["cline.policy_answer"], "ask");
+    let log = read();
+    assert!(
+        !log.iter().any(|e| e["type"].as_str().unwrap().starts_with("control.")),
+        "no command was submitted: {:?}",
+        types(&log)
+    );
+}
