@@ -191,6 +191,15 @@ impl PayloadError {
 }
 
 impl HookPayload {
+    /// The workspace folder: `workspaceInfo.rootPath`, else the first of `workspaceRoots`.
+    pub fn workspace(&self) -> Option<&str> {
+        self.workspace_info
+            .as_ref()
+            .and_then(|i| i.root_path.as_deref())
+            .or(self.workspace_roots.first().map(String::as_str))
+            .filter(|w| !w.is_empty())
+    }
+
     /// The AEP session: `sessionContext.rootSessionId`, which the hub also speaks, else the
     /// `taskId` (the public fixtures and older Clines carry no session context).
     pub fn session_key(&self) -> Option<&str> {
@@ -275,6 +284,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((p.iteration, p.user_id.as_deref()), (None, None));
+        assert_eq!(p.workspace(), Some("/w"), "the first root, without workspaceInfo");
         let record = p.tool_result.unwrap();
         assert_eq!(
             (record.id.as_deref(), record.name.as_deref(), record.duration_ms),

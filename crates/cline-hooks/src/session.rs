@@ -122,6 +122,8 @@ pub struct SessionTracker {
     held: Option<HeldCancel>,
     /// Cline 2.x said the open run's model request failed for good (see the module docs).
     api_failed: Option<ApiFailure>,
+    /// The workspace folder the latest hook named (what a policy rule's `workspace` matches).
+    workspace: Option<String>,
 }
 
 /// What a 2.x `Notification {source: "api_req_failed"}` said of the failure: its `message` is the
@@ -191,6 +193,7 @@ impl Default for SessionTracker {
             by_name: HashMap::new(),
             held: None,
             api_failed: None,
+            workspace: None,
         }
     }
 }
@@ -218,6 +221,11 @@ impl SessionTracker {
     /// session), or, with `false`, lets the next `session_shutdown` end it.
     pub fn set_hosted(&mut self, hosted: bool) {
         self.hosted = hosted;
+    }
+
+    /// The session's workspace folder, as the latest hook (or the logged `cwd`) said it.
+    pub fn workspace(&self) -> Option<&str> {
+        self.workspace.as_deref()
     }
 
     /// The run currently open for `agent`, if any.
@@ -393,6 +401,9 @@ impl SessionTracker {
         new_id: &mut dyn FnMut() -> String,
     ) -> Vec<Planned> {
         let agent = payload.agent().to_string();
+        if let Some(ws) = payload.workspace() {
+            self.workspace = Some(ws.to_string());
+        }
         let at = payload.timestamp.as_deref().and_then(epoch_ms);
         let mut out = Vec::new();
         if !self.started {
@@ -635,7 +646,18 @@ impl SessionTracker {
         let ty = s("type").unwrap_or("");
         let id = s("id").unwrap_or("").to_string();
         match ty {
-            "session.started" => self.started = true,
+            "session.started" => {
+                self.started = true;
+                // Logged at `redacted` and above only; redaction writes the home as `~`, which
+                // is no folder a rule can match.
+                if let Some(cwd) = event
+                    .pointer("/data/cwd")
+                    .and_then(Value::as_str)
+                    .filter(|c| c.starts_with('/'))
+                {
+                    self.workspace = Some(cwd.to_string());
+                }
+            }
             "session.ended" => {
                 self.started = true;
                 self.ended = true;

@@ -580,3 +580,17 @@ fn a_hub_hosted_session_outlives_its_shutdown_hook_until_the_hub_lets_it_go() {
     assert!(h.tracker.has_ended());
     h.assert_valid_stream();
 }
+
+#[test]
+fn the_tracker_keeps_the_workspace_the_hooks_name_and_a_logged_absolute_cwd() {
+    let mut h = Harness::new();
+    assert_eq!(h.tracker.workspace(), None);
+    h.feed(real("hooks-local", "agent_start"));
+    assert_eq!(h.tracker.workspace(), Some("/home/dev/proj"));
+    // Recovered from a log: an absolute `cwd` (capture full); a redacted `~/proj` is no folder.
+    let mut recovered = SessionTracker::new();
+    recovered.recover(&json!({"type": "session.started", "id": "E1", "data": {"cwd": "~/proj"}}));
+    assert_eq!(recovered.workspace(), None);
+    recovered.recover(&json!({"type": "session.started", "id": "E1", "data": {"cwd": "/srv/billing-api"}}));
+    assert_eq!(recovered.workspace(), Some("/srv/billing-api"));
+}

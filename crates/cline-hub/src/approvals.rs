@@ -22,6 +22,8 @@ use serde_json::Value;
 pub struct Answering {
     pub command_id: String,
     pub answer: Answer,
+    /// The policy rule that gave this answer (`AEP_CLINE_POLICY`); `None` for a person's.
+    pub policy_rule: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -279,13 +281,17 @@ fn outcome(p: &Pending, held: &Held, ours: Option<&Answering>, ctx: &AttentionCo
         ),
     };
     let answered_id = new_id();
+    let mut event = attention::answered(&answer, via, &p.request_event, ctx);
+    if let Some(rule) = ours.and_then(|a| a.policy_rule.as_deref()) {
+        attention::by_policy(&mut event, rule, None);
+    }
     vec![
         Planned {
             id: answered_id.clone(),
             run: p.run.clone(),
             cause: Some(cause),
             agent: None,
-            event: attention::answered(&answer, via, &p.request_event, ctx),
+            event,
         },
         Planned {
             id: new_id(),

@@ -154,6 +154,23 @@ pub fn answered(answer: &Answer, via: Via, request_event: &str, ctx: &AttentionC
     mapped("attention.answered", level, Some(request_event.to_string()), data)
 }
 
+/// The policy's part in a request or its answer (metadata: the operator's rule name, never
+/// what was asked): `by: "policy"` (the responder label, AEP-0002 §5.3) and
+/// `cline.policy_rule` on an answer; `cline.policy_rule` and `cline.policy_answer` on a
+/// request the policy decided. Nothing at capture `none`.
+pub fn by_policy(m: &mut Mapped, rule: &str, decided: Option<&str>) {
+    let Some(data) = m.data.as_mut() else { return };
+    match decided {
+        Some(answer) => {
+            data.insert("cline.policy_answer".into(), json!(answer));
+        }
+        None => {
+            data.insert("by".into(), json!("policy"));
+        }
+    }
+    data.insert("cline.policy_rule".into(), json!(rule));
+}
+
 /// `attention.resolved {resolution, latency_ms?}`, subject = the request Event's id.
 pub fn resolved(
     resolution: Resolution,

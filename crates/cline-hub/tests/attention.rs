@@ -181,6 +181,7 @@ fn answering(command: &str, option: &'static str, text: Option<&str>) -> Answeri
             option,
             text: text.map(str::to_string),
         },
+        policy_rule: None,
     }
 }
 
@@ -426,4 +427,32 @@ fn a_restarted_daemon_recovers_what_it_left_pending_from_its_log() {
         Err(AnswerRefused::NoApprovalId("R9".into()))
     );
     assert_eq!(blind.dismiss_all(0, &ctx, &mut || "D".into()).len(), 1);
+}
+
+#[test]
+fn a_policy_answer_names_its_rule_at_metadata_and_nothing_at_none() {
+    let redactor = common::redactor();
+    for (level, named) in [(Capture::Metadata, true), (Capture::None, false)] {
+        let policy = common::policy(level);
+        let ctx = ctx(&policy, &redactor, true);
+        let mut s = Stream::new();
+        let mut table = Approvals::new();
+        let req = s.request(&mut table, "approval.requested.deny", Some(1796007303420), &ctx);
+        let by_policy = Answering {
+            policy_rule: Some("no-echo".into()),
+            ..answering("CMD-P", DENY, Some("echo is not allowed here"))
+        };
+        let approval_id = table.answer(req["id"].as_str().unwrap(), by_policy).unwrap();
+        assert!(table.replied(&approval_id, true, &ctx, &mut ids()).is_empty());
+        let resolved = resolution("approval.resolved.denied");
+        let out = s.commit(table.resolved(&resolved, Some(1796007303430), &ctx, &mut ids()));
+        assert_eq!(types(&out), ["attention.answered", "attention.resolved"]);
+        let expected = match named {
+            true => {
+                json!({"answer": {"option": "deny"}, "via": "control", "by": "policy", "cline.policy_rule": "no-echo"})
+            }
+            false => Value::Null,
+        };
+        assert_eq!(out[0]["data"], expected, "at {level:?}");
+    }
 }

@@ -39,7 +39,7 @@ pub fn open(path: &Path, limit: u64) -> std::io::Result<(File, u64)> {
         };
         return Err(Error::new(
             ErrorKind::InvalidInput,
-            format!("{what} stands where Cline keeps a file; left unread"),
+            format!("{what} stands where a file belongs; left unread"),
         ));
     }
     if meta.len() > limit {
@@ -83,7 +83,7 @@ fn too_large(bytes: u64, limit: u64) -> Error {
     Error::new(
         ErrorKind::InvalidData,
         format!(
-            "{bytes} bytes, over the {} MiB limit for one of Cline's files; left unread",
+            "{bytes} bytes, over the {} MiB limit for this file; left unread",
             limit >> 20
         ),
     )

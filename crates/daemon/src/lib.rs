@@ -30,6 +30,7 @@ pub mod hub;
 pub mod lane;
 pub mod notify;
 pub mod people;
+pub mod policy;
 pub mod prices;
 pub mod sinks;
 pub mod spool_limit;

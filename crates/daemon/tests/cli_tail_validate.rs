@@ -1,4 +1,4 @@
-//! `aep-cline tail` and `aep-cline validate` through the real binary.
+//! `aep-cline tail`, `aep-cline validate` and `aep-cline policy test` through the real binary.
 
 use crate::support;
 
@@ -513,4 +513,98 @@ fn hostile_logs_never_hang_panic_or_vanish_silently() {
     assert_eq!(status, 200);
     let (status, stderr) = daemon.stop();
     assert!(status.success() && !stderr.contains("panicked"), "{stderr}");
+}
+
+/// `aep-cline policy test FILE ARGS`: (exit code, stdout, stderr).
+fn policy_test(file: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .args(["policy", "test"])
+        .arg(file)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn policy_test_names_the_rule_that_would_answer_and_a_bad_file_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.toml");
+    std::fs::write(
+        &file,
+        r#"
+[[rule]]
+name = "no-push-to-main"
+tool = "run_commands"
+command = 'git\s+push\b.*\bmain\b'
+answer = "deny"
+reason = "open a pull request instead"
+
+[[rule]]
+name = "read-only"
+command = '^(ls|cat|git status)\b'
+answer = "approve"
+
+[[rule]]
+name = "docs"
+tool = "editor"
+path = "docs/**"
+workspace = "/srv/*"
+answer = "approve"
+"#,
+    )
+    .unwrap();
+    let (code, out, _) = policy_test(&file, &["--command", "git push origin main"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("deny: rule \"no-push-to-main\" (line 2)"), "{out}");
+    assert!(out.contains("Cline is told: open a pull request instead"), "{out}");
+
+    let (code, out, _) = policy_test(&file, &["--command", "ls -la", "--command", "git status"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("approve: rule \"read-only\""), "{out}");
+    assert!(
+        out.contains("skipped \"no-push-to-main\""),
+        "the rule tried first says why not: {out}"
+    );
+
+    // A batch with one command outside the rule is not read-only: a person answers.
+    let (code, out, _) = policy_test(&file, &["--command", "ls", "--command", "make"]);
+    assert_eq!(code, Some(0));
+    assert!(out.ends_with("ask: no rule matched (a person answers)\n"), "{out}");
+
+    let (_, out, _) = policy_test(
+        &file,
+        &[
+            "--tool",
+            "editor",
+            "--path",
+            "/srv/site/docs/a.md",
+            "--workspace",
+            "/srv/site",
+        ],
+    );
+    assert!(out.contains("approve: rule \"docs\""), "{out}");
+    let (_, out, _) = policy_test(&file, &["--path", "/srv/site/src/a.rs", "--workspace", "/srv/site"]);
+    assert!(out.contains("path \"src/a.rs\" does not match"), "{out}");
+
+    // A bad file: exit 2, the line and the problem.
+    std::fs::write(
+        &file,
+        "[[rule]]\nname = \"x\"\nanswer = \"approve\"\n\n[[rule]]\nname = \"y\"\nanser = \"deny\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = policy_test(&file, &["--command", "ls"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains("line 5: rule \"y\" has an unknown key \"anser\""), "{err}");
+    let (code, _, err) = policy_test(&dir.path().join("none.toml"), &["--command", "ls"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("does not exist"), "{err}");
+
+    let help = Command::new(BIN).args(["policy", "test", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("first that matches answers") && help.contains("--workspace"),
+        "{help}"
+    );
 }

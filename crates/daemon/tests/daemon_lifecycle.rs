@@ -810,3 +810,63 @@ fn desktop_notifications_run_notify_send_or_say_once_that_there_is_none() {
     let (_, stderr) = sb.start().stop();
     assert_eq!(stderr.matches("no notify-send").count(), 1, "{stderr}");
 }
+
+#[test]
+fn the_policy_files_budget_tables_set_the_budgets_and_a_bad_one_keeps_the_last_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    let write = |text: &str| {
+        // A new file renamed over the old: a new inode, so the next poll reads it.
+        let next = dir.path().join("policy.toml.next");
+        std::fs::write(&next, text).unwrap();
+        std::fs::rename(&next, &policy).unwrap();
+    };
+    write("[[budget]]\nworkspace = \"**/billing-*\"\nrun = 0.5\n");
+    let sb = Sandbox::new()
+        .with_env("AEP_CLINE_POLICY", policy.to_str().unwrap())
+        .with_env("AEP_CLINE_BUDGET", "run=2,day=50");
+    let daemon = sb.start();
+    let overrides = |h: &Value| h["budget"]["overrides"].as_array().map_or(0, Vec::len);
+    let health = healthz(&daemon.addr());
+    assert_eq!(
+        overrides(&health),
+        1,
+        "set from the file at start: {}",
+        health["budget"]
+    );
+    // Two tables now: read at the next poll.
+    write("[[budget]]\nworkspace = \"**/billing-*\"\nrun = 0.5\n\n[[budget]]\nworkspace = \"/srv/**\"\nday = 5\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while overrides(&healthz(&daemon.addr())) != 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the rewritten file's budgets were never used"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A bad table makes the file bad: the last good budgets stay, and the policy says why.
+    write("[[budget]]\nworkspace = \"**/billing-*\"\nrun = -1\n");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let health = loop {
+        let health = healthz(&daemon.addr());
+        if health["policy"]["last_error"].is_string() {
+            break health;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the bad file was never reported: {}",
+            health["policy"]
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        health["policy"]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("[[budget]] #1"),
+        "{}",
+        health["policy"]
+    );
+    assert_eq!(overrides(&health), 2, "the last good budgets stay");
+    drop(daemon);
+}

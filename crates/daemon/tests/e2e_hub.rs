@@ -775,3 +775,318 @@ async fn a_notification_link_approves_the_real_tool_once_and_dead_receivers_dela
         assert!(!stderr.contains(token), "a link's token reached the daemon's log");
     }
 }
+
+/// The policy (`AEP_CLINE_POLICY`) on the real hub: the daemon answers what its rules decide
+/// through the same intake as a person, and leaves the rest to a person.
+mod policy {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// [`setup`] with a policy file (written before the daemon starts).
+    fn setup_with(policy: &str) -> (FakeModel, ClineSandbox, Sandbox, PathBuf) {
+        let (model, cline, aep) = setup();
+        let path = aep.root.path().join("policy.toml");
+        std::fs::write(&path, policy).unwrap();
+        let aep = aep.with_env("AEP_CLINE_POLICY", path.to_str().unwrap());
+        (model, cline, aep, path)
+    }
+
+    /// Polls `/healthz` until `done` holds of its `policy` (60 s at most).
+    fn wait_policy(daemon: &Daemon, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, body) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
+            let policy = serde_json::from_str::<Value>(&body).unwrap()["policy"].clone();
+            if done(&policy) {
+                return policy;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: /healthz policy is {policy}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The daemon's log without its terminal colours.
+    fn plain(stderr: &str) -> String {
+        regex::Regex::new("\x1b\\[[0-9;]*m")
+            .unwrap()
+            .replace_all(stderr, "")
+            .into_owned()
+    }
+
+    fn answered_by(log: &[Value], rule: &str) -> Vec<Value> {
+        of(log, "attention.answered")
+            .into_iter()
+            .filter(|e| e["data"]["by"] == "policy" && e["data"]["cline.policy_rule"] == rule)
+            .cloned()
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn approve_and_deny_rules_answer_with_no_person_and_the_rest_waits() {
+        let model = FakeModel::start(Script::default());
+        let cline = ClineSandbox::new(&model);
+        // The approve rule holds in this workspace only: the hooks tell the daemon where it is.
+        let policy = format!(
+            r#"
+[[rule]]
+name = "no-denied-runs"
+tool = "run_commands"
+command = 'denied'
+answer = "deny"
+reason = "policy says no: use the staging box"
+
+[[rule]]
+name = "echo-here"
+tool = "run_*"
+command = '^echo\b'
+workspace = "{}"
+answer = "approve"
+
+[[rule]]
+name = "cat-asks"
+command = '^cat\b'
+answer = "ask"
+"#,
+            cline.workspace().display()
+        );
+        let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL").with_env("RUST_LOG", "info");
+        let path = aep.root.path().join("policy.toml");
+        std::fs::write(&path, policy).unwrap();
+        let aep = aep.with_env("AEP_CLINE_POLICY", path.to_str().unwrap());
+        let hub = RealHub::ensure(&cline);
+        let daemon = aep.start();
+        let client = HubClient::connect(&hub.discovery()).await;
+        let session = client.create_session(&cline.workspace()).await;
+
+        // Approved by policy: the real tool runs, nobody answered.
+        client.start_run(&session, "please CMD:echo allowed-run");
+        let log = wait_log(&aep, &session, "the approved run's end", |l| {
+            !of(l, "run.finished").is_empty()
+        });
+        let request = of(&log, "attention.requested")[0].clone();
+        assert_eq!(request["data"]["cline.policy_rule"], "echo-here");
+        assert_eq!(request["data"]["cline.policy_answer"], "approve");
+        let answered = answered_by(&log, "echo-here");
+        assert_eq!(answered.len(), 1, "{:?}", types(&log));
+        assert_eq!(
+            answered[0]["data"],
+            json!({"answer": {"option": "approve"}, "via": "control", "by": "policy", "cline.policy_rule": "echo-here"})
+        );
+        assert_eq!(
+            caused_by(&log, "control.accepted", answered[0]["cause"].as_str().unwrap()).len(),
+            1,
+            "acked as any command"
+        );
+        assert_eq!(
+            of(&log, "tool.completed").len(),
+            1,
+            "the approved tool ran: {:?}",
+            types(&log)
+        );
+        assert!(
+            !log.iter().any(|e| e.to_string().contains("allowed-run")),
+            "no command at metadata"
+        );
+
+        // Denied by policy: Cline gets the rule's reason, the tool fails `denied`.
+        client.start_run(&session, "now CMD:echo denied-run");
+        let log = wait_log(&aep, &session, "the denied run's end", |l| {
+            of(l, "run.finished").len() == 2
+        });
+        let answered = answered_by(&log, "no-denied-runs");
+        assert_eq!(answered.len(), 1, "{:?}", types(&log));
+        assert_eq!(answered[0]["data"]["answer"], json!({"option": "deny"}));
+        let resolved = client.event(&session, "approval.resolved", 1).await;
+        assert_eq!(resolved["payload"]["approved"], false);
+        assert_eq!(resolved["payload"]["reason"], "policy says no: use the staging box");
+        let failed = of(&log, "tool.failed");
+        assert_eq!(failed.len(), 1, "{:?}", types(&log));
+        assert_eq!(failed[0]["data"]["error"]["type"], "denied");
+        assert_eq!(of(&log, "tool.completed").len(), 1, "the denied tool did not run");
+
+        // No rule matches: the request waits for a person, as without a policy.
+        client.start_run(&session, "then CMD:ls -la");
+        let log = wait_log(&aep, &session, "the third approval", |l| {
+            of(l, "attention.requested").len() == 3
+        });
+        let third = of(&log, "attention.requested")[2].clone();
+        assert!(third["data"].get("cline.policy_rule").is_none(), "{third}");
+        hub_frames_handled(&client, &aep, &cline).await;
+        let out = aep.run(&["approvals", "--json"], &[]);
+        let pending: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mine: Vec<&Value> = pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["session"] == session)
+            .collect();
+        assert_eq!(mine.len(), 1, "{pending}");
+        assert_eq!(mine[0]["id"], third["id"]);
+        assert!(mine[0].get("policy").is_none(), "{pending}");
+        let log = aep.log(&session);
+        assert_eq!(
+            of(&log, "attention.answered").len(),
+            2,
+            "nobody answered the third: {:?}",
+            types(&log)
+        );
+        post(
+            &daemon,
+            &command(
+                "CMD-person",
+                "control.attention.respond",
+                &session,
+                third["id"].as_str(),
+                json!({"answer": {"option": "approve"}}),
+            ),
+        );
+        let log = wait_log(&aep, &session, "the third run's end", |l| {
+            of(l, "run.finished").len() == 3
+        });
+        let person = caused_by(&log, "attention.answered", "CMD-person");
+        assert_eq!(
+            person[0]["data"],
+            json!({"answer": {"option": "approve"}, "via": "control"})
+        );
+
+        // An `ask` rule: a person answers, and `approvals` names the rule that asked.
+        client.start_run(&session, "last CMD:cat Cargo.toml");
+        let log = wait_log(&aep, &session, "the fourth approval", |l| {
+            of(l, "attention.requested").len() == 4
+        });
+        let fourth = of(&log, "attention.requested")[3].clone();
+        assert_eq!(fourth["data"]["cline.policy_rule"], "cat-asks");
+        assert_eq!(fourth["data"]["cline.policy_answer"], "ask");
+        let out = aep.run(&["approvals", "--json"], &[]);
+        let pending: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mine: Vec<&Value> = pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["session"] == session)
+            .collect();
+        assert_eq!(
+            mine[0]["policy"],
+            json!({"rule": "cat-asks", "answer": "ask"}),
+            "{pending}"
+        );
+        let table = String::from_utf8(aep.run(&["approvals"], &[]).stdout).unwrap();
+        assert!(table.contains("POLICY") && table.contains("ask (cat-asks)"), "{table}");
+        assert_valid_stream(&aep.log(&session));
+
+        // Every decision is in the daemon's log with its rule.
+        let token = serde_json::from_slice::<Value>(&std::fs::read(hub.discovery()).unwrap()).unwrap()["authToken"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (_, stderr) = daemon.stop();
+        let stderr = plain(&stderr);
+        assert!(!stderr.contains(&token));
+        let decided = |rule: &str, answer: &str| {
+            stderr.lines().any(|l| {
+                l.contains("policy: decided")
+                    && l.contains(&format!("rule={rule}"))
+                    && l.contains(&format!("answer={answer}"))
+            })
+        };
+        assert!(decided("echo-here", "approve"), "{stderr}");
+        assert!(decided("no-denied-runs", "deny"), "{stderr}");
+        assert!(decided("cat-asks", "ask"), "{stderr}");
+        assert!(stderr.contains("policy: no rule matched"), "{stderr}");
+        assert!(!stderr.contains("allowed-run"), "no command in the log");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rewritten_policy_applies_to_the_next_request_and_a_bad_one_keeps_the_last_good() {
+        let (_model, cline, aep, path) =
+            setup_with("[[rule]]\nname = \"v1-approve\"\ncommand = '^echo'\nanswer = \"approve\"\n");
+        let hub = RealHub::ensure(&cline);
+        let daemon = aep.start();
+        let first = wait_policy(&daemon, "the policy at start", |p| p["rules"] == 1);
+        assert!(first["last_error"].is_null(), "{first}");
+        let client = HubClient::connect(&hub.discovery()).await;
+        let session = client.create_session(&cline.workspace()).await;
+
+        // Rewritten while the daemon runs: the next request is decided by the new rules.
+        std::fs::write(
+            &path,
+            "[[rule]]\nname = \"v2-deny-two\"\ncommand = 'two'\nanswer = \"deny\"\nreason = \"v2 says no\"\n\n\
+             [[rule]]\nname = \"v2-approve\"\ncommand = '^echo'\nanswer = \"approve\"\n",
+        )
+        .unwrap();
+        wait_policy(&daemon, "the rewritten policy", |p| p["rules"] == 2);
+        client.start_run(&session, "please CMD:echo two");
+        let log = wait_log(&aep, &session, "the denied run's end", |l| {
+            !of(l, "run.finished").is_empty()
+        });
+        assert_eq!(answered_by(&log, "v2-deny-two").len(), 1, "{:?}", types(&log));
+        let resolved = client.event(&session, "approval.resolved", 0).await;
+        assert_eq!(resolved["payload"]["reason"], "v2 says no");
+
+        // A bad file: the last good policy stays, and the log, /healthz and doctor say why.
+        std::fs::write(
+            &path,
+            "[[rule]]\nname = \"v3\"\ncommand = '(unclosed'\nanswer = \"deny\"\n",
+        )
+        .unwrap();
+        let bad = wait_policy(&daemon, "the bad file's error", |p| p["last_error"].is_string());
+        let error = bad["last_error"].as_str().unwrap();
+        assert!(error.contains("line 1") && error.contains("is not a regex"), "{error}");
+        assert_eq!(bad["rules"], 2);
+        let doctor = aep.run(&["doctor"], &[]);
+        let said = String::from_utf8_lossy(&doctor.stdout);
+        assert!(
+            said.contains("2 rule(s)")
+                && said.contains("the last good policy stays active")
+                && said.contains("is not a regex"),
+            "{said}"
+        );
+        client.start_run(&session, "again CMD:echo three");
+        let log = wait_log(&aep, &session, "the approved run's end", |l| {
+            of(l, "run.finished").len() == 2
+        });
+        assert_eq!(
+            answered_by(&log, "v2-approve").len(),
+            1,
+            "the last good policy answered: {:?}",
+            types(&log)
+        );
+        assert_eq!(of(&log, "tool.completed").len(), 1);
+        assert_valid_stream(&log);
+
+        let stderr = plain(&daemon.stop().1);
+        assert!(stderr.contains("policy reloaded"), "{stderr}");
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("policy file not used") && l.contains("is not a regex")),
+            "{stderr}"
+        );
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("policy: decided") && l.contains("rule=v2-approve")),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn a_missing_policy_file_stops_the_start_and_says_what_to_do() {
+        let out = Sandbox::new().run(
+            &["daemon"],
+            &[
+                ("AEP_LISTEN", "127.0.0.1:0"),
+                ("AEP_CLINE_POLICY", "/nonexistent/policy.toml"),
+            ],
+        );
+        assert!(!out.status.success());
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains("AEP_CLINE_POLICY") && said.contains("does not exist") && said.contains("create it"),
+            "{said}"
+        );
+    }
+}

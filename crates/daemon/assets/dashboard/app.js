@@ -139,7 +139,8 @@ function approvalItem(p, live) {
       el('a', { href: `#/s/${encodeURIComponent(p.session)}`, class: 'mono' }, p.session),
       el('span', { class: 'muted waited' }, ` · waiting ${ago(p.time).replace(' ago', '')} · id `),
       el('span', { class: 'mono' }, p.short)),
-    p.prompt ? el('div', { class: 'mono' }, p.prompt) : '');
+    p.prompt ? el('div', { class: 'mono' }, p.prompt) : '',
+    p.policy ? el('div', { class: 'muted policy' }, `policy rule ${p.policy.rule}: ${p.policy.answer}`) : '');
   if (canAnswer) {
     const text = el('input', { type: 'text', 'aria-label': `Answer ${p.short} in words`, placeholder: 'or answer in words (other text denies, as the reason)', size: 44 });
     item.append(el('div', { class: 'row' },
@@ -242,7 +243,7 @@ async function act(button, what, body) {
 
 function describe(e) {
   const d = e.data || {};
-  if (e.type === 'attention.answered') return `${e.type} (${d.answer?.option || 'answered'} via ${d.via || 'control'})`;
+  if (e.type === 'attention.answered') return `${e.type} (${d.answer?.option || 'answered'} via ${d.via || 'control'}${d.by === 'policy' ? `, by policy rule ${d['cline.policy_rule']}` : ''})`;
   if (e.type === 'run.cancelled') return `${e.type} (by ${d.by})`;
   if (e.type === 'session.ended') return `${e.type} (${d.reason || 'normal'})`;
   if (e.type === 'x.cline.input.sent') return `${e.type} (${d.delivery})`;

@@ -12,7 +12,8 @@ use std::time::SystemTime;
 ///
 /// Read from the logs: an approval is pending from its `attention.requested` until its
 /// `attention.resolved` (the daemon dismisses what is pending when the hub connection or the
-/// session ends).
+/// session ends). POLICY names the rule of AEP_CLINE_POLICY that decided it: an approve or deny
+/// on its way to Cline, or ask (a person answers).
 #[derive(clap::Args, Debug)]
 pub struct ApprovalsArgs {
     /// One JSON array, an object per pending approval.
@@ -43,7 +44,7 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
         return out::print("no pending approvals\n");
     }
     let now = SystemTime::now();
-    let mut rows = vec![["ID", "SESSION", "ASKS", "WAITING", "PROMPT"]
+    let mut rows = vec![["ID", "SESSION", "ASKS", "WAITING", "POLICY", "PROMPT"]
         .map(String::from)
         .to_vec()];
     for p in &all {
@@ -56,6 +57,9 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
             p.session.clone(),
             p.tool.clone().unwrap_or_else(|| p.kind.clone()),
             out::age(&p.time, now).trim_end_matches(" ago").to_string(),
+            p.policy
+                .as_ref()
+                .map_or("-".into(), |b| format!("{} ({})", b.answer, b.rule)),
             prompt,
         ]);
     }

@@ -80,6 +80,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<std::process::ExitCode> {
     spool(&mut r, daemon.is_some());
     if let Some(health) = &daemon {
         hub(&mut r, &health["hub"]);
+        policy(&mut r, &health["policy"], health["control"] == true);
         relay(&mut r, &health["relay"]);
         otlp(&mut r, &health["otlp"]);
         nats(&mut r, &health["nats"]);
@@ -571,6 +572,37 @@ fn budget(r: &mut Report, budget: &Value) {
             }
         ),
     );
+}
+
+/// The active policy (AEP_CLINE_POLICY): its file, rules, last reload and last error.
+fn policy(r: &mut Report, policy: &Value, control: bool) {
+    if policy.is_null() {
+        return r.info(
+            "policy",
+            "none: a person answers every approval (AEP_CLINE_POLICY=FILE answers by rules)",
+        );
+    }
+    let active = format!(
+        "{}: {} rule(s), read at {} UTC",
+        policy["path"].as_str().unwrap_or("?"),
+        policy["rules"].as_u64().unwrap_or(0),
+        out::when(policy["loaded_at"].as_str().unwrap_or("?"))
+    );
+    if let Some(error) = policy["last_error"].as_str() {
+        r.warn(
+            "policy",
+            format!("{active}; the file as it is now is not used, the last good policy stays active: {error}"),
+            "fix the file (`aep-cline policy test FILE --command ...` names the line); it is read again when it changes",
+        );
+    } else if !control {
+        r.warn(
+            "policy",
+            format!("{active}; it answers nothing while control is off"),
+            "set AEP_CLINE_HUB_CONTROL=1: a policy answers through the hub, as a person would",
+        );
+    } else {
+        r.ok("policy", active);
+    }
 }
 
 fn relay(r: &mut Report, relay: &Value) {

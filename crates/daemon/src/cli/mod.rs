@@ -8,6 +8,7 @@ pub mod hook;
 pub mod install;
 pub mod open;
 pub mod out;
+pub mod policy;
 pub mod service;
 pub mod sessions;
 pub mod show;
@@ -60,6 +61,7 @@ enum Command {
     Send(act::SendArgs),
     Open(open::OpenArgs),
     Doctor(doctor::DoctorArgs),
+    Policy(policy::PolicyArgs),
     Service(service::ServiceArgs),
 }
 
@@ -103,6 +105,7 @@ pub fn main() -> std::process::ExitCode {
             Ok(code) => return code,
             Err(e) => Err(e),
         },
+        Command::Policy(args) => return policy::run(args),
         Command::Doctor(args) => match doctor::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

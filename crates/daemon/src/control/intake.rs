@@ -77,7 +77,7 @@ impl Intake {
     /// session's lane and the bus (at once, or within the ack window), never through a return
     /// value, so every transport sees acks the same way.
     pub fn submit(&self, command: &Value) -> Result<(), Refusal> {
-        self.submit_from(command, false)
+        self.submit_from(command, false, None)
     }
 
     /// [`Intake::submit`] for a command a person on this machine gave through a local door
@@ -85,10 +85,17 @@ impl Intake {
     /// through, it may end a session (`control.cancel {scope: "session"}`, `aep-cline end`),
     /// which touches only this daemon's record, never Cline.
     pub fn submit_local(&self, command: &Value) -> Result<(), Refusal> {
-        self.submit_from(command, true)
+        self.submit_from(command, true, None)
     }
 
-    fn submit_from(&self, command: &Value, local: bool) -> Result<(), Refusal> {
+    /// [`Intake::submit`] for the daemon's own policy answering a request by `rule`
+    /// (`AEP_CLINE_POLICY`): decided like any command, and its `attention.answered` says
+    /// `by: "policy"` and names the rule. No transport reaches this door.
+    pub fn submit_policy(&self, command: &Value, rule: &str) -> Result<(), Refusal> {
+        self.submit_from(command, false, Some(rule))
+    }
+
+    fn submit_from(&self, command: &Value, local: bool, rule: Option<&str>) -> Result<(), Refusal> {
         let s = |k: &str| command.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let (ty, id, source, session) = (s("type"), s("id"), s("source"), s("session"));
         let is_command = EventType::parse(&ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter);
@@ -115,7 +122,7 @@ impl Intake {
             Seen::Pending => return Ok(()),
             Seen::New => {}
         }
-        match self.decide(command, &key, &ty, &session, local) {
+        match self.decide(command, &key, &ty, &session, local, rule) {
             Ok(Some(ack)) => {
                 recorded.decide(&key, ack);
                 Ok(())
@@ -192,6 +199,7 @@ impl Intake {
         ty: &str,
         session: &str,
         local: bool,
+        rule: Option<&str>,
     ) -> Result<Option<Arc<Published>>, Refusal> {
         let nack = |reason, detail: String| self.ack_now(session, &key.id, Ack::Rejected(Nack::new(reason, detail)));
         let ends_session = ty == control::CANCEL && command.pointer("/data/scope") == Some(&Value::from("session"));
@@ -234,7 +242,7 @@ impl Intake {
         let mut forward = None;
         let published = self
             .sessions
-            .append_in(session, |lane| match prepare(lane, parsed, key, session) {
+            .append_in(session, |lane| match prepare(lane, parsed, key, session, rule) {
                 Ok(request) => {
                     let early = matches!(request.kind, Kind::Cancel { .. });
                     forward = Some(request);
@@ -310,7 +318,13 @@ impl Intake {
 }
 
 /// What a command needs from the session's lane, marked there so the hub's answer finds it.
-fn prepare(lane: Lane<'_>, command: Command, key: &CommandKey, session: &str) -> Result<Request, Nack> {
+fn prepare(
+    lane: Lane<'_>,
+    command: Command,
+    key: &CommandKey,
+    session: &str,
+    rule: Option<&str>,
+) -> Result<Request, Nack> {
     let refused = |detail: String| Nack::new(NackReason::Refused, detail);
     let (hub, kind) = match command {
         Command::Respond { request, answer } => {
@@ -321,6 +335,7 @@ fn prepare(lane: Lane<'_>, command: Command, key: &CommandKey, session: &str) ->
                     Answering {
                         command_id: key.id.clone(),
                         answer: answer.clone(),
+                        policy_rule: rule.map(str::to_string),
                     },
                 )
                 .map_err(|e| refused(e.to_string()))?;

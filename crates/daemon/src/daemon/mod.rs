@@ -68,13 +68,21 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let relay_settings = args.relay.settings(&args.endpoint)?;
     let otlp_settings = args.otlp.settings()?;
     let nats_settings = args.nats.settings()?;
-    let hub_settings = args.hub.settings()?;
+    let mut hub_settings = args.hub.settings()?;
     let notify_settings = args.notify.settings()?;
     if notify_settings.as_ref().is_some_and(|n| n.on.approval) && hub_settings.is_none() {
         tracing::warn!(
             "AEP_CLINE_NOTIFY: approvals are seen through Cline's hub, and the hub tap is off: set \
              AEP_CLINE_HUB_CONTROL=1 (links that answer) or AEP_CLINE_HUB=1 (notifications only)"
         );
+    }
+    // The policy (AEP_CLINE_POLICY): a file that is missing or bad at start stops the start.
+    let policy = match &args.hub.policy {
+        Some(path) => Some(crate::policy::Active::load(path).map_err(|e| anyhow::anyhow!("AEP_CLINE_POLICY: {e}"))?),
+        None => None,
+    };
+    if let Some(hub) = hub_settings.as_mut() {
+        hub.policy = policy.clone();
     }
     let limits = args.connections.limits()?;
     // Observation is open on loopback without a token (the machine's own users; browsers are
@@ -117,6 +125,10 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         args.core.budget.clone().unwrap_or_default(),
         hub_settings.is_some().then(|| link.clone()),
     );
+    if let (Some(active), false) = (&policy, gate) {
+        tracing::warn!(path = %active.status().path.display(),
+            "AEP_CLINE_POLICY is set but the hub control gate is off: no approval is answered by policy until AEP_CLINE_HUB_CONTROL=1");
+    }
     let intake = Arc::new(Intake::new(sessions.clone(), gate.then_some(link)));
     let instance = format!("{}/{}", config.host, std::process::id());
     let supervisor = Supervisor::new();
@@ -335,6 +347,27 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         s.notify = notifier.clone();
         s
     });
+    if let Some(active) = policy.clone() {
+        let mut files = active.subscribe();
+        supervisor.every("policy watch", crate::policy::file::POLL, move || active.check());
+        // Per-workspace budgets are the policy file's `[[budget]]` tables: set from each file
+        // that became current (checked whole, its tables included, before it did).
+        let (budget, env) = (budget.clone(), args.core.budget.clone().unwrap_or_default());
+        tokio::spawn(async move {
+            loop {
+                let file = files.borrow_and_update().clone();
+                match env.with_overrides(&file.budget) {
+                    Ok(budgets) => budget.set_budgets(budgets),
+                    Err(e) => {
+                        tracing::error!(error = %e, "policy file: its budgets are not used; the last good ones stay")
+                    }
+                }
+                if files.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
     let hub_status = hub_settings.as_ref().map(|s| Arc::new(hub::Status::new(s.control)));
     if let (Some(settings), Some(status)) = (hub_settings, hub_status.clone()) {
         let (sessions, intake, budget) = (sessions.clone(), intake.clone(), budget.clone());
@@ -369,6 +402,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         otlp,
         nats,
         hub: hub_status,
+        policy,
         capture: config.capture.to_string().into(),
         connections: connections.clone(),
         budget,

@@ -272,6 +272,10 @@ pub struct HubArgs {
     #[arg(long, env = "AEP_CLINE_HUB_ACK_GUARD_MS", default_value = "8000", value_name = "MS",
           value_parser = ack_guard)]
     pub hub_ack_guard_ms: u64,
+    /// Rules that answer approvals before a person does (TOML; README, "Policy"), read again
+    /// when the file changes. Answering needs AEP_CLINE_HUB_CONTROL=1.
+    #[arg(long, env = "AEP_CLINE_POLICY", value_name = "FILE")]
+    pub policy: Option<PathBuf>,
 }
 
 /// The daemon's own settings, resolved (paths made absolute from `$HOME`, secrets read).
@@ -423,6 +427,7 @@ impl HubArgs {
             reconnect: crate::hub::settings::RECONNECT,
             handshake: crate::hub::settings::HANDSHAKE,
             notify: None,
+            policy: None,
         }))
     }
 }

@@ -41,6 +41,8 @@ pub struct AppState {
     pub nats: Option<Arc<crate::sinks::nats::Nats>>,
     /// The hub tap's state, when it is on.
     pub hub: Option<Arc<crate::hub::Status>>,
+    /// The active policy (`AEP_CLINE_POLICY`), when one is set.
+    pub policy: Option<Arc<crate::policy::Active>>,
     /// The capture ceiling (`AEP_CAPTURE`), as set.
     pub capture: Arc<str>,
     /// The listener's open connections.
@@ -87,6 +89,7 @@ pub fn health(state: &AppState) -> serde_json::Value {
         "otlp": state.otlp.as_ref().map(|o| o.status()),
         "nats": state.nats.as_ref().map(|n| n.status()),
         "hub": state.hub.as_ref().map(|h| h.json()),
+        "policy": state.policy.as_ref().map(|p| p.status()),
         "capture": &*state.capture,
         "control": !state.intake.accepts().is_empty(),
         "endpoint": state.endpoint.as_ref().map(|e| e.status()),

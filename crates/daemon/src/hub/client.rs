@@ -346,10 +346,10 @@ impl Connection<'_> {
                 let control = self.settings.control;
                 match (event.event.as_str(), event.session_id.clone()) {
                     ("approval.requested", _) => {
-                        let notify = self.settings.notify.clone();
+                        let (notify, policy) = (self.settings.notify.clone(), self.settings.policy.clone());
                         self.lane
-                            .run(move |s, _| {
-                                let waiting = tap::approval_requested(s, &event, control);
+                            .run(move |s, i| {
+                                let waiting = tap::approval_requested(s, i, &event, control, policy.as_deref());
                                 if let (Some(notify), Some(waiting)) = (notify, waiting) {
                                     notify.approval(waiting);
                                 }

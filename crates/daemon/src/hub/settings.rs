@@ -56,6 +56,8 @@ pub struct Settings {
     pub handshake: Duration,
     /// Told when an approval starts waiting (`AEP_CLINE_NOTIFY`).
     pub notify: Option<Arc<crate::notify::Notifier>>,
+    /// `AEP_CLINE_POLICY`: the rules that answer approvals before a person does.
+    pub policy: Option<std::sync::Arc<crate::policy::Active>>,
 }
 
 #[cfg(test)]

@@ -10,10 +10,12 @@ use crate::control::intake::withdraw;
 use crate::control::{Intake, Kind, Request};
 use crate::lane::{Lane, Sessions};
 use crate::notify::Waiting;
+use crate::people::act::{self, Action};
+use crate::policy::{self, Answer, Asked, PolicyFile};
 use cline_hooks::Planned;
 use cline_hub::ack::{self, HubOutcome};
 use cline_hub::frame::{ApprovalRequested, ApprovalResolved, HubError, HubEvent};
-use cline_hub::{control, AttentionContext};
+use cline_hub::{attention, control, AttentionContext};
 
 use crate::lane::sessions::now_ms;
 
@@ -33,9 +35,18 @@ fn append(sessions: &Sessions, session: &str, plan: impl FnOnce(Lane<'_>) -> Vec
 
 /// `approval.requested` → `attention.requested` on the session the hooks own (the hub
 /// `sessionId` is the hooks' `sessionContext.rootSessionId`), in the agent's open run, caused
-/// by the tool call it gates. Returns the approval that started waiting (for notifications),
-/// `None` when nothing new was mirrored (the hub re-sends what is pending at each subscribe).
-pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) -> Option<Waiting> {
+/// by the tool call it gates. With a policy (`AEP_CLINE_POLICY`) the request is decided as it
+/// is mirrored (the rule is named on it), and an approve or deny is then submitted to the
+/// intake as a person's answer would be. Returns the approval that waits for a person (for
+/// notifications): `None` when a rule answered it, or when nothing new was mirrored (the hub
+/// re-sends what is pending at each subscribe).
+pub fn approval_requested(
+    sessions: &Sessions,
+    intake: &Intake,
+    event: &HubEvent,
+    control: bool,
+    policy: Option<&policy::Active>,
+) -> Option<Waiting> {
     let approval: ApprovalRequested = match event.payload_as() {
         Ok(a) => a,
         Err(e) => {
@@ -45,6 +56,8 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
     };
     let session = approval.session_id.clone();
     let ctx = context(sessions, control);
+    let file = policy.map(policy::Active::current);
+    let mut decided = None;
     let published = sessions.append_in(&session, |lane| {
         let run = approval
             .agent_id
@@ -57,10 +70,19 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
             .as_deref()
             .and_then(|c| lane.tracker.tool_requested(c))
             .map(str::to_string);
-        lane.approvals
-            .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id)
-            .into_iter()
-            .collect()
+        let mut planned =
+            lane.approvals
+                .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id);
+        // Only a request mirrored now is decided: the hub re-sends pending ones at subscribe.
+        if let (Some(file), Some(request)) = (&file, planned.as_mut()) {
+            let asked = Asked::from_approval(
+                approval.tool_name.as_deref().unwrap_or_default(),
+                approval.input_json.as_deref(),
+                lane.tracker.workspace(),
+            );
+            decided = decide(file, &asked, control, &session, request);
+        }
+        planned.into_iter().collect()
     });
     let requested = match published {
         Ok(published) => published.into_iter().next()?,
@@ -69,6 +91,19 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
             return None;
         }
     };
+    if let Some((request, rule, answer, reason)) = decided {
+        let action = match answer {
+            Answer::Approve => Action::Approve { request, reason: None },
+            _ => Action::Deny { request, reason },
+        };
+        let command = act::command(&action, &session, POLICY_AGENT, sessions.host());
+        match intake.submit_policy(&command, &rule) {
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::error!(%session, rule, error = %e, "policy: the answer could not be submitted; a person answers")
+            }
+        }
+    }
     Some(Waiting {
         session,
         request: requested.value["id"].as_str()?.to_string(),
@@ -76,6 +111,35 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
         input_json: approval.input_json,
         since: requested.value["time"].as_str().unwrap_or_default().to_string(),
     })
+}
+
+/// The agent name the policy's commands are sent as.
+const POLICY_AGENT: &str = "aep-cline-policy";
+
+/// Decides `request` by `file`, logs the decision and names the rule on the request. `Some`
+/// (request id, rule, answer, reason) when the policy answers it itself.
+fn decide(
+    file: &PolicyFile,
+    asked: &Asked,
+    control: bool,
+    session: &str,
+    request: &mut Planned,
+) -> Option<(String, String, Answer, Option<String>)> {
+    let decision = file.decide(asked);
+    let Some(rule) = decision.rule else {
+        tracing::info!(%session, request = %request.id, tool = %asked.tool, "policy: no rule matched; a person answers");
+        return None;
+    };
+    let answer = rule.answer;
+    if answer != Answer::Ask && !control {
+        tracing::warn!(%session, request = %request.id, tool = %asked.tool, rule = %rule.name, %answer,
+            "policy: not applied: answering needs the hub control gate (AEP_CLINE_HUB_CONTROL=1); a person answers");
+        return None;
+    }
+    tracing::info!(%session, request = %request.id, tool = %asked.tool, rule = %rule.name, %answer,
+        why = %decision.why, "policy: decided");
+    attention::by_policy(&mut request.event, &rule.name, Some(answer.as_str()));
+    (answer != Answer::Ask).then(|| (request.id.clone(), rule.name.clone(), answer, rule.reason.clone()))
 }
 
 /// `approval.resolved` → the answer and the resolution (or nothing yet, while our own answer's

@@ -105,6 +105,7 @@ impl Rig {
             reconnect: Duration::from_millis(50),
             handshake: Duration::from_millis(500),
             notify: None,
+            policy: None,
         };
         let (link, requests) = crate::control::link();
         let intake = Arc::new(Intake::new(sessions.clone(), options.control.then_some(link)));
@@ -807,7 +808,7 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
             Bus::default(),
         )
     };
-    let before = sessions(dir.path());
+    let before = Arc::new(sessions(dir.path()));
     before
         .ingest_hook(&hook("agent_start"), &crate::firing::Firing::default())
         .unwrap();
@@ -815,8 +816,9 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
         cline_hub::frame::Incoming::Event(e) => e,
         other => panic!("{other:?}"),
     };
-    super::tap::approval_requested(&before, &event, true);
-    drop(before);
+    let intake = Intake::new(before.clone(), None);
+    super::tap::approval_requested(&before, &intake, &event, true, None);
+    drop((intake, before));
     let after = sessions(dir.path());
     let ended = match after
         .ingest_hook(&hook("session_shutdown"), &crate::firing::Firing::default())
@@ -860,5 +862,57 @@ async fn a_hub_session_ends_when_the_hub_says_it_is_over_not_at_its_shutdown_hoo
         rig.log().iter().filter(|e| e["type"] == "session.ended").count(),
         1,
         "ended once"
+    );
+}
+
+#[test]
+fn without_the_control_gate_a_policy_names_only_its_ask_rules_and_answers_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy_file = dir.path().join("policy.toml");
+    let sessions = Arc::new(Sessions::new(
+        Journal::new(&dir.path().join("logs")),
+        "host".into(),
+        CapturePolicy::new(Capture::Metadata),
+        Redactor::new(RedactOptions::default()).unwrap(),
+        Bus::default(),
+    ));
+    sessions
+        .ingest_hook(&hook("agent_start"), &crate::firing::Firing::default())
+        .unwrap();
+    let intake = Intake::new(sessions.clone(), None);
+    let event = |name: &str| match cline_hub::frame::parse(&frame(name)).unwrap() {
+        cline_hub::frame::Incoming::Event(e) => e,
+        other => panic!("{other:?}"),
+    };
+    let read = || -> Vec<Value> {
+        std::fs::read_to_string(sessions.journal().path(SESSION))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let mirror = |rules: &str, name: &str| {
+        std::fs::write(&policy_file, rules).unwrap();
+        let policy = crate::policy::Active::load(&policy_file).unwrap();
+        super::tap::approval_requested(&sessions, &intake, &event(name), false, Some(&policy));
+        read()
+            .into_iter()
+            .rev()
+            .find(|e| e["type"] == "attention.requested")
+            .unwrap()
+    };
+    let approve = mirror(
+        "[[rule]]\nname = 'all'\nanswer = 'approve'\n",
+        "approval.requested.approve",
+    );
+    assert!(approve["data"].get("cline.policy_rule").is_none(), "{approve}");
+    let ask = mirror("[[rule]]\nname = 'people'\nanswer = 'ask'\n", "approval.requested.deny");
+    assert_eq!(ask["data"]["cline.policy_rule"], "people");
+    assert_eq!(ask["data"]["cline.policy_answer"], "ask");
+    let log = read();
+    assert!(
+        !log.iter().any(|e| e["type"].as_str().unwrap().starts_with("control.")),
+        "no command was submitted: {:?}",
+        types(&log)
     );
 }

@@ -188,6 +188,11 @@ impl Sessions {
         &self.redactor
     }
 
+    /// The `{host}` of this daemon's `source` URIs (`AEP_HOST`).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     /// The `source` of this daemon's Events for `session`.
     pub fn source(&self, session: &str) -> String {
         aep_core::source::session_source(&self.host, "cline", session)

@@ -51,6 +51,17 @@ pub struct Pending {
     pub time: String,
     /// Whether a command may answer it (`respond_via` ∋ `control`, AEP-0008 §2).
     pub answerable: bool,
+    /// The policy rule that decided it (`AEP_CLINE_POLICY`): an approve or deny still in
+    /// flight, or `ask` (a person answers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ByPolicy>,
+}
+
+/// A policy rule's decision on a request (`cline.policy_rule`, `cline.policy_answer`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ByPolicy {
+    pub rule: String,
+    pub answer: String,
 }
 
 /// How many characters of an attention id a person types.
@@ -258,6 +269,10 @@ impl Summary {
                         .get("respond_via")
                         .and_then(Value::as_array)
                         .is_none_or(|v| v.iter().any(|m| m == "control")),
+                    policy: str_of(data, "cline.policy_rule").map(|rule| ByPolicy {
+                        rule: rule.to_string(),
+                        answer: str_of(data, "cline.policy_answer").unwrap_or("ask").to_string(),
+                    }),
                 };
                 self.waiting.insert(id, pending);
             }
@@ -440,6 +455,31 @@ mod tests {
     }
 
     #[test]
+    fn a_request_a_policy_rule_decided_names_the_rule() {
+        let request = |id: &str, data: Value| {
+            ev(
+                1,
+                "attention.requested",
+                json!({"id": id, "subject": "run_commands", "data": data}),
+            )
+        };
+        let s = Summary::of(
+            "s1",
+            &[request(
+                "01JREQUESTABCDEFGHJKXYZ9AB",
+                json!({"kind": "permission", "cline.policy_rule": "read-only", "cline.policy_answer": "approve"}),
+            )],
+        );
+        let expected = ByPolicy {
+            rule: "read-only".into(),
+            answer: "approve".into(),
+        };
+        assert_eq!(s.pending[0].policy.as_ref(), Some(&expected));
+        let json = serde_json::to_value(&s.pending[0]).unwrap();
+        assert_eq!(json["policy"], json!({"rule": "read-only", "answer": "approve"}));
+    }
+
+    #[test]
     fn a_session_is_summed_up_from_its_events() {
         let events = [
             ev(
@@ -462,6 +502,7 @@ mod tests {
         assert_eq!(s.workspace.as_deref(), Some("#01234567"));
         assert_eq!(s.pending[0].short, "xyz9ab");
         assert!(s.pending[0].answerable);
+        assert_eq!(s.pending[0].policy, None, "no policy decided it");
         assert_eq!(s.active_run.as_deref(), Some("R1"));
         assert_eq!(
             (s.started.as_str(), s.last.as_str()),

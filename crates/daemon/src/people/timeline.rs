@@ -171,6 +171,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 entry.detail.insert("short".into(), Value::String(short_id(&id)));
                 entry.detail("kind", data.get("kind"));
                 entry.detail("respond_via", data.get("respond_via"));
+                entry.detail("policy_rule", data.get("cline.policy_rule"));
                 entry.content("prompt", data.get("prompt"));
                 asks.insert(id, out.len());
                 out.push(entry);
@@ -182,6 +183,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                     entry.detail("option", option);
                     entry.detail("via", data.get("via"));
                     entry.detail("by", data.get("by"));
+                    entry.detail("policy_rule", data.get("cline.policy_rule"));
                     entry.detail("answered_by_command", e.get("cause"));
                     entry.content("answer", data.get("answer").and_then(|a| a.get("text")));
                     entry.status = match option.and_then(Value::as_str) {
