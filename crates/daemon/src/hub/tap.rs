@@ -55,10 +55,15 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
             .as_deref()
             .and_then(|c| lane.tracker.tool_requested(c))
             .map(str::to_string);
-        lane.approvals
-            .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id)
-            .into_iter()
-            .collect()
+        let asked = lane
+            .approvals
+            .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id);
+        if let Some(asked) = asked.as_ref().filter(|_| sessions.local().is_on()) {
+            // Held before the request is published, so the dashboard's first view of it has it.
+            let detail = cline_hub::Detail::requested(&approval, sessions.redactor());
+            sessions.local().hold(&asked.id, &approval.approval_id, detail);
+        }
+        asked.into_iter().collect()
     });
     Some(session)
 }
@@ -73,6 +78,7 @@ pub fn approval_resolved(sessions: &Sessions, session: &str, event: &HubEvent) {
             return;
         }
     };
+    sessions.local().resolved(&resolved.approval_id);
     let ctx = context(sessions, false);
     append(sessions, session, |lane| {
         lane.approvals
@@ -150,6 +156,7 @@ pub fn unanswered(sessions: &Sessions, intake: &Intake, request: &Request, why: 
 /// re-sends the ones still pending when the tap subscribes again, as new requests).
 pub fn disconnected(sessions: &Sessions) {
     sessions.hub_connected(false);
+    sessions.local().dismissed_all();
     let ctx = context(sessions, false);
     let now = now_ms();
     for session in sessions.live_sessions() {
