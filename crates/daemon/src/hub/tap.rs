@@ -58,10 +58,14 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
         let asked = lane
             .approvals
             .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id);
-        if let Some(asked) = asked.as_ref().filter(|_| sessions.local().is_on()) {
-            // Held before the request is published, so the dashboard's first view of it has it.
-            let detail = cline_hub::Detail::requested(&approval, sessions.redactor());
-            sessions.local().hold(&asked.id, &approval.approval_id, detail);
+        if sessions.local().is_on() {
+            // Held before the request is published, so the dashboard's first view of it has
+            // it; a request already mirrored (recovered from the log after a restart) too.
+            let request = asked.as_ref().map(|p| p.id.as_str());
+            if let Some(request) = request.or_else(|| lane.approvals.request_event(&approval.approval_id)) {
+                let detail = cline_hub::Detail::requested(&approval, sessions.redactor());
+                sessions.local().hold(request, &approval.approval_id, detail);
+            }
         }
         asked.into_iter().collect()
     });

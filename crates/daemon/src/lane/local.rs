@@ -230,7 +230,11 @@ fn session_file(dir: &Path, id: &str) -> Option<About> {
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| tracing::debug!(path = %path.display(), error = %e, "a Cline session file is not JSON"))
         .ok()?;
-    let s = |v: Option<&Value>| v.and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(str::to_string);
+    let s = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_string)
+    };
     Some(About {
         title: s(v.pointer("/metadata/title")).or_else(|| s(v.get("prompt"))),
         folder: s(v.get("workspace_root")).or_else(|| s(v.get("cwd"))),
@@ -244,7 +248,12 @@ fn task_history(path: &Path) -> Option<HashMap<String, About>> {
     let items: Vec<Value> = serde_json::from_str(&text)
         .map_err(|e| tracing::debug!(path = %path.display(), error = %e, "a Cline task history is not a JSON list"))
         .ok()?;
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(str::to_string);
+    let s = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_string)
+    };
     Some(
         items
             .iter()
@@ -292,7 +301,9 @@ mod tests {
 
     /// The real captures cline-usage keeps (copied from shared/cline and shared/cline2).
     fn captured(path: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cline-usage/tests/data").join(path)
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../cline-usage/tests/data")
+            .join(path)
     }
 
     #[test]
@@ -312,7 +323,12 @@ mod tests {
         )
         .unwrap();
         let dir = data.path().to_str().unwrap().to_string();
-        let ids = [id.to_string(), "1796103184924".to_string(), "nope".to_string(), "../x".to_string()];
+        let ids = [
+            id.to_string(),
+            "1796103184924".to_string(),
+            "nope".to_string(),
+            "../x".to_string(),
+        ];
         let about = local.about(&ids, |_| Some(dir.clone()), &redactor());
         assert_eq!(
             about[id],
@@ -330,7 +346,9 @@ mod tests {
         );
         assert_eq!(about.len(), 2, "{about:?}");
         // Off: nothing is read or said.
-        assert!(Local::new(false).about(&ids, |_| Some(dir.clone()), &redactor()).is_empty());
+        assert!(Local::new(false)
+            .about(&ids, |_| Some(dir.clone()), &redactor())
+            .is_empty());
     }
 
     #[test]
@@ -343,8 +361,14 @@ mod tests {
             std::fs::write(folder.join(format!("{id}.json")), text).unwrap();
         };
         put("bad", "{not json");
-        put("long", &serde_json::json!({"prompt": "p".repeat(5000), "cwd": "/w"}).to_string());
-        put("secret", r#"{"prompt": "use key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH now"}"#);
+        put(
+            "long",
+            &serde_json::json!({"prompt": "p".repeat(5000), "cwd": "/w"}).to_string(),
+        );
+        put(
+            "secret",
+            r#"{"prompt": "use key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH now"}"#,
+        );
         let fifo = data.path().join("sessions/fifo");
         std::fs::create_dir_all(&fifo).unwrap();
         let path = std::ffi::CString::new(fifo.join("fifo.json").to_str().unwrap()).unwrap();
@@ -354,8 +378,14 @@ mod tests {
         let ids: Vec<String> = ["bad", "long", "secret", "fifo"].map(String::from).to_vec();
         let about = local.about(&ids, |_| Some(dir.clone()), &redactor());
         assert!(!about.contains_key("bad") && !about.contains_key("fifo"), "{about:?}");
-        assert_eq!(about["long"].title.as_ref().unwrap().chars().count(), MAX_TITLE_CHARS + 1);
-        assert!(!about["secret"].title.as_ref().unwrap().contains("abcdefghij"), "{about:?}");
+        assert_eq!(
+            about["long"].title.as_ref().unwrap().chars().count(),
+            MAX_TITLE_CHARS + 1
+        );
+        assert!(
+            !about["secret"].title.as_ref().unwrap().contains("abcdefghij"),
+            "{about:?}"
+        );
     }
 
     #[test]
