@@ -43,6 +43,11 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
     };
     let session = approval.session_id.clone();
     let ctx = context(sessions, control);
+    // What it asks, for the owner's local view (never an Event): made off the session's lock.
+    let detail = sessions
+        .local()
+        .is_on()
+        .then(|| cline_hub::Detail::requested(&approval, sessions.redactor()));
     append(sessions, &session, |lane| {
         let run = approval
             .agent_id
@@ -58,12 +63,11 @@ pub fn approval_requested(sessions: &Sessions, event: &HubEvent, control: bool) 
         let asked = lane
             .approvals
             .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id);
-        if sessions.local().is_on() {
+        if let Some(detail) = detail {
             // Held before the request is published, so the dashboard's first view of it has
             // it; a request already mirrored (recovered from the log after a restart) too.
             let request = asked.as_ref().map(|p| p.id.as_str());
             if let Some(request) = request.or_else(|| lane.approvals.request_event(&approval.approval_id)) {
-                let detail = cline_hub::Detail::requested(&approval, sessions.redactor());
                 sessions.local().hold(request, &approval.approval_id, detail);
             }
         }
