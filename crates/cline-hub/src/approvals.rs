@@ -143,6 +143,12 @@ impl Approvals {
         Ok(approval_id)
     }
 
+    /// The `attention.requested` Event that mirrors the hub approval `approval_id`, while it is
+    /// pending (also one recovered from the log: the hub re-sends it after a restart).
+    pub fn request_event(&self, approval_id: &str) -> Option<&str> {
+        self.find(approval_id).map(|i| self.pending[i].request_event.as_str())
+    }
+
     /// Our answer never reached the hub: the request is open to other answers again.
     pub fn withdraw(&mut self, approval_id: &str) {
         if let Some(i) = self.find(approval_id) {

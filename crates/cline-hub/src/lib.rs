@@ -6,6 +6,7 @@
 //! - [`attention`]: the pure approval → `attention.*` mapping.
 //! - [`approvals`]: one session's pending approvals (who answered, what is still open).
 //! - [`session_end`]: pending approvals dismissed ahead of the session's ending (AEP-0002 §7.2).
+//! - [`detail`]: what an approval asks (command, files, diff summary), for the local view.
 //! - [`control`]: AEP commands → hub commands, with AEP-0008 text answers.
 //! - [`ack`]: ack decisions and the ack guard rule (AEP-0004 §3).
 //! - [`dedupe`]: one decision per `(source, id)`, recorded for byte-identical re-acks.
@@ -19,6 +20,7 @@ pub mod approvals;
 pub mod attention;
 pub mod control;
 pub mod dedupe;
+pub mod detail;
 pub mod discovery;
 pub mod frame;
 pub mod session_end;
@@ -27,5 +29,6 @@ pub use ack::{Ack, HubOutcome, Nack, NackReason};
 pub use approvals::{AnswerRefused, Answering, Approvals};
 pub use attention::{Answer, AttentionContext};
 pub use dedupe::{CommandKey, Dedupe, Seen};
+pub use detail::Detail;
 pub use discovery::{Endpoint, Token};
 pub use session_end::dismiss_before_end;

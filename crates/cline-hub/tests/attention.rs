@@ -411,6 +411,12 @@ fn a_restarted_daemon_recovers_what_it_left_pending_from_its_log() {
     let mut again = Approvals::new();
     log.iter().for_each(|e| again.recover(e));
     assert!(!again.is_empty());
+    // The hub re-sends the one still pending: the recovered request names it (for the local view).
+    assert_eq!(
+        again.request_event("approval_1796007303246_rar5h"),
+        log[0]["id"].as_str()
+    );
+    assert_eq!(again.request_event("approval_1796007303420_t3un3"), None, "resolved");
     let approval_id = again
         .answer(log[0]["id"].as_str().unwrap(), answering("CMD9", APPROVE, None))
         .unwrap();

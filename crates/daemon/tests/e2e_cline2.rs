@@ -92,6 +92,16 @@ fn in_private_network(runs: &[&str], install: &str) -> (tempfile::TempDir, Vec<V
     (sandbox, sessions)
 }
 
+/// A process killed (and waited for) when dropped, also when the test fails first.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn terminals(events: &[Value]) -> Vec<&str> {
     types(events)
         .into_iter()
@@ -170,6 +180,42 @@ fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // The owner's local view: a daemon on the same state (now outside the namespace: it talks to
+    // nobody) reads each task's title and folder from 2.18's own taskHistory.json; the logs, at
+    // capture `metadata`, hold neither.
+    let folder = sandbox.path().join("proj").to_str().unwrap().to_string();
+    let env = |cmd: &mut Command| {
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", sandbox.path().join("home"))
+            .env("CLINE_DIR", sandbox.path().join("home/.cline"))
+            .env("AEP_CLINE_STATE_DIR", sandbox.path().join("state"))
+            .env("AEP_LOG_DIR", sandbox.path().join("logs"));
+    };
+    let mut daemon = Command::new(BIN);
+    env(daemon.arg("daemon").env("AEP_LISTEN", "127.0.0.1:0"));
+    let mut daemon = Stopped(daemon.stderr(std::process::Stdio::null()).spawn().unwrap());
+    let session = sessions[0][0]["session"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let shown = loop {
+        let mut show = Command::new(BIN);
+        env(show.args(["show", session]));
+        let out = show.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains("title ") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon exited");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(shown.contains("title     Run the command. CMD:echo hi\n"), "{shown}");
+    assert!(shown.contains(&format!("folder    {folder}\n")), "{shown}");
+    drop(daemon);
+    for events in &sessions {
+        let text = serde_json::to_string(events).unwrap();
+        assert!(!text.contains("Run the command") && !text.contains(&folder), "{text}");
+    }
 
     // `aep-cline stream` on the same runs' `--json` output: a run with its terminal.
     for n in 1..=2 {

@@ -170,3 +170,160 @@ async fn the_page_and_the_terminal_steer_a_real_cline() {
     drop(daemon);
     drop(hub);
 }
+
+/// A command's output, asserting it succeeded.
+fn shown(aep: &Sandbox, args: &[&str]) -> String {
+    let out = aep.run(args, &[]);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every file under `dir`, read as text (lossy), with its path.
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path, String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+    out
+}
+
+/// The owner's local view on the REAL hub: what the pending approval asks (the command), the
+/// session's title (its first prompt) and its workspace folder show in the page (as text:
+/// markup in a command stays inert), in `approvals` and in `show`; with
+/// AEP_CLINE_LOCAL_DETAIL=0 none of it is served; and the log, at capture `metadata`, holds
+/// none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_sees_what_an_approval_asks_and_the_log_does_not() {
+    let (_model, cline, mut aep) = setup();
+    aep.env.push(("AEP_CLINE_LOCAL_DETAIL".into(), "0".into()));
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    let client = HubClient::connect(&hub.discovery()).await;
+    let session = client.create_session(&cline.workspace()).await;
+    let command = "echo '<b>local-view-7c1</b>'";
+    client.start_run(&session, &format!("show me CMD:{command}"));
+    wait_log(&aep, &session, "the approval", |l| {
+        !of(l, "attention.requested").is_empty()
+    });
+    let folder = cline.workspace().to_str().unwrap().to_string();
+
+    // Off: the commands and the API say what the log says, nothing more.
+    let listed = shown(&aep, &["approvals"]);
+    assert!(
+        listed.contains("run_commands") && !listed.contains("local-view-7c1"),
+        "{listed}"
+    );
+    let show = shown(&aep, &["show", &session]);
+    assert!(!show.contains("local-view-7c1") && !show.contains(&folder), "{show}");
+    let api = support::daemon::http(
+        &daemon.addr(),
+        "GET",
+        "/api/approvals",
+        &[("authorization", &format!("Bearer {}", daemon.token))],
+        b"",
+    );
+    assert_eq!(api.0, 200);
+    assert!(
+        !api.1.contains("local-view-7c1") && !api.1.contains("\"detail\""),
+        "{}",
+        api.1
+    );
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+
+    // On (the default): the tap subscribes again, the hub re-sends the approval still pending,
+    // and the daemon holds what it asks.
+    aep.env.retain(|(k, _)| k != "AEP_CLINE_LOCAL_DETAIL");
+    let daemon = aep.start();
+    let expected = format!(" asks (run_commands):\n  $ {command}\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let listed = loop {
+        let listed = shown(&aep, &["approvals"]);
+        if listed.contains(&expected) || std::time::Instant::now() > deadline {
+            break listed;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    if !listed.contains(&expected) {
+        let (_, err) = daemon.stop();
+        panic!("{listed}\n{:?}\n{err}", types(&aep.log(&session)));
+    }
+    let show = shown(&aep, &["show", &session]);
+    assert!(show.contains(&format!("folder    {folder}\n")), "{show}");
+    assert!(show.contains("title     show me CMD:"), "{show}");
+    assert!(show.contains(&format!("$ {command}")), "{show}");
+
+    let browser = Browser::start().await;
+    let link = aep.run(&["open", "--no-browser"], &[]);
+    assert!(link.status.success(), "{}", String::from_utf8_lossy(&link.stderr));
+    browser
+        .client
+        .goto(String::from_utf8_lossy(&link.stdout).trim())
+        .await
+        .unwrap();
+    let asked = browser
+        .until(
+            "the command above the buttons",
+            20,
+            "const li = document.querySelector('#approval-list li'); \
+             const pre = li && li.querySelector('.asked pre.command'); \
+             const buttons = li && li.querySelector('button.approve'); \
+             return pre && buttons && (pre.compareDocumentPosition(buttons) & Node.DOCUMENT_POSITION_FOLLOWING) \
+                 && !li.querySelector('.asked b') && pre.textContent",
+        )
+        .await;
+    assert_eq!(asked.as_str(), Some(command), "the command, as text");
+    let row = format!("tr[data-session=\"{session}\"]");
+    let listed = browser
+        .until(
+            "the title and folder in the list",
+            20,
+            &format!("const r = document.querySelector('{row}'); return r && r.querySelector('.title') && r.innerText"),
+        )
+        .await;
+    let listed = listed.as_str().unwrap();
+    assert!(listed.contains("show me CMD:") && listed.contains(&folder), "{listed}");
+    browser.screenshot("dashboard-approval-detail.png").await;
+    browser.click(&format!("{row} a")).await;
+    let facts = browser
+        .until(
+            "the title and folder on the session page",
+            20,
+            "const f = document.querySelector('#facts'); return f && f.innerText.includes('Folder') && f.innerText",
+        )
+        .await;
+    assert!(facts.as_str().unwrap().contains(&folder), "{facts}");
+    browser.click("#approval-list button.approve").await;
+    let log = wait_log(&aep, &session, "the approved run's end", |l| {
+        !of(l, "run.finished").is_empty()
+    });
+    assert_eq!(of(&log, "tool.completed").len(), 1, "{:?}", types(&log));
+    browser
+        .until(
+            "the detail gone with the approval",
+            20,
+            "return !document.querySelector('#approval-list .asked')",
+        )
+        .await;
+    browser.close().await;
+    drop(daemon);
+
+    // The log at `metadata` holds none of it: not the command, not the title, not the folder.
+    let files = files_under(&aep.log_dir);
+    assert!(!files.is_empty());
+    for (path, text) in &files {
+        for secret in ["local-view-7c1", "show me", folder.as_str()] {
+            assert!(!text.contains(secret), "{} holds {secret:?}", path.display());
+        }
+    }
+    drop(hub);
+}

@@ -1,7 +1,7 @@
 // The dashboard: the session list and pending approvals, live; a session's timeline; the
 // buttons that answer, cancel and send input (only where control is on and the session is
 // live). Everything comes from the daemon's /api routes; the login cookie rides along.
-import { el, ago, when, tokens, cost, stateLabel, entryItem, linkedSession } from './view.js';
+import { el, ago, when, tokens, cost, stateLabel, entryItem, linkedSession, askedBlock } from './view.js';
 
 const PAGE = 100;
 const $ = (id) => document.getElementById(id);
@@ -13,6 +13,7 @@ const state = {
   total: 0,
   matching: 0,
   approvals: [],
+  about: new Map(),    // session id -> { title, folder } (the daemon's local view)
   limit: PAGE,
   open: null,          // the session whose timeline is shown
   openSummary: null,
@@ -46,6 +47,7 @@ async function loadList() {
   state.sessions = new Map(body.sessions.map((s) => [s.session, s]));
   state.order = body.sessions.map((s) => s.session);
   state.approvals = body.approvals;
+  learn(body.about);
   render();
   if (state.firstPaint === null) {
     state.firstPaint = performance.now();
@@ -54,11 +56,18 @@ async function loadList() {
   }
 }
 
+// Titles and folders come beside the summaries (never in them: the logs do not hold them).
+function learn(about) {
+  for (const [id, a] of Object.entries(about || {})) state.about.set(id, a);
+}
+
 function row(s) {
+  const a = state.about.get(s.session) || {};
   return el('tr', { 'data-session': s.session },
-    el('td', {}, el('a', { href: `#/s/${encodeURIComponent(s.session)}`, class: 'mono' }, s.session)),
+    el('td', {}, el('a', { href: `#/s/${encodeURIComponent(s.session)}`, class: 'mono' }, s.session),
+      a.title ? el('div', { class: 'title' }, a.title) : ''),
     el('td', {}, el('span', { class: `badge state-${s.state}` }, stateLabel(s))),
-    el('td', { class: 'mono' }, s.workspace || '-'),
+    el('td', { class: 'mono', title: a.folder ? s.workspace : undefined }, a.folder || s.workspace || '-'),
     el('td', {}, when(s.started)),
     el('td', { title: s.last }, ago(s.last)),
     el('td', { class: 'num' }, s.runs),
@@ -78,7 +87,7 @@ function renderRows() {
   for (const id of state.order) {
     const s = state.sessions.get(id);
     if (!s) continue;
-    const key = JSON.stringify(s) + ago(s.last);
+    const key = JSON.stringify(s) + JSON.stringify(state.about.get(id) || {}) + ago(s.last);
     let cached = rowCache.get(id);
     if (!cached) {
       cached = { key, tr: row(s) };
@@ -115,7 +124,7 @@ function renderApprovals() {
   const list = $('approval-list');
   const items = state.approvals.map((p) => {
     const live = state.sessions.get(p.session)?.state !== 'ended';
-    const key = `${state.control}/${p.answerable}/${live}`;
+    const key = `${state.control}/${p.answerable}/${live}/${JSON.stringify(p.detail || null)}`;
     const cached = approvalCache.get(p.id);
     if (cached && cached.key === key) {
       cached.li.querySelector('.waited').textContent = ` · waiting ${ago(p.time).replace(' ago', '')} · id `;
@@ -139,7 +148,7 @@ function approvalItem(p, live) {
       el('a', { href: `#/s/${encodeURIComponent(p.session)}`, class: 'mono' }, p.session),
       el('span', { class: 'muted waited' }, ` · waiting ${ago(p.time).replace(' ago', '')} · id `),
       el('span', { class: 'mono' }, p.short)),
-    p.prompt ? el('div', { class: 'mono' }, p.prompt) : '',
+    p.detail ? askedBlock(p.detail) : (p.prompt ? el('div', { class: 'mono' }, p.prompt) : ''),
     p.policy ? el('div', { class: 'muted policy' }, `policy rule ${p.policy.rule}: ${p.policy.answer}`) : '');
   if (canAnswer) {
     const text = el('input', { type: 'text', 'aria-label': `Answer ${p.short} in words`, placeholder: 'or answer in words (other text denies, as the reason)', size: 44 });
@@ -161,6 +170,7 @@ async function loadSession(id) {
   if (state.open !== id) return;
   state.control = body.control;
   state.openSummary = body.summary;
+  if (body.about) state.about.set(id, body.about);
   renderFacts();
   $('timeline').replaceChildren(...body.timeline.map(entryItem));
   $('earlier').hidden = body.earlier === 0;
@@ -172,7 +182,9 @@ function renderFacts() {
   if (!s) return;
   state.openSummary = s;
   $('session-h').textContent = `Session ${s.session}`;
-  const facts = [['State', stateLabel(s)], ['Workspace', s.workspace || '-'], ['Started', `${when(s.started)} UTC`],
+  const a = state.about.get(s.session) || {};
+  const facts = [...(a.title ? [['Title', a.title]] : []), ...(a.folder ? [['Folder', a.folder]] : []),
+    ['State', stateLabel(s)], ['Workspace', s.workspace || '-'], ['Started', `${when(s.started)} UTC`],
     ['Last moved', ago(s.last)], ['Runs', s.runs], ['Tool calls', s.tool_calls], ['Failures', s.failures],
     ['Denied', s.denied || 0], ['Cancelled', s.cancelled || 0],
     ['Tokens', tokens(s)], ['Cost', cost(s)], ['Model', s.model || '-']];
@@ -295,6 +307,7 @@ function follow() {
     }
     const { summary, approvals } = update;
     state.approvals = approvals;
+    learn(update.about);
     // The most recently moved first: a session that moves comes to the top, and a page that is
     // full lets its last row go.
     if (!state.sessions.has(summary.session)) {

@@ -139,3 +139,22 @@ export function entryItem(e) {
   }
   return li;
 }
+
+/**
+ * What a pending approval asks (the daemon's local view: `detail`), as a block: each command,
+ * each file with the diff summary, the other arguments; or why it cannot be shown.
+ */
+export function askedBlock(d) {
+  if (!d) return '';
+  const box = el('div', { class: 'asked' });
+  for (const c of d.commands || []) box.append(el('pre', { class: 'command mono' }, c));
+  const diff = d.diff ? ` +${d.diff.added} \u2212${d.diff.removed} lines` : '';
+  for (const [i, f] of (d.files || []).entries()) {
+    box.append(el('div', { class: 'file' }, el('span', { class: 'mono' }, f), i === 0 && diff ? el('span', { class: 'diff' }, diff) : ''));
+  }
+  if (!(d.files || []).length && diff) box.append(el('div', { class: 'diff' }, diff.trim()));
+  for (const a of d.args || []) box.append(el('div', { class: 'arg mono' }, `${a.name}: ${a.value}`));
+  if (d.more) box.append(el('div', { class: 'muted' }, `and ${d.more} more`));
+  if (d.unreadable) box.append(el('div', { class: 'muted' }, d.unreadable));
+  return box.childNodes.length ? box : '';
+}

@@ -1,8 +1,11 @@
-//! `aep-cline approvals`: the approvals nobody has answered yet, with the short id to answer by.
+//! `aep-cline approvals`: the approvals nobody has answered yet, with the short id to answer by,
+//! and what each asks where the running daemon's local view holds it.
 
 use super::client::LogArgs;
 use super::out;
 use crate::people::{logs, Pending};
+use serde_json::Value;
+use std::collections::HashMap;
 use std::time::SystemTime;
 
 /// List the approvals waiting for an answer, with the short id to answer by.
@@ -14,6 +17,10 @@ use std::time::SystemTime;
 /// `attention.resolved` (the daemon dismisses what is pending when the hub connection or the
 /// session ends). POLICY names the rule of AEP_CLINE_POLICY that decided it: an approve or deny
 /// on its way to Cline, or ask (a person answers).
+///
+/// What each asks (its command, files and diff summary) comes from the running
+/// daemon's memory, to its owner only (AEP_CLINE_LOCAL_DETAIL); the logs hold it only at the
+/// capture AEP_CAPTURE allows.
 #[derive(clap::Args, Debug)]
 pub struct ApprovalsArgs {
     /// One JSON array, an object per pending approval.
@@ -34,11 +41,74 @@ pub fn pending(journal: &crate::lane::Journal) -> Vec<Pending> {
     all
 }
 
+/// What the running daemon's local view says each pending approval asks, by request id.
+pub fn asked() -> HashMap<String, Value> {
+    let Some(Value::Array(list)) = super::client::owner_view("/api/approvals") else {
+        return HashMap::new();
+    };
+    list.into_iter()
+        .filter_map(|p| Some((p["id"].as_str()?.to_string(), p.get("detail")?.clone())))
+        .collect()
+}
+
+/// What an approval asks, as indented lines: each command, each file with the diff summary,
+/// the other arguments.
+pub fn asked_lines(detail: &Value, indent: &str) -> String {
+    let mut t = String::new();
+    let list = |k: &str| detail[k].as_array().cloned().unwrap_or_default();
+    let text = |v: &Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+    for c in list("commands") {
+        t.push_str(&format!(
+            "{indent}$ {}\n",
+            text(&c).replace('\n', &format!("\n{indent}  "))
+        ));
+    }
+    let diff = detail
+        .get("diff")
+        .map(|d| format!("  +{} \u{2212}{} lines", d["added"], d["removed"]))
+        .unwrap_or_default();
+    for (i, f) in list("files").iter().enumerate() {
+        t.push_str(&format!(
+            "{indent}file {}{}\n",
+            text(f),
+            if i == 0 { diff.as_str() } else { "" }
+        ));
+    }
+    if list("files").is_empty() && !diff.is_empty() {
+        t.push_str(&format!("{indent}{}\n", diff.trim()));
+    }
+    for a in list("args") {
+        t.push_str(&format!(
+            "{indent}{}: {}\n",
+            text(&a["name"]),
+            out::one_line(&text(&a["value"]), 160)
+        ));
+    }
+    if let Some(n) = detail["more"].as_u64() {
+        t.push_str(&format!("{indent}and {n} more\n"));
+    }
+    if let Some(why) = detail["unreadable"].as_str() {
+        t.push_str(&format!("{indent}{why}\n"));
+    }
+    t
+}
+
 pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
     let journal = args.logs.journal()?;
     let all = pending(&journal);
+    let asked = if all.is_empty() { HashMap::new() } else { asked() };
     if args.json {
-        return out::print_json(&all);
+        let with: Vec<Value> = all
+            .iter()
+            .map(|p| {
+                let mut v = serde_json::json!(p);
+                if let Some(d) = asked.get(&p.id) {
+                    v["detail"] = d.clone();
+                }
+                v
+            })
+            .collect();
+        return out::print_json(&with);
     }
     if all.is_empty() {
         return out::print("no pending approvals\n");
@@ -64,6 +134,19 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
         ]);
     }
     let mut text = out::table(&rows);
+    for p in &all {
+        if let Some(d) = asked.get(&p.id) {
+            text.push_str(&format!(
+                "\n{} asks ({}):\n",
+                p.short,
+                p.tool.as_deref().unwrap_or(&p.kind)
+            ));
+            text.push_str(&asked_lines(d, "  "));
+        }
+    }
+    if !asked.is_empty() {
+        text.push('\n');
+    }
     text.push_str("answer: aep-cline approve ID | aep-cline deny ID [--reason TEXT] | aep-cline answer ID TEXT\n");
     out::print(&text)
 }

@@ -87,6 +87,24 @@ impl Daemon {
     }
 }
 
+/// `GET path` on the running daemon's signed-in API, for what only the owner sees there (the
+/// local view: what an approval asks, a session's title); `None` when no daemon answers, or it
+/// refuses, so a command still prints what the logs say.
+pub fn owner_view(path: &str) -> Option<serde_json::Value> {
+    let daemon = Daemon::find().ok()?;
+    match daemon.request("GET", path, None, Duration::from_secs(5)) {
+        Ok(answer) if answer.status == 200 => Some(answer.json()),
+        Ok(answer) => {
+            tracing::debug!(status = answer.status, detail = %answer.detail(), "the daemon's local view was not given");
+            None
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "no daemon for the local view");
+            None
+        }
+    }
+}
+
 /// Why a request failed, in the terms a person acts on.
 #[derive(Debug)]
 pub enum Failure {

@@ -7,6 +7,7 @@ use crate::people::timeline::{timeline, Entry};
 use crate::people::Summary;
 use anyhow::bail;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::time::SystemTime;
 
 /// Show one session's timeline.
@@ -16,7 +17,9 @@ use std::time::SystemTime;
 /// errors.
 ///
 /// Content (arguments, results, prompts, messages) appears only where the capture level let it
-/// into the log. SESSION is the id, or any unique start or end of it (as `aep-cline sessions`
+/// into the log. With the daemon running, its owner also sees the session's title (its first
+/// prompt) and folder and what a pending approval asks, from the daemon's local view
+/// (AEP_CLINE_LOCAL_DETAIL), never from the log. SESSION is the id, or any unique start or end of it (as `aep-cline sessions`
 /// prints it).
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
@@ -34,10 +37,36 @@ pub fn run(args: ShowArgs) -> anyhow::Result<()> {
     let summary = find_session(&journal, &args.session)?;
     let events = logs::events(&journal, &summary.session).unwrap_or_default();
     let entries = timeline(&events);
+    let local = local_view(&summary.session);
     if args.json {
-        return out::print_json(&json!({"summary": summary, "timeline": entries}));
+        return out::print_json(&json!({"summary": summary, "about": local.about, "timeline": entries}));
     }
-    out::print(&render(&summary, &entries, SystemTime::now()))
+    out::print(&render(&summary, &local, &entries, SystemTime::now()))
+}
+
+/// What the running daemon's local view says of a session: its title and folder, and what
+/// its pending approvals ask (by request id).
+#[derive(Default)]
+struct Local {
+    about: Option<Value>,
+    asked: HashMap<String, Value>,
+}
+
+fn local_view(session: &str) -> Local {
+    let id = percent_encoding::utf8_percent_encode(session, percent_encoding::NON_ALPHANUMERIC);
+    let Some(v) = super::client::owner_view(&format!("/api/sessions/{id}?limit=1")) else {
+        return Local::default();
+    };
+    let asked = v["pending"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["id"].as_str()?.to_string(), p.get("detail")?.clone())))
+        .collect();
+    Local {
+        about: v.get("about").filter(|a| !a.is_null()).cloned(),
+        asked,
+    }
 }
 
 /// The session a person named, from the logs.
@@ -55,9 +84,16 @@ pub fn find_session(journal: &crate::lane::Journal, query: &str) -> anyhow::Resu
     }
 }
 
-fn render(s: &Summary, entries: &[Entry], now: SystemTime) -> String {
+fn render(s: &Summary, local: &Local, entries: &[Entry], now: SystemTime) -> String {
     let mut t = String::new();
     t.push_str(&format!("session   {}\n", s.session));
+    let about = |k: &str| local.about.as_ref().and_then(|a| a[k].as_str());
+    if let Some(title) = about("title") {
+        t.push_str(&format!("title     {}\n", out::one_line(title, 160)));
+    }
+    if let Some(folder) = about("folder") {
+        t.push_str(&format!("folder    {}\n", out::one_line(folder, 160)));
+    }
     t.push_str(&format!(
         "state     {}   started {} UTC   last moved {}\n",
         s.state.as_str(),
@@ -99,6 +135,9 @@ fn render(s: &Summary, entries: &[Entry], now: SystemTime) -> String {
             p.short,
             p.short
         ));
+        if let Some(d) = local.asked.get(&p.id) {
+            t.push_str(&super::approvals::asked_lines(d, "          "));
+        }
     }
     t.push('\n');
     for e in entries {

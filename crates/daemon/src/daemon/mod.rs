@@ -113,7 +113,8 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             redactor,
             Bus::default(),
         )
-        .with_lifetime(args.sessions.lifetime()),
+        .with_lifetime(args.sessions.lifetime())
+        .with_local_detail(args.dashboard.local_detail),
     );
     // The one command intake, whatever transport brings a command (AEP-0004); what it accepts
     // is the hub control gate's to say.

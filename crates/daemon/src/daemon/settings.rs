@@ -61,6 +61,13 @@ pub struct DashboardArgs {
     #[arg(long, env = "AEP_DASHBOARD", default_value = "1", value_name = "1|0",
           value_parser = gate("AEP_DASHBOARD"), action = ArgAction::Set)]
     pub dashboard: bool,
+    /// The local view: the dashboard, `approvals` and `show` show the signed-in owner what a
+    /// pending approval asks (command, files, diff summary) and each session's title and
+    /// folder, from the daemon's memory and Cline's own store, redacted; never in an Event
+    /// (AEP_CAPTURE alone governs those): 1 or 0.
+    #[arg(long, env = "AEP_CLINE_LOCAL_DETAIL", default_value = "1", value_name = "1|0",
+          value_parser = gate("AEP_CLINE_LOCAL_DETAIL"), action = ArgAction::Set)]
+    pub local_detail: bool,
 }
 
 #[derive(Args, Debug, Clone)]

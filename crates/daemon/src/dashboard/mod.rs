@@ -4,7 +4,10 @@
 //! embedded in the binary (`assets/dashboard/`); nothing is loaded from elsewhere.
 //!
 //! What it shows comes from the daemon's live view of the logs ([`crate::people::index`]), so
-//! it never shows content the capture level kept out of the log. Live changes come over its
+//! it never shows content the capture level kept out of the log, except the owner's local view
+//! ([`crate::people::local`], `AEP_CLINE_LOCAL_DETAIL`): what a pending approval asks and each
+//! session's title and folder, from the daemon's memory and Cline's own store, to the signed-in
+//! owner only. Live changes come over its
 //! own SSE stream (`/api/live`); actions go through the same command intake as every other
 //! transport (`/api/act`, answered with the ack and the outcome).
 //!
@@ -22,7 +25,7 @@ use crate::http::origin::{Doors, Visitors};
 use crate::lane::Sessions;
 use crate::people::act::{self, Action};
 use crate::people::index::{Index, EVERYTHING};
-use crate::people::{logs, timeline};
+use crate::people::{local, logs, timeline};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -276,11 +279,13 @@ async fn list(State(d): State<Arc<Dashboard>>, Query(q): Query<ListQuery>) -> Re
     let matching = kept.len();
     let limit = q.limit.unwrap_or(LIST_PAGE).clamp(1, 1000);
     let page: Vec<_> = kept.into_iter().skip(q.offset.unwrap_or(0)).take(limit).collect();
+    let about = local::about(&d.sessions, page.iter().map(|s| s.session.clone()).collect()).await;
     Json(json!({
         "total": total,
         "matching": matching,
         "sessions": page,
-        "approvals": d.index.pending(),
+        "about": about,
+        "approvals": local::pending(&d.index.pending(), &d.sessions),
         "control": d.control(),
         "loaded": d.index.loaded(),
     }))
@@ -296,6 +301,7 @@ async fn session(State(d): State<Arc<Dashboard>>, Path(id): Path<String>, Query(
     let Some(summary) = d.index.get(&id) else {
         return error(StatusCode::NOT_FOUND, "no-session", "no such session in the logs");
     };
+    let about = local::about(&d.sessions, vec![id.clone()]).await.remove(&id);
     let sessions = d.sessions.clone();
     let read = tokio::task::spawn_blocking(move || logs::events(sessions.journal(), &id)).await;
     let events = match read {
@@ -308,11 +314,16 @@ async fn session(State(d): State<Arc<Dashboard>>, Path(id): Path<String>, Query(
     let limit = q.limit.unwrap_or(TIMELINE_PAGE).clamp(1, 100_000);
     let earlier = entries.len().saturating_sub(limit);
     entries.drain(..earlier);
-    Json(json!({"summary": summary, "timeline": entries, "earlier": earlier, "control": d.control()})).into_response()
+    let pending = local::pending(&summary.pending, &d.sessions);
+    Json(
+        json!({"summary": summary, "about": about, "pending": pending, "timeline": entries, "earlier": earlier,
+        "control": d.control()}),
+    )
+    .into_response()
 }
 
 async fn approvals(State(d): State<Arc<Dashboard>>) -> Response {
-    Json(json!(d.index.pending())).into_response()
+    Json(json!(local::pending(&d.index.pending(), &d.sessions))).into_response()
 }
 
 /// The page's live feed: `session` (a row changed: the new summary), `approvals` (the pending
@@ -333,9 +344,13 @@ async fn live(State(d): State<Arc<Dashboard>>) -> Sse<impl Stream<Item = Result<
                 Ok(s) if &*s == EVERYTHING => Event::default().event("reset").data("{}"),
                 Ok(s) => match d.index.get(&s) {
                     None => return Some((Ok(Event::default().comment("gone")), (d, changes, None))),
-                    Some(summary) => Event::default().event("session").data(
-                        json!({"summary": summary, "approvals": d.index.pending()}).to_string(),
-                    ),
+                    Some(summary) => {
+                        let about = local::about(&d.sessions, vec![s.to_string()]).await;
+                        let approvals = local::pending(&d.index.pending(), &d.sessions);
+                        Event::default().event("session").data(
+                            json!({"summary": summary, "about": about, "approvals": approvals}).to_string(),
+                        )
+                    }
                 },
             },
         };

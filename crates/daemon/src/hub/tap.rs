@@ -56,6 +56,11 @@ pub fn approval_requested(
     };
     let session = approval.session_id.clone();
     let ctx = context(sessions, control);
+    // What it asks, for the owner's local view (never an Event): made off the session's lock.
+    let detail = sessions
+        .local()
+        .is_on()
+        .then(|| cline_hub::Detail::requested(&approval, sessions.redactor()));
     let file = policy.map(policy::Active::current);
     let mut decided = None;
     let published = sessions.append_in(&session, |lane| {
@@ -73,6 +78,14 @@ pub fn approval_requested(
         let mut planned =
             lane.approvals
                 .request(&approval, event.timestamp, run, cause, &ctx, &mut aep_core::id::new_id);
+        if let Some(detail) = detail {
+            // Held before the request is published, so the dashboard's first view of it has
+            // it; a request already mirrored (recovered from the log after a restart) too.
+            let request = planned.as_ref().map(|p| p.id.as_str());
+            if let Some(request) = request.or_else(|| lane.approvals.request_event(&approval.approval_id)) {
+                sessions.local().hold(request, &approval.approval_id, detail);
+            }
+        }
         // Only a request mirrored now is decided: the hub re-sends pending ones at subscribe.
         if let (Some(file), Some(request)) = (&file, planned.as_mut()) {
             let asked = Asked::from_approval(
@@ -152,6 +165,7 @@ pub fn approval_resolved(sessions: &Sessions, session: &str, event: &HubEvent) {
             return;
         }
     };
+    sessions.local().resolved(&resolved.approval_id);
     let ctx = context(sessions, false);
     append(sessions, session, |lane| {
         lane.approvals
@@ -229,6 +243,7 @@ pub fn unanswered(sessions: &Sessions, intake: &Intake, request: &Request, why: 
 /// re-sends the ones still pending when the tap subscribes again, as new requests).
 pub fn disconnected(sessions: &Sessions) {
     sessions.hub_connected(false);
+    sessions.local().dismissed_all();
     let ctx = context(sessions, false);
     let now = now_ms();
     for session in sessions.live_sessions() {

@@ -6,9 +6,11 @@
 //! - [`spool`]: hooks the shim could not deliver, drained into the lane in order.
 //! - [`bus`]: what the live sinks hear after the log has it.
 //! - [`usage`]: a run's tokens and cost, read from Cline's own store for the mapping.
+//! - [`local`]: what only the owner sees, from memory: what an approval asks, a session's title.
 
 pub mod bus;
 pub mod journal;
+pub mod local;
 pub mod parent;
 pub mod reconcile;
 pub mod sessions;

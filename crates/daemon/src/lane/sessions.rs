@@ -13,6 +13,7 @@
 use crate::firing::Firing;
 use crate::lane::bus::{Bus, Published};
 use crate::lane::journal::Journal;
+use crate::lane::local::Local;
 use crate::lane::parent::{Parent, PARENT_EXTENSION};
 use crate::lane::reconcile::{self, Detected, End, Evidence, RunOutcome, StoreSession};
 use aep_core::bounded::BoundedSet;
@@ -143,6 +144,8 @@ pub struct Sessions {
     /// Open sessions that left memory idle, by the process that ran their hooks: when it dies,
     /// the reconciler takes the session up again and ends it.
     watched: Mutex<std::collections::HashMap<String, Parent>>,
+    /// The owner's local view (never logged, never published).
+    local: Local,
 }
 
 /// Hub-hosted sessions remembered.
@@ -164,7 +167,25 @@ impl Sessions {
             hosted: Mutex::new(BoundedSet::new(MAX_HOSTED)),
             hub_connected: AtomicBool::new(false),
             watched: Mutex::new(std::collections::HashMap::new()),
+            local: Local::new(true),
         }
+    }
+
+    /// The local view on or off (`AEP_CLINE_LOCAL_DETAIL`).
+    pub fn with_local_detail(mut self, on: bool) -> Self {
+        self.local = Local::new(on);
+        self
+    }
+
+    pub fn local(&self) -> &Local {
+        &self.local
+    }
+
+    /// The Cline data folder a session's hooks named, if it is in memory (never loaded for it).
+    pub fn cline_data(&self, session: &str) -> Option<String> {
+        let slot = self.live.get(session)?.clone();
+        let state = slot.lock();
+        state.as_ref()?.cline_data.clone()
     }
 
     pub fn with_lifetime(mut self, lifetime: Lifetime) -> Self {

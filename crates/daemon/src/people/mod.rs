@@ -1,10 +1,12 @@
 //! What people see and do: sessions summed up ([`summary`]), a session's timeline
-//! ([`timeline`]), read from the logs ([`logs`]) or kept live in the daemon ([`index`]), and
-//! the commands a person sends ([`act`]). The terminal commands (`aep-cline sessions`, `show`,
-//! `approvals`, `approve`, ...) and the dashboard share all of it, so both tell the same story.
+//! ([`timeline`]), read from the logs ([`logs`]) or kept live in the daemon ([`index`]), the
+//! commands a person sends ([`act`]), and the owner's local view joined in ([`local`]). The
+//! terminal commands (`aep-cline sessions`, `show`, `approvals`, `approve`, ...) and the
+//! dashboard share all of it, so both tell the same story.
 
 pub mod act;
 pub mod index;
+pub mod local;
 pub mod logs;
 pub mod numbers;
 pub mod summary;
