@@ -81,6 +81,27 @@ impl Detail {
         Detail::of(approval.tool_name.as_deref(), approval.input_json.as_deref(), redactor)
     }
 
+    /// The detail on one line, for a notification: `tool: what`, what being its commands, else
+    /// its files (with the diff summary), else its first argument; the tool alone when the input
+    /// says none of these or could not be read. Unbounded: each part is already cut.
+    pub fn summary(&self) -> String {
+        let tool = self.tool.as_deref().filter(|t| !t.is_empty()).unwrap_or("a tool");
+        let what = if !self.commands.is_empty() {
+            Some(self.commands.join("; "))
+        } else if !self.files.is_empty() {
+            Some(match self.diff {
+                Some(d) if d.added + d.removed > 0 => format!("{} ({d})", self.files.join("; ")),
+                _ => self.files.join("; "),
+            })
+        } else {
+            self.args.first().map(|a| format!("{} {}", a.name, a.value))
+        };
+        match what {
+            Some(what) => format!("{tool}: {what}"),
+            None => tool.to_string(),
+        }
+    }
+
     /// The detail of a tool call: `tool` and its input as the hub sends it (`inputJson`).
     pub fn of(tool: Option<&str>, input_json: Option<&str>, redactor: &Redactor) -> Detail {
         let mut d = Detail {

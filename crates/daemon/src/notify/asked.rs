@@ -1,71 +1,18 @@
-//! "What is asked": one line saying what an approval would let Cline do, from the hub frame's
-//! tool name and `inputJson` (the command, the file, the query), redacted by the daemon's
-//! redactor and bounded. It goes to the person in a notification and on a link's page, never
+//! "What is asked": one line saying what an approval would let Cline do, the local view's
+//! [`Detail`] of the hub frame's tool name and `inputJson` (the command, the file, the
+//! argument), redacted by the daemon's redactor and bounded. It goes to the person in a notification and on a link's page, never
 //! into an Event.
 
 use aep_core::redact::Redactor;
-use serde_json::Value;
+use cline_hub::Detail;
 
 /// The longest line, in characters (an ellipsis marks a cut).
 pub const MAX_CHARS: usize = 200;
 
-/// Keys a path travels under in Cline's tools (both generations).
-const PATH_KEYS: [&str; 5] = ["path", "file_path", "filePath", "absolutePath", "target_file"];
-/// Keys other tools name what they act on under.
-const OTHER_KEYS: [&str; 6] = ["regex", "query", "pattern", "url", "skill", "question"];
-
-/// `tool: what` (e.g. `run_commands: npm test`), or the tool alone when its input names nothing
-/// this reads.
+/// `tool: what` (e.g. `run_commands: npm test`): the owner's local view of the approval
+/// ([`Detail`], redacted as the log is), on one bounded line.
 pub fn asked(tool: Option<&str>, input_json: Option<&str>, redactor: &Redactor) -> String {
-    let tool = tool.filter(|t| !t.is_empty()).unwrap_or("a tool");
-    let input: Option<Value> = input_json.and_then(|j| serde_json::from_str(j).ok());
-    let what = input.as_ref().and_then(what).map(|w| redactor.redact_text(&w));
-    let line = match what {
-        Some(what) => format!("{tool}: {what}"),
-        None => tool.to_string(),
-    };
-    bounded(&one_line(&line))
-}
-
-fn what(input: &Value) -> Option<String> {
-    let strings = |v: &Value| -> Vec<String> {
-        match v {
-            Value::String(s) => vec![s.clone()],
-            Value::Array(items) => items
-                .iter()
-                .filter_map(|i| {
-                    i.as_str()
-                        .map(str::to_string)
-                        .or_else(|| first(i, &["command", "path"]).map(str::to_string))
-                })
-                .collect(),
-            _ => Vec::new(),
-        }
-    };
-    // A path before `command`: the editor's `command` is its verb (create, str_replace).
-    for key in ["commands", "files", "paths"] {
-        let found = input.get(key).map(strings).unwrap_or_default();
-        if !found.is_empty() {
-            return Some(found.join("; "));
-        }
-    }
-    if let Some(path) = first(input, &PATH_KEYS).or_else(|| first(input, &["command"])) {
-        return Some(path.to_string());
-    }
-    if let Some(patch) = first(input, &["input", "patch"]) {
-        let files: Vec<&str> = patch
-            .lines()
-            .filter_map(|l| l.trim_start().strip_prefix("*** ").and_then(|l| l.split_once(": ")))
-            .map(|(_, f)| f.trim())
-            .collect();
-        return (!files.is_empty()).then(|| files.join("; "));
-    }
-    first(input, &OTHER_KEYS).map(str::to_string)
-}
-
-fn first<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
-    keys.iter()
-        .find_map(|k| input.get(*k).and_then(Value::as_str).filter(|s| !s.is_empty()))
+    bounded(&one_line(&Detail::of(tool, input_json, redactor).summary()))
 }
 
 /// Line breaks and runs of blanks as one space; control characters dropped.
@@ -134,7 +81,7 @@ mod tests {
                 Some(r#"{"files":[{"path":"/home/dev/a.rs"},"b.rs"]}"#),
                 &r
             ),
-            "read_files: ~/a.rs; b.rs"
+            r#"read_files: files [{"path":"~/a.rs"},"b.rs"]"#
         );
         assert_eq!(
             asked(
