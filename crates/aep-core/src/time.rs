@@ -29,6 +29,22 @@ pub fn millis(at: Timestamp) -> String {
     format!("{at:.3}")
 }
 
+/// `at` in UTC to the second, `2026-12-01T05:05:51Z`: for people (a link's expiry).
+pub fn seconds(at: Timestamp) -> String {
+    format!("{at:.0}")
+}
+
+/// A duration as people write it (`90s`, `500ms`, `5m`, `4h`, `30d`, `1h 30m`, or ISO 8601
+/// `PT5M`): jiff's friendly format, a day being 24 hours. Months and years are refused (their
+/// length depends on the date).
+pub fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let span: jiff::Span = text.trim().parse().map_err(|e: jiff::Error| e.to_string())?;
+    let length = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .map_err(|e| e.to_string())?;
+    std::time::Duration::try_from(length).map_err(|_| "a negative duration".to_string())
+}
+
 /// Now, by [`millis`].
 pub fn now_millis() -> String {
     millis(Timestamp::now())
@@ -96,6 +112,27 @@ mod tests {
             951_868_799_123_456_789
         );
         assert!(now_millis().ends_with('Z'));
+    }
+
+    #[test]
+    fn durations_are_read_as_people_write_them() {
+        let s = std::time::Duration::from_secs;
+        for (text, want) in [
+            ("90s", s(90)),
+            ("5m", s(300)),
+            ("4h", s(14_400)),
+            ("30d", s(2_592_000)),
+            ("1h 30m", s(5_400)),
+            ("PT5M", s(300)),
+        ] {
+            assert_eq!(duration(text), Ok(want), "{text}");
+        }
+        assert_eq!(duration("500ms"), Ok(std::time::Duration::from_millis(500)));
+        assert_eq!(duration("0s"), Ok(std::time::Duration::ZERO));
+        for bad in ["", "soon", "5", "-5m", "1 month", "2y"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(seconds(Timestamp::from_second(0).unwrap()), "1970-01-01T00:00:00Z");
     }
 
     #[test]

@@ -15,7 +15,6 @@
 use crate::payload::{HookPayload, Legacy, Notification, PayloadError, PreCompact, ToolCall, ToolCallRecord};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::time::{Duration, UNIX_EPOCH};
 
 /// The hooks 2.x fires (`dist/cli.mjs`: the hook file names it looks for), and the 3.x hook each
 /// one is. `Notification` has no 3.x twin; it keeps its name.
@@ -179,10 +178,6 @@ fn number(v: &Value) -> Option<f64> {
     }
 }
 
-/// The last millisecond RFC 3339 can write (9999-12-31T23:59:59.999Z): past it, humantime's
-/// formatter fails, and `to_string` would panic on that failure.
-const MAX_RFC3339_MS: u64 = 253_402_300_799_999;
-
 /// 2.x stamps `timestamp` as epoch milliseconds (`"1796103185048"`); the rest of the lane reads
 /// RFC 3339 (3.x's `Date.toISOString()`). `None` when it is not a plausible epoch-ms string,
 /// or lies past year 9999: the payload then keeps its text, which the lane reads as no time
@@ -191,8 +186,7 @@ fn rfc3339_of_epoch_ms(t: &str) -> Option<String> {
     if t.is_empty() || t.len() > 16 || !t.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let ms: u64 = t.parse().ok().filter(|ms| *ms <= MAX_RFC3339_MS)?;
-    Some(humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string())
+    aep_core::time::millis_of_epoch_ms(t.parse().ok()?)
 }
 
 #[cfg(test)]
@@ -206,12 +200,15 @@ mod tests {
             rfc3339_of_epoch_ms("1796103185048").as_deref(),
             Some("2026-12-01T05:33:05.048Z")
         );
+        // In year 9999 still a time; at its very end jiff stops (so that any offset still gives
+        // a civil time in 9999), and past it there is none.
         assert_eq!(
-            rfc3339_of_epoch_ms("253402300799999").as_deref(),
-            Some("9999-12-31T23:59:59.999Z")
+            rfc3339_of_epoch_ms("253383811200000").as_deref(),
+            Some("9999-06-01T00:00:00.000Z")
         );
         for bad in [
             "",
+            "253402300799999",
             "17961031850481234567",
             "2026-12-01T02:53:05Z",
             "-1",

@@ -3,35 +3,10 @@
 //! `timestamp` (`Date.toISOString()`, always UTC), or a logged `run.started`'s `time`
 //! (AEP-0001 §5: RFC 3339 with a zone, any offset).
 
-use std::time::UNIX_EPOCH;
-
 /// `time` as epoch milliseconds; `None` for anything that is not an RFC 3339 date-time with a
-/// zone, or lies before 1970.
+/// zone (`aep_core::time`), or lies before 1970.
 pub(crate) fn epoch_ms(time: &str) -> Option<i64> {
-    let (utc, offset_ms) = split_offset(time)?;
-    let at = humantime::parse_rfc3339(&utc).ok()?;
-    let ms = i64::try_from(at.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?;
-    Some(ms - offset_ms)
-}
-
-/// The time with its zone replaced by `Z`, and the zone's offset east of UTC in milliseconds.
-fn split_offset(time: &str) -> Option<(String, i64)> {
-    if let Some(utc) = time.strip_suffix(['Z', 'z']) {
-        return Some((format!("{utc}Z"), 0));
-    }
-    let split = time.len().checked_sub(6)?;
-    let (local, zone) = (time.get(..split)?, time.get(split..)?);
-    let sign = match zone.as_bytes() {
-        [b'+', _, _, b':', _, _] => 1,
-        [b'-', _, _, b':', _, _] => -1,
-        _ => return None,
-    };
-    let hours: i64 = zone.get(1..3)?.parse().ok()?;
-    let minutes: i64 = zone.get(4..6)?.parse().ok()?;
-    if hours > 23 || minutes > 59 {
-        return None;
-    }
-    Some((format!("{local}Z"), sign * (hours * 60 + minutes) * 60_000))
+    aep_core::time::epoch_ms(time, false).filter(|ms| *ms >= 0)
 }
 
 /// Milliseconds from `start` to `end`, when both are known and in that order (the schemas'
@@ -53,8 +28,8 @@ mod tests {
         assert_eq!(epoch_ms("2026-11-30T02:53:23.341+00:00"), Some(utc));
         assert_eq!(
             epoch_ms("2026-11-30t02:53:23.341z"),
-            None,
-            "humantime wants an upper-case T"
+            Some(utc),
+            "RFC 3339 §5.6 allows lower case"
         );
         assert_eq!(epoch_ms("2026-11-30T02:53:23Z"), Some(1_796_007_203_000));
     }

@@ -379,9 +379,8 @@ fn pending_tool_calls_are_bounded_oldest_first_and_resolved_ones_free_their_plac
 
 /// `payload` as if it fired `ms` milliseconds after it did.
 fn later(mut payload: Value, ms: u64) -> Value {
-    let at = humantime::parse_rfc3339(payload["timestamp"].as_str().unwrap()).unwrap();
-    let at = at + std::time::Duration::from_millis(ms);
-    payload["timestamp"] = json!(humantime::format_rfc3339_millis(at).to_string());
+    let at = aep_core::time::epoch_ms(payload["timestamp"].as_str().unwrap(), false).unwrap();
+    payload["timestamp"] = json!(aep_core::time::millis_of_epoch_ms(at + ms as i64).unwrap());
     payload
 }
 

@@ -313,8 +313,8 @@ impl<'p> Projector<'p> {
 
 /// Whether RFC 3339 time `a` is before `b` (either unreadable: no).
 fn before(a: &str, b: &str) -> bool {
-    match (humantime::parse_rfc3339_weak(a), humantime::parse_rfc3339_weak(b)) {
-        (Ok(a), Ok(b)) => a < b,
+    match (aep_core::time::parse(a, true), aep_core::time::parse(b, true)) {
+        (Some(a), Some(b)) => a < b,
         _ => false,
     }
 }

@@ -339,8 +339,7 @@ pub const LEGACY_USAGE_NOTE: &str = "Cline 2.x streams carry no token counts: th
 
 /// An RFC 3339 time as epoch milliseconds.
 fn epoch_ms(ts: &str) -> Option<i64> {
-    let at = humantime::parse_rfc3339_weak(ts).ok()?;
-    i64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis()).ok()
+    aep_core::time::epoch_ms(ts, true)
 }
 
 /// Why [`Normalizer::push`] failed.

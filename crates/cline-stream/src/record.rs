@@ -301,8 +301,8 @@ fn opt_ts<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
             Ok(Some(v.to_owned()))
         }
         fn visit_u64<E: de::Error>(self, ms: u64) -> Result<Self::Value, E> {
-            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-            Ok(Some(humantime::format_rfc3339_millis(at).to_string()))
+            // Past year 9999 it is no time (the record keeps none), never a panic.
+            Ok(i64::try_from(ms).ok().and_then(aep_core::time::millis_of_epoch_ms))
         }
         fn visit_i64<E: de::Error>(self, ms: i64) -> Result<Self::Value, E> {
             u64::try_from(ms)

@@ -186,12 +186,13 @@ fn alive(pid: i64) -> bool {
     }
 }
 
-/// An RFC 3339 time as epoch ms.
+/// An RFC 3339 time as epoch ms; without a zone (as `sessions.db` may write it), UTC.
 pub(crate) fn iso_ms(t: &str) -> Option<i64> {
-    let t = humantime::parse_rfc3339_weak(t).ok()?;
-    t.duration_since(std::time::UNIX_EPOCH)
+    let t = t.trim();
+    t.parse::<jiff::Timestamp>()
         .ok()
-        .map(|d| d.as_millis() as i64)
+        .or_else(|| jiff::tz::TimeZone::UTC.to_timestamp(t.parse().ok()?).ok())
+        .map(|t| t.as_millisecond())
 }
 
 #[cfg(test)]

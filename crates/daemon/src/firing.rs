@@ -159,7 +159,8 @@ pub fn boot_id() -> &'static str {
 
 /// RFC 3339 UTC with milliseconds for a firing time (the Event `time` when the payload has none).
 pub fn rfc3339(ns: u64) -> String {
-    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_nanos(ns)).to_string()
+    let at = jiff::Timestamp::from_nanosecond(i128::from(ns)).unwrap_or_default();
+    aep_core::time::millis(at)
 }
 
 #[cfg(test)]

@@ -152,7 +152,7 @@ async fn a_thousand_sessions_paint_fast() {
     // A session that starts now comes to the top of the full page, live; the page stays 100 rows.
     let mut start: Value =
         serde_json::from_slice(&support::daemon::real_payload("hooks-cancel", "agent_start")).unwrap();
-    start["timestamp"] = json!(humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string());
+    start["timestamp"] = json!(aep_core::time::now_millis());
     assert!(sandbox.hook(start.to_string().as_bytes()).status.success());
     browser
         .until(

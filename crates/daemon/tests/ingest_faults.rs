@@ -79,8 +79,8 @@ fn event_times_are_firing_times_not_ingest_times() {
     let events = sb.wait_for_events("timed", 3);
     assert_eq!(events[0]["time"], "2026-11-30T02:53:23.341Z");
     assert_eq!(events[1]["time"], "2026-11-30T02:53:23.341Z");
-    let t = humantime::parse_rfc3339(events[2]["time"].as_str().unwrap()).unwrap();
-    let ns = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let t = aep_core::time::parse(events[2]["time"].as_str().unwrap(), false).unwrap();
+    let ns = t.as_nanosecond() as u64;
     assert!(
         ns >= before / 1_000_000 * 1_000_000 && ns <= after,
         "without a payload timestamp, the shim's clock at the firing"

@@ -79,8 +79,8 @@ fn a_2x_timestamp_past_year_9999_stops_nothing_and_takes_the_firing_time() {
     assert_eq!(sb.spooled(), 0, "the drain got past the poison");
     let poisoned = sb.log("1796103184924");
     assert_eq!(types(&poisoned), ["session.started", "run.started"]);
-    let t = humantime::parse_rfc3339(poisoned[0]["time"].as_str().unwrap()).unwrap();
-    let ns = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let t = aep_core::time::parse(poisoned[0]["time"].as_str().unwrap(), false).unwrap();
+    let ns = t.as_nanosecond() as u64;
     assert!(
         ns >= before / 1_000_000 * 1_000_000 && ns <= aep_cline::firing::now_ns(),
         "no time in the payload: the shim's firing time"

@@ -216,10 +216,8 @@ impl Watch {
                 }
                 let at = event["time"]
                     .as_str()
-                    .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or_else(crate::lane::sessions::now_ms, |d| d.as_millis() as u64)
-                    as i64;
+                    .and_then(|t| aep_core::time::epoch_ms(t, true))
+                    .unwrap_or_else(|| crate::lane::sessions::now_ms() as i64);
                 let from = Origin::Terminal {
                     run: event["run"].as_str(),
                 };

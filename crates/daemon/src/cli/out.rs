@@ -93,9 +93,9 @@ pub fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// An Event time as a `SystemTime` (`None` if it is not RFC 3339 UTC).
+/// An Event time as a `SystemTime` (`None` if it is not RFC 3339).
 pub fn parse_time(time: &str) -> Option<SystemTime> {
-    humantime::parse_rfc3339_weak(time.trim_end_matches('Z')).ok()
+    aep_core::time::parse(time, true).and_then(|t| SystemTime::try_from(t).ok())
 }
 
 /// `5s ago`, `3m ago`, `2h ago`, `4d ago`; `-` for no time.

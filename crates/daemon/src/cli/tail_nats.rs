@@ -101,10 +101,10 @@ fn deliver_policy(args: &TailArgs) -> anyhow::Result<consumer::DeliverPolicy> {
 
 /// `--since`: an RFC 3339 time, or a duration ago.
 fn since(text: &str) -> anyhow::Result<time::OffsetDateTime> {
-    let at = match humantime::parse_rfc3339_weak(text.trim()) {
-        Ok(at) => at,
-        Err(_) => {
-            let ago = humantime::parse_duration(text.trim()).map_err(|_| {
+    let at = match aep_core::time::parse(text, true) {
+        Some(at) => std::time::SystemTime::try_from(at).map_err(|e| anyhow!("--since {text:?}: {e}"))?,
+        None => {
+            let ago = aep_core::time::duration(text).map_err(|_| {
                 anyhow!("--since {text:?}: give an RFC 3339 time (2026-12-01T09:00:00Z) or a duration ago (15m, 2h)")
             })?;
             std::time::SystemTime::now()

@@ -460,9 +460,9 @@ fn positive(
     }
 }
 
-/// A duration such as `90s`, `5m` or `4h` (humantime).
+/// A duration such as `90s`, `5m`, `4h` or `30d` (`aep_core::time::duration`).
 fn duration(name: &'static str) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |value| match humantime::parse_duration(value.trim()) {
+    move |value| match aep_core::time::duration(value) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!("{name}={value:?}: give a duration above zero, e.g. 60s or 4h")),
         Err(e) => Err(format!("{name}={value:?} is not a duration ({e}); e.g. 60s, 5m, 4h")),

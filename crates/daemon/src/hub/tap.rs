@@ -278,15 +278,11 @@ fn ended_at(event: &HubEvent) -> Option<String> {
         .and_then(|s| s.get("endedAt"));
     let ms = match at {
         Some(serde_json::Value::Number(n)) => n.as_u64(),
-        Some(serde_json::Value::String(t)) => humantime::parse_rfc3339_weak(t)
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_millis() as u64),
+        Some(serde_json::Value::String(t)) => aep_core::time::epoch_ms(t, true).and_then(|ms| u64::try_from(ms).ok()),
         _ => None,
     }
     .or(event.timestamp)?;
-    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    Some(humantime::format_rfc3339_millis(time).to_string())
+    aep_core::time::millis_of_epoch_ms(i64::try_from(ms).ok()?)
 }
 
 /// Whether a hub event says its session is over. Cline 3.0.65 keeps a session `idle` after a

@@ -141,9 +141,7 @@ impl StoreSession {
             "cancelled" | "canceled" | "aborted" => RunOutcome::CancelledByUser,
             _ => return None, // `running`, `idle`, or a status this code does not know
         };
-        let time = humantime::parse_rfc3339_weak(ended_at)
-            .ok()
-            .map(|t| humantime::format_rfc3339_millis(t).to_string());
+        let time = aep_core::time::parse(ended_at, true).map(aep_core::time::millis);
         Some(End {
             time,
             detected: Detected::Store,

@@ -868,8 +868,8 @@ fn fired_at(payload: &HookPayload, firing: &Firing) -> String {
     let stamped = payload
         .timestamp
         .as_deref()
-        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
-        .map(|t| humantime::format_rfc3339_millis(t).to_string());
+        .and_then(|t| aep_core::time::parse(t, true))
+        .map(aep_core::time::millis);
     stamped
         .or_else(|| firing.fired.map(crate::firing::rfc3339))
         .unwrap_or_else(aep_core::id::now_rfc3339)

@@ -147,9 +147,8 @@ pub fn of(payload: &HookPayload, tracker: &SessionTracker, read: Option<&Session
     let end = payload
         .timestamp
         .as_deref()
-        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(i64::MAX, |d| d.as_millis() as i64);
+        .and_then(|t| aep_core::time::epoch_ms(t, true))
+        .unwrap_or(i64::MAX);
     let closing: Vec<(String, Option<i64>)> = match payload.hook_name.as_str() {
         "session_shutdown" => {
             out.session = Some(usage_of(s, |_| true, false));

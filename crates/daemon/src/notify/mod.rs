@@ -255,7 +255,7 @@ impl Notifier {
             "asked": summary,
             "request": waiting.request,
             "waiting_since": waiting.since,
-            "expires": humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(expires)).to_string(),
+            "expires": aep_core::time::seconds(jiff::Timestamp::from_second(expires as i64).unwrap_or_default()),
             "actions": {"approve": approve, "deny": deny, "dashboard": dashboard},
         });
         self.queue(Message {

@@ -161,8 +161,7 @@ async fn show(State(n): State<Arc<Notifier>>, Path(token): Path<String>) -> Resp
         } else {
             format!(", waiting since {}", escape(&since))
         },
-        expires =
-            humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(link.expires)),
+        expires = aep_core::time::seconds(jiff::Timestamp::from_second(link.expires as i64).unwrap_or_default()),
     );
     page(StatusCode::OK, &format!("{verb} this?"), &body)
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// How often the file is looked at.
@@ -70,7 +70,7 @@ pub struct Active {
 }
 
 fn now() -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+    aep_core::time::seconds(jiff::Timestamp::now())
 }
 
 impl std::fmt::Debug for Active {
@@ -189,7 +189,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("policy.toml");
         std::fs::write(&path, vec![b'#'; MAX_BYTES as usize + 10]).unwrap();
-        assert!(read(&path).unwrap_err().contains("bound"));
-        assert!(read(dir.path()).unwrap_err().contains("not a regular file"));
+        assert!(read(&path).unwrap_err().contains("over the 1 MiB limit"));
+        assert!(read(dir.path())
+            .unwrap_err()
+            .contains("a folder stands where a file belongs"));
+        // A FIFO is refused at once: opening one for reading would wait for a writer forever.
+        let fifo = dir.path().join("fifo.toml");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        assert!(read(&fifo).unwrap_err().contains("a FIFO stands where a file belongs"));
     }
 }

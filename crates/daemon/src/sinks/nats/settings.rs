@@ -243,7 +243,7 @@ fn check_stream(name: &str) -> anyhow::Result<()> {
 }
 
 fn window(value: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(value.trim()) {
+    match aep_core::time::duration(value) {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),
         Ok(_) => Err(format!("AEP_NATS_DEDUPE_WINDOW={value:?}: give at least 1s, e.g. 2m")),
         Err(e) => Err(format!(

@@ -136,52 +136,10 @@ pub fn any(value: &Value) -> AnyValue {
     AnyValue { value: v }
 }
 
-/// RFC 3339 (`2026-07-03T10:15:04.221Z`, or with an offset) → nanoseconds since the epoch.
+/// RFC 3339 (`2026-07-03T10:15:04.221Z`, or with an offset) → nanoseconds since the epoch
+/// (`aep_core::time`: a date that does not exist, `2026-02-31`, is no time).
 pub fn epoch_nanos(time: &str) -> Option<u64> {
-    let (date, rest) = time.split_once(['T', 't'])?;
-    let mut ymd = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
-    let (y, m, d) = (ymd.next()??, ymd.next()??, ymd.next()??);
-    let (clock, offset_s) = match rest.find(['Z', 'z', '+', '-']) {
-        Some(at) => {
-            let (clock, zone) = rest.split_at(at);
-            let offset = match zone {
-                "Z" | "z" => 0,
-                _ => {
-                    let sign = if zone.starts_with('-') { -1 } else { 1 };
-                    let (h, min) = zone[1..].split_once(':')?;
-                    sign * (h.parse::<i64>().ok()? * 3600 + min.parse::<i64>().ok()? * 60)
-                }
-            };
-            (clock, offset)
-        }
-        None => return None,
-    };
-    let (hms, frac) = clock.split_once('.').unwrap_or((clock, ""));
-    let mut parts = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
-    let (h, min, s) = (parts.next()??, parts.next()??, parts.next()??);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || s > 60 {
-        return None;
-    }
-    if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 9 {
-        return None;
-    }
-    let nanos: i64 = format!("{frac:0<9}").parse().ok()?;
-    let secs = days_from_civil(y, m, d) * 86_400 + h * 3600 + min * 60 + s - offset_s;
-    u64::try_from(secs)
-        .ok()?
-        .checked_mul(1_000_000_000)?
-        .checked_add(nanos as u64)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    u64::try_from(aep_core::time::parse(time, false)?.as_nanosecond()).ok()
 }
 
 /// `00-<trace 32 hex>-<span 16 hex>-<flags 2 hex>` → the W3C fields; `None` when malformed or
@@ -324,6 +282,7 @@ mod tests {
             "",
             "yesterday",
             "2026-13-01T00:00:00Z",
+            "2026-02-31T00:00:00Z",
             "2026-07-03T10:15:04",
             "2026-07-03T10:15:04.x1Z",
         ] {

@@ -214,7 +214,7 @@ fn events(name: &'static str) -> impl Fn(&str) -> Result<usize, String> + Clone 
 }
 
 fn duration(name: &'static str) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |value| match humantime::parse_duration(value.trim()) {
+    move |value| match aep_core::time::duration(value) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!(
             "{name}={value:?}: give a duration above zero, e.g. 1s or 500ms"
