@@ -103,6 +103,10 @@ fn every_hook_survives_freezes_kills_and_restarts_once_and_in_order() {
                         let out = sb.hook(&hook);
                         assert!(out.status.success() && out.stdout.is_empty());
                         hooks.push(hook);
+                        // A Cline fires its next hook after a model call or a tool, never in a
+                        // tight loop: unpaced, five writers outran a restarting daemon's drain
+                        // on a loaded machine (the spool grew faster than it drained).
+                        std::thread::sleep(Duration::from_millis(10));
                     }
                     if !firing.load(Ordering::SeqCst) {
                         return (session, hooks, n + 1);

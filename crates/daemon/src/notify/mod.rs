@@ -56,6 +56,7 @@ pub struct Waiting {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Approval,
+    Budget,
     Failed,
     Ended,
 }
@@ -64,6 +65,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Approval => "approval",
+            Kind::Budget => "budget",
             Kind::Failed => "failed",
             Kind::Ended => "ended",
         }
@@ -297,10 +299,16 @@ impl Notifier {
         self.asked.lock().get(request).cloned()
     }
 
-    /// A run failed or a session ended (from the bus, as logged: within the capture ceiling).
+    /// A budget's notice, a run failed or a session ended (from the bus, as logged: within the
+    /// capture ceiling).
     fn news(&self, e: &Value) {
         let ty = e["type"].as_str().unwrap_or_default();
         let kind = match ty {
+            // The budgets' notice at 80% and 100% (AEP has no notice type: an attention request
+            // resolved at once, with `data.budget`).
+            "attention.requested" if self.settings.on.budget && e["data"]["budget"].is_object() => {
+                return self.budget(e)
+            }
             "run.failed" if self.settings.on.failed => Kind::Failed,
             "session.ended" if self.settings.on.ended => Kind::Ended,
             _ => return,
@@ -337,6 +345,48 @@ impl Notifier {
         });
     }
 
+    /// A budget reached 80% or 100% (`AEP_CLINE_BUDGET`): said with its numbers and what was
+    /// done (at 100% the run is cancelled through the hub, or could not be: the Event says why).
+    fn budget(&self, e: &Value) {
+        let session = e["session"].as_str().unwrap_or_default();
+        let b = &e["data"]["budget"];
+        let number = |k: &str| b[k].as_f64().unwrap_or_default();
+        let currency = b["currency"].as_str().unwrap_or("USD");
+        let name = b["name"].as_str().unwrap_or("a");
+        let done = match b["action"].as_str() {
+            Some("cancel") => ": the run is cancelled",
+            Some(_) => ": the run could not be cancelled (not run through Cline's hub)",
+            None => "",
+        };
+        let text = format!(
+            "On {}, session {session} reached {:.0}% of its {name} budget ({} of {}){done}",
+            self.host,
+            number("threshold") * 100.0,
+            crate::people::numbers::money(number("cost"), currency),
+            crate::people::numbers::money(number("limit"), currency),
+        );
+        let dashboard = self.dashboard_url(session);
+        let body = json!({
+            "text": text,
+            "kind": Kind::Budget.as_str(),
+            "session": session,
+            "host": self.host,
+            "run": e.get("run"),
+            "budget": b,
+            "time": e.get("time"),
+            "actions": {"approve": null, "deny": null, "dashboard": dashboard},
+        });
+        self.queue(Message {
+            kind: Kind::Budget,
+            title: format!("Cline: {name} budget at {:.0}%", number("threshold") * 100.0),
+            text,
+            body,
+            approve: None,
+            deny: None,
+            dashboard,
+        });
+    }
+
     fn queue(&self, message: Message) {
         let message = Arc::new(message);
         for out in &self.outs {
@@ -357,7 +407,7 @@ impl Notifier {
 
     /// Feeds run failures and session ends from the bus (only when asked for).
     pub async fn pump(self: Arc<Self>, mut bus: tokio::sync::broadcast::Receiver<Note>) {
-        if !(self.settings.on.failed || self.settings.on.ended) {
+        if !(self.settings.on.budget || self.settings.on.failed || self.settings.on.ended) {
             drop(bus); // nothing to read: no lagging subscriber is kept
             return std::future::pending().await;
         }
@@ -524,6 +574,7 @@ mod tests {
             dir.path(),
             On {
                 approval: true,
+                budget: false,
                 failed: false,
                 ended: false,
             },
@@ -548,6 +599,49 @@ mod tests {
     }
 
     #[test]
+    fn a_budgets_notice_is_sent_with_its_numbers_and_what_was_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let notice = json!({"type": "attention.requested", "session": "s1", "run": "r1", "time": "t",
+            "data": {"budget": {"name": "run", "limit": 2.0, "cost": 1.6, "currency": "USD", "threshold": 0.8}}});
+        let stop = json!({"type": "attention.requested", "session": "s1", "run": "r1", "time": "t",
+            "data": {"budget": {"name": "run", "limit": 2.0, "cost": 2.1, "currency": "USD", "threshold": 1.0,
+                "action": "cancel"}}});
+        let person = json!({"type": "attention.requested", "session": "s1", "data": {"kind": "permission"}});
+        let off = notifier(
+            dir.path(),
+            On {
+                approval: true,
+                budget: false,
+                failed: false,
+                ended: false,
+            },
+        );
+        off.news(&notice);
+        assert_eq!(off.status()["targets"][0]["queued"], 0);
+        let on = notifier(
+            dir.path(),
+            On {
+                approval: false,
+                budget: true,
+                failed: false,
+                ended: false,
+            },
+        );
+        on.news(&notice);
+        on.news(&stop);
+        on.news(&person);
+        let queue = on.outs[0].queue.lock();
+        assert_eq!(queue.len(), 2, "a person's approval is not a budget's notice");
+        assert_eq!(queue[0].body["kind"], "budget");
+        assert_eq!(queue[0].text, "On box, session s1 reached 80% of its run budget ($1.60 of $2.00)");
+        assert_eq!(queue[0].body["budget"]["limit"], 2.0);
+        assert_eq!(
+            queue[1].text,
+            "On box, session s1 reached 100% of its run budget ($2.10 of $2.00): the run is cancelled"
+        );
+    }
+
+    #[test]
     fn run_failures_and_session_ends_are_sent_only_when_asked_for() {
         let dir = tempfile::tempdir().unwrap();
         let failed = json!({"type": "run.failed", "session": "s1", "run": "r1", "time": "t",
@@ -557,6 +651,7 @@ mod tests {
             dir.path(),
             On {
                 approval: true,
+                budget: false,
                 failed: false,
                 ended: false,
             },
@@ -568,6 +663,7 @@ mod tests {
             dir.path(),
             On {
                 approval: false,
+                budget: false,
                 failed: true,
                 ended: true,
             },

@@ -14,9 +14,10 @@ pub struct NotifyArgs {
     /// POST), ntfy+http(s)://HOST/TOPIC (ntfy's JSON API), or `desktop` (notify-send).
     #[arg(long, env = "AEP_CLINE_NOTIFY", value_name = "TARGET,...", hide_env_values = true)]
     pub notify: Option<String>,
-    /// What is notified, comma-separated: approval (an approval starts waiting), failed (a run
-    /// failed), ended (a session ended).
-    #[arg(long, env = "AEP_CLINE_NOTIFY_ON", default_value = "approval", value_name = "KIND,...",
+    /// What is notified, comma-separated: approval (an approval starts waiting), budget (a
+    /// budget of AEP_CLINE_BUDGET reached 80% or 100%), failed (a run failed), ended (a session
+    /// ended).
+    #[arg(long, env = "AEP_CLINE_NOTIFY_ON", default_value = "approval,budget", value_name = "KIND,...",
           value_parser = on)]
     pub notify_on: On,
     /// The base of the links in notifications (approve, deny, the dashboard), as another device
@@ -29,6 +30,7 @@ pub struct NotifyArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct On {
     pub approval: bool,
+    pub budget: bool,
     pub failed: bool,
     pub ended: bool,
 }
@@ -213,23 +215,25 @@ fn cut_credentials(item: &str) -> String {
 fn on(value: &str) -> Result<On, String> {
     let mut on = On {
         approval: false,
+        budget: false,
         failed: false,
         ended: false,
     };
     for kind in value.split(',').map(str::trim).filter(|k| !k.is_empty()) {
         match kind {
             "approval" => on.approval = true,
+            "budget" => on.budget = true,
             "failed" => on.failed = true,
             "ended" => on.ended = true,
             other => {
                 return Err(format!(
-                    "AEP_CLINE_NOTIFY_ON: {other:?} is not a kind; use approval, failed and/or ended, comma-separated"
+                    "AEP_CLINE_NOTIFY_ON: {other:?} is not a kind; use approval, budget, failed and/or ended, comma-separated"
                 ))
             }
         }
     }
-    if !(on.approval || on.failed || on.ended) {
-        return Err("AEP_CLINE_NOTIFY_ON names nothing: use approval, failed and/or ended".into());
+    if !(on.approval || on.budget || on.failed || on.ended) {
+        return Err("AEP_CLINE_NOTIFY_ON names nothing: use approval, budget, failed and/or ended".into());
     }
     Ok(on)
 }
