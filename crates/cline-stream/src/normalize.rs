@@ -28,8 +28,9 @@
 //! none) that ends at the next `api_req_started`, whose request text opens with the command's
 //! result and verdict (`Command executed successfully (exit code 0).` / `Command failed with exit
 //! code N.`), read by the same rule as 2.x's hooks; ask `command_output` (the output as it runs)
-//! is consumed. File tools (say `tool`) stay `unknown`: no captured 2.x stream shows one, so
-//! their records are not guessed at.
+//! is consumed. A file tool (say `tool`) is a call the same way, named by the 2.x tool behind
+//! what its record shows ([`legacy_tool_name`]); a file tool that failed unshown is told by its
+//! failed result alone. Tools 2.18 was not seen to show stay `unknown`.
 //!
 //! Some models fold their reasoning into the visible text; then there is no `reasoning`
 //! event, by design: the normalizer does not guess at text.
@@ -725,7 +726,11 @@ impl<S: Sink> Ctx<'_, '_, S> {
                 })
             }
             (Some("say"), Some("api_req_retried"), _) => None,
-            (Some("say"), Some("command"), _) => return self.legacy_command(text),
+            (Some("say"), Some("command"), _) => {
+                let input = serde_json::json!({ "command": text });
+                return self.legacy_call("execute_command", input);
+            }
+            (Some("say"), Some("tool"), _) => return self.legacy_tool(text),
             // The command's output as it runs: its result comes whole with the next request.
             (Some("ask"), _, Some("command_output")) => None,
             (Some("say"), Some("api_req_started"), _) => return self.legacy_request(text),
@@ -756,18 +761,46 @@ impl<S: Sink> Ctx<'_, '_, S> {
 }
 
 impl<S: Sink> Ctx<'_, '_, S> {
-    /// 2.x `say command`: the agent runs `execute_command` (2.x names no call id: one is made
-    /// from the record's line, and a command's result always comes before the next tool).
-    fn legacy_command(&mut self, command: &str) -> Result<(), StreamError> {
+    /// 2.x `say tool` (`{"tool": "readFile", "path": …}`): a file tool the agent runs. Its
+    /// `tool` is what 2.x's UI shows; the call is named by the 2.x tool behind it
+    /// ([`legacy_tool_name`]). Any other `tool`, or a text that names none, stays `unknown`.
+    fn legacy_tool(&mut self, text: &str) -> Result<(), StreamError> {
+        let said: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        let Some(shown) = said.get("tool").and_then(Value::as_str) else {
+            return self.unknown(
+                "say.tool",
+                "the tool record's text is not a JSON object naming its tool",
+                None,
+                None,
+            );
+        };
+        let Some(tool) = legacy_tool_name(shown) else {
+            return self.unknown(
+                "say.tool",
+                format!("no mapping for the 2.x tool record {shown:?}"),
+                Some(shown.to_string()),
+                None,
+            );
+        };
+        // The tool's own parameters, as its XML call names them.
+        let input: serde_json::Map<String, Value> = ["path", "regex"]
+            .into_iter()
+            .filter_map(|k| Some((k.to_string(), said.get(k).filter(|v| v.is_string())?.clone())))
+            .collect();
+        self.legacy_call(tool, Value::Object(input))
+    }
+
+    /// A 2.x tool call starts (`say command`, `say tool`). 2.x names no call id: one is made
+    /// from the record's line, and a tool's result always comes before the next tool.
+    fn legacy_call(&mut self, tool: &str, input: Value) -> Result<(), StreamError> {
         let call_id = format!("legacy-{}", self.line);
-        let input = serde_json::json!({ "command": command });
         self.fact(Fact::ToolRequested {
             call_id: &call_id,
-            tool: "execute_command",
+            tool,
             input: Some(&input),
         })?;
         let pending = Pending {
-            tool: Some("execute_command".into()),
+            tool: Some(tool.into()),
             input: Some(input),
             requested: true,
             line: self.line,
@@ -780,18 +813,24 @@ impl<S: Sink> Ctx<'_, '_, S> {
 
     /// 2.x `say api_req_started`: the next model request, whose text opens with the last tool's
     /// result (`[execute_command for '…'] Result:` then `Command executed successfully (exit
-    /// code 0).` or `Command failed with exit code 2.`): the running command ends there, with the
-    /// verdict the hooks read from the same text ([`cline_hooks::outcome::reported_failure`]).
+    /// code 0).` or `Command failed with exit code 2.`; `[read_file for 'input.txt'] Result:`
+    /// then the file): the running call ends there, with the verdict the hooks read from the
+    /// same text ([`cline_hooks::outcome::reported_failure`]). A file tool that fails before
+    /// 2.x shows it (a file that is not there) has no `say tool`: its failed result alone is
+    /// the call.
     fn legacy_request(&mut self, text: &str) -> Result<(), StreamError> {
-        let Some(call_id) = self.state.legacy_call.take() else {
-            return Ok(());
-        };
         let request: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+        let request = request.get("request").and_then(Value::as_str).unwrap_or_default();
+        let header = result_header(request);
         let result = request
-            .get("request")
-            .and_then(Value::as_str)
-            .and_then(|r| r.split_once("] Result:"))
+            .split_once("] Result:")
             .map(|(_, after)| after.trim_start().to_string());
+        let Some(call_id) = self.state.legacy_call.take() else {
+            return match (header, result) {
+                (Some((tool, target)), Some(result)) => self.legacy_failed_unshown(tool, target, result),
+                _ => Ok(()),
+            };
+        };
         let Some(p) = self.state.pending.remove(&call_id) else {
             return Ok(());
         };
@@ -808,9 +847,18 @@ impl<S: Sink> Ctx<'_, '_, S> {
             (Some(start), Some(end)) => u64::try_from(end - start).ok(),
             _ => None,
         };
+        // 2.x shows a write_to_file over an existing file and a replace_in_file alike
+        // (`editedExistingFile`); the result names the tool that ran.
+        let pending_tool = p.tool.unwrap_or_else(|| "execute_command".into());
+        let tool = match header {
+            Some((named, _)) if named != pending_tool && ToolKind::of(named) == ToolKind::of(&pending_tool) => {
+                named.to_string()
+            }
+            _ => pending_tool,
+        };
         let call = ResolvedCall {
             call_id: Some(call_id),
-            tool: p.tool.unwrap_or_else(|| "execute_command".into()),
+            tool,
             input: p.input,
             output: Some(output),
             requested: true,
@@ -819,6 +867,61 @@ impl<S: Sink> Ctx<'_, '_, S> {
         };
         self.resolved(call, outcome)
     }
+
+    /// A failed result that no `say tool` announced (2.18 shows a read only once the file was
+    /// read): the call, requested and failed at once, for the file tools whose result header
+    /// names the path. A success without an announcement is left alone: 2.x shows every tool it
+    /// ran.
+    fn legacy_failed_unshown(&mut self, tool: &str, target: Option<&str>, result: String) -> Result<(), StreamError> {
+        let output = Value::String(result);
+        let outcome = outcome(Some(&output), None);
+        let path_tool = matches!(
+            ToolKind::of(tool),
+            Some(ToolKind::Read | ToolKind::Write | ToolKind::List)
+        );
+        if outcome.failure.is_none() || !path_tool {
+            return Ok(());
+        }
+        let call = ResolvedCall {
+            call_id: Some(format!("legacy-{}", self.line)),
+            tool: tool.to_string(),
+            input: Some(serde_json::json!({ "path": target })),
+            output: Some(output),
+            requested: false,
+            failure: outcome.failure.clone(),
+            duration_ms: None,
+        };
+        self.resolved(call, outcome)
+    }
+}
+
+/// The 2.x tool behind a `say tool` record's `tool` (what 2.x's UI shows), as 2.18 wrote them
+/// (`tests/data/cline2/b-files`, `e-edit`); any other is not guessed at.
+///
+/// Names are 2.x's own, not 3.x's (`read_files`, `editor`): 2.x's hooks name the same call
+/// so (the stream and the hooks lane give the AEP tool one subject), its results too
+/// (`[read_file for '…'] Result:`), and `execute_command` is named so already; the normalized
+/// `type` (`read`, `write`, `list`, `search`) is where the generations meet.
+fn legacy_tool_name(shown: &str) -> Option<&'static str> {
+    Some(match shown {
+        "readFile" => "read_file",
+        "newFileCreated" => "write_to_file",
+        // Or write_to_file over an existing file: the result says which (legacy_request).
+        "editedExistingFile" => "replace_in_file",
+        "listFilesTopLevel" => "list_files",
+        "searchFiles" => "search_files",
+        _ => return None,
+    })
+}
+
+/// A 2.x tool result's header, `[NAME for 'TARGET'] Result:` (`TARGET` unquoted), at the start
+/// of a request.
+fn result_header(request: &str) -> Option<(&str, Option<&str>)> {
+    let (head, _) = request.strip_prefix('[')?.split_once("] Result:")?;
+    Some(match head.split_once(" for ") {
+        Some((name, target)) => (name, Some(target.trim_matches('\''))),
+        None => (head, None),
+    })
 }
 
 /// Cline 2.x wrote a followup as JSON `{"question": …, "options": […]}`; the question is the
@@ -1134,7 +1237,7 @@ mod tests {
             r#"{"type":"say","say":"error","text":"oops"}"#,
             r#"{"type":"say","say":"api_req_failed","text":"429"}"#,
             r#"{"type":"ask","ask":"api_req_failed","text":"500"}"#,
-            r#"{"type":"say","say":"tool","text":"{\"tool\":\"readFile\"}"}"#,
+            r#"{"type":"say","say":"tool","text":"{\"tool\":\"listCodeDefinitionNames\"}"}"#,
             r#"{"type":"ask","ask":"command","text":"npm test"}"#,
             r#"{"type":"mystery"}"#,
             r#"{"say":"text","text":"no type"}"#,
@@ -1165,6 +1268,97 @@ mod tests {
         ];
         assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())));
         assert_eq!(e[0]["ts"], "2023-11-14T22:13:20.000Z");
+    }
+
+    #[test]
+    fn a_2x_tool_record_whose_text_names_no_tool_is_unknown_and_opens_no_call() {
+        let request =
+            r#"{"type":"say","say":"api_req_started","text":"{\"request\":\"[read_file for 'a'] Result:\\nx\"}"}"#;
+        for text in [
+            r#""not json""#,
+            r#""[1]""#,
+            r#""{\"path\":\"a\"}""#,
+            r#""{\"tool\":7,\"path\":\"a\"}""#,
+            "null",
+        ] {
+            let record = format!(r#"{{"type":"say","say":"tool","text":{text}}}"#);
+            let (c, _, bad) = run(&[&record, request]);
+            assert!(bad.is_empty(), "{text}: {bad:?}");
+            let e: Vec<Value> = c.events.iter().map(|e| serde_json::to_value(e).unwrap()).collect();
+            assert_eq!(e.len(), 1, "{text}: {e:?}");
+            assert_eq!(
+                (e[0]["record"].as_str(), e[0]["reason"].as_str()),
+                (
+                    Some("say.tool"),
+                    Some("the tool record's text is not a JSON object naming its tool")
+                ),
+                "{text}"
+            );
+            assert!(c.facts.is_empty(), "{text}: {:?}", c.facts);
+        }
+        // A path that is not a string names no target; the call is still told.
+        let e = events(&[
+            r#"{"type":"say","say":"tool","text":"{\"tool\":\"readFile\",\"path\":5}"}"#,
+            request,
+        ]);
+        assert_eq!(
+            (
+                e[0]["type"].as_str(),
+                e[0]["target"].as_str(),
+                e[0]["success"].as_bool()
+            ),
+            (Some("read"), None, Some(true))
+        );
+    }
+
+    #[test]
+    fn a_2x_edit_is_named_by_the_tool_its_result_names() {
+        let edit = r#"{"type":"say","say":"tool","text":"{\"tool\":\"editedExistingFile\",\"path\":\"a.txt\"}"}"#;
+        let result = |tool: &str| {
+            format!(
+                r#"{{"type":"say","say":"api_req_started","text":"{{\"request\":\"[{tool} for 'a.txt'] Result:\\nThe content was successfully saved to a.txt.\"}}"}}"#
+            )
+        };
+        for (named, want) in [
+            ("write_to_file", "write_to_file"),
+            ("replace_in_file", "replace_in_file"),
+            // Not the same kind of tool: not this call's result, the shown name stays.
+            ("read_file", "replace_in_file"),
+        ] {
+            let e = events(&[edit, &result(named)]);
+            assert_eq!(e.len(), 1, "{named}: {e:?}");
+            assert_eq!(
+                (e[0]["type"].as_str(), e[0]["tool"].as_str(), e[0]["target"].as_str()),
+                (Some("write"), Some(want), Some("a.txt")),
+                "{named}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_2x_result_alone_is_a_call_only_when_a_file_tool_failed() {
+        let request = |r: &str| {
+            format!(
+                r#"{{"type":"say","say":"api_req_started","text":{}}}"#,
+                serde_json::to_string(&serde_json::json!({ "request": r }).to_string()).unwrap()
+            )
+        };
+        let failed = "[read_file for 'gone.txt'] Result:\nThe tool execution failed with the following error:\n<error>\nno such file\n</error>";
+        let (c, _, _) = run(&[&request(failed)]);
+        let e = serde_json::to_value(&c.events[0]).unwrap();
+        assert_eq!(
+            (e["type"].as_str(), e["target"].as_str(), e["success"].as_bool()),
+            (Some("read"), Some("gone.txt"), Some(false))
+        );
+        assert_eq!(c.facts, ["resolved legacy-1 ok=false requested=false"]);
+        for quiet in [
+            "[read_file for 'a'] Result:\n1 | text",
+            "[execute_command for 'x'] Result:\nCommand failed with exit code 2.",
+            "[browser_action for 'x'] Result:\nThe tool execution failed with the following error:",
+            "<task>\nhi\n</task>",
+        ] {
+            assert!(events(&[&request(quiet)]).is_empty(), "{quiet}");
+        }
     }
 
     #[test]

@@ -6,13 +6,17 @@ use cline_stream::{run, Format, PriceTable, Summary, LEGACY_USAGE_NOTE};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-const CASES: [&str; 7] = [
+const CASES: [&str; 11] = [
     "a-cmd",
     "a-cmd-nohooks",
+    "b-files",
+    "b-files-nohooks",
     "c-cmdfail",
     "c-cmdfail-nohooks",
     "d-error500",
     "d-error500-nohooks",
+    "e-edit",
+    "e-edit-nohooks",
     "s2-pre-cancel",
 ];
 
@@ -275,4 +279,75 @@ fn an_error_record_alone_is_a_failed_run() {
         .collect();
     assert_eq!(types(&aep), ["run.started", "error.raised", "run.failed"]);
     assert_eq!(aep[2]["time"], aep[0]["time"], "no time of its own: the last one");
+}
+
+/// The tool events of a capture: (type, tool, target, success).
+fn tool_events(events: &[Value]) -> Vec<(String, String, String, Option<bool>)> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    events
+        .iter()
+        .filter(|e| e["type"] != "unknown" && e.get("tool").is_some())
+        .map(|e| (s(&e["type"]), s(&e["tool"]), s(&e["target"]), e["success"].as_bool()))
+        .collect()
+}
+
+#[test]
+fn a_2x_file_tool_is_a_tool_call_ended_by_its_result() {
+    let want = |calls: &[(&str, &str, &str, bool)]| -> Vec<(String, String, String, Option<bool>)> {
+        calls
+            .iter()
+            .map(|(t, tool, target, ok)| (t.to_string(), tool.to_string(), target.to_string(), Some(*ok)))
+            .collect()
+    };
+    for (case, calls) in [
+        (
+            "b-files",
+            &[
+                ("read", "read_file", "input.txt", true),
+                ("write", "write_to_file", "output.txt", true),
+            ][..],
+        ),
+        (
+            "e-edit",
+            &[
+                ("write", "replace_in_file", "input.txt", true),
+                // 2.18 shows no record for a read that failed: its result alone is the call.
+                ("read", "read_file", "missing.txt", false),
+                ("list", "list_files", "proj", true),
+                ("search", "search_files", "line", true),
+            ][..],
+        ),
+    ] {
+        for case in [case.to_string(), format!("{case}-nohooks")] {
+            let out = stream(&case);
+            assert_eq!(tool_events(&out.events), want(calls), "{case}");
+            // Every call is requested, then ended by its own result.
+            let tools: Vec<&Value> = out
+                .aep
+                .iter()
+                .filter(|e| e["type"].as_str().unwrap().starts_with("tool."))
+                .collect();
+            assert_eq!(tools.len(), 2 * calls.len(), "{case}");
+            for pair in tools.chunks(2) {
+                assert_eq!(pair[0]["type"], "tool.requested", "{case}");
+                assert_eq!(pair[1]["cause"], pair[0]["id"], "{case}");
+                assert_eq!(pair[1]["subject"], pair[0]["subject"], "{case}");
+            }
+            let failed: Vec<&&Value> = tools.iter().filter(|e| e["type"] == "tool.failed").collect();
+            assert_eq!(failed.len(), calls.iter().filter(|c| !c.3).count(), "{case}");
+            for f in failed {
+                assert_eq!(f["data"]["error"]["type"], "tool_error", "{case}");
+            }
+            assert_eq!(terminals(&out.aep), ["run.finished"], "{case}");
+            let tool_records: Vec<&Value> = out.events.iter().filter(|e| e["record"] == "say.tool").collect();
+            let unmapped: Vec<&str> = tool_records.iter().filter_map(|e| e["tool"].as_str()).collect();
+            // A tool with no normalized kind stays unknown, named as 2.x shows it.
+            let want_unmapped: &[&str] = if case.starts_with("e-edit") {
+                &["listCodeDefinitionNames"]
+            } else {
+                &[]
+            };
+            assert_eq!(unmapped, want_unmapped, "{case}");
+        }
+    }
 }

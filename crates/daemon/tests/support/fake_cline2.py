@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-# The scripted model the project's Cline 2.18 captures were made with, unchanged
-# but for this line: the scripted model crates/daemon/tests/e2e_cline2.rs runs the real 2.18 against.
+# The scripted model the project's Cline 2.18 captures were made with, unchanged but for this
+# line and the `edit` scenario (the capture crates/cline-stream/tests/data/cline2/e-edit): the
+# scripted model crates/daemon/tests/e2e_cline2.rs runs the real 2.18 against.
 """Scripted fake OpenAI-compatible model for Cline CLI 2.x (stdlib only).
 
 Cline 2.18 with the `openai` (OpenAI-compatible) provider sends NO `tools` array: its tools are
@@ -12,6 +13,9 @@ the request (so Cline's own retries/feedback don't confuse it).
 
   FAKE_SCENARIO = cmd      : reasoning + text + execute_command `echo hi`, then attempt_completion
                   files    : read_file input.txt, write_to_file output.txt, attempt_completion
+                  edit     : replace_in_file input.txt, read_file missing.txt (fails),
+                             list_code_definition_names ., list_files ., search_files `line`,
+                             attempt_completion
                   cmdfail  : execute_command `ls /nonexistent-aep-dir && echo unreachable`, then
                              attempt_completion
                   error    : every POST /chat/completions answers HTTP $FAKE_ERROR_STATUS (default
@@ -60,6 +64,17 @@ def script(scenario, cmd):
                 ("", "Now writing the output file.\n\n<write_to_file>\n<path>output.txt</path>\n"
                      "<content>\nHELLO FROM INPUT\n</content>\n</write_to_file>"),
                 ("", complete("Read input.txt and wrote output.txt."))]
+    if scenario == "edit":
+        return [("", "Editing the input file.\n\n<replace_in_file>\n<path>input.txt</path>\n<diff>\n"
+                     "------- SEARCH\ninput line one\n=======\ninput line ONE\n+++++++ REPLACE\n</diff>\n"
+                     "</replace_in_file>"),
+                ("", "Reading a file that is not there.\n\n<read_file>\n<path>missing.txt</path>\n</read_file>"),
+                ("", "Listing the definitions.\n\n<list_code_definition_names>\n<path>.</path>\n"
+                     "</list_code_definition_names>"),
+                ("", "Listing the files.\n\n<list_files>\n<path>.</path>\n</list_files>"),
+                ("", "Searching the files.\n\n<search_files>\n<path>.</path>\n<regex>line</regex>\n"
+                     "</search_files>"),
+                ("", complete("Edited input.txt."))]
     if scenario == "cmdfail":
         return [("", f"Running a command that will fail.\n\n<execute_command>\n<command>"
                      f"{cmd or 'ls /nonexistent-aep-dir && echo unreachable'}</command>\n"
