@@ -633,7 +633,10 @@ mod tests {
         let queue = on.outs[0].queue.lock();
         assert_eq!(queue.len(), 2, "a person's approval is not a budget's notice");
         assert_eq!(queue[0].body["kind"], "budget");
-        assert_eq!(queue[0].text, "On box, session s1 reached 80% of its run budget ($1.60 of $2.00)");
+        assert_eq!(
+            queue[0].text,
+            "On box, session s1 reached 80% of its run budget ($1.60 of $2.00)"
+        );
         assert_eq!(queue[0].body["budget"]["limit"], 2.0);
         assert_eq!(
             queue[1].text,
