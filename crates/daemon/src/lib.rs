@@ -1,7 +1,9 @@
 //! `aep-cline`: the library behind the one binary. The folders follow the data path:
 //!
 //! - [`state`]: the state folder the daemon, the shim and the commands share (lock, discovery).
-//! - sources: the hook door ([`http`]), the spool ([`lane::spool`]), the hub tap ([`hub`]),
+//! - [`http`]: the HTTP plumbing every door shares (tokens, errors, the browser guard, the
+//!   listener), below everything that serves.
+//! - sources: the hook door ([`routes`]), the spool ([`lane::spool`]), the hub tap ([`hub`]),
 //!   AEP commands ([`control`]) and other emitters (the endpoint's collector).
 //! - [`lane`]: the session lane, the one owner of each session's life: registry, sequencing,
 //!   the JSONL log (the first sink, written before a hook is answered) and the bus.
@@ -32,6 +34,7 @@ pub mod notify;
 pub mod people;
 pub mod policy;
 pub mod prices;
+pub mod routes;
 pub mod sinks;
 pub mod spool_limit;
 pub mod state;

@@ -13,10 +13,10 @@ pub mod settings;
 pub mod supervise;
 
 use crate::control::{self, Intake};
-use crate::http::{router, AppState};
 use crate::hub;
 use crate::lane::spool::Spool;
 use crate::lane::{Bus, Journal, Sessions};
+use crate::routes::{router, AppState};
 use crate::sinks::endpoint::Endpoint;
 use crate::sinks::nats::Nats;
 use crate::sinks::otlp::Otlp;
@@ -418,7 +418,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             state.token.clone(),
             addr,
             config.host.clone(),
-            Arc::new(move || crate::http::health(&health)),
+            Arc::new(move || crate::routes::health(&health)),
         )
     });
     let mut app = router(state, config.max_body, addr);

@@ -403,6 +403,6 @@ async fn act_on(State(d): State<Arc<Dashboard>>, headers: HeaderMap, body: Bytes
     let command = act::command(&body.action, &body.session, "aep-cline-dashboard", &d.host);
     match act::submit_and_wait(&d.sessions, &d.intake, command, act::ACK_WAIT, act::OUTCOME_WAIT).await {
         Ok(waited) => Json(json!(waited)).into_response(),
-        Err(e) => crate::http::control::refused(e),
+        Err(e) => crate::routes::control::refused(e),
     }
 }

@@ -11,10 +11,10 @@
 //! (at most 30 000) for the ack Event and, once accepted, briefly for the outcome, and answers
 //! `200 {"command", "ack", "outcome"}` (`ack`/`outcome` null when they did not come in time).
 
-use super::auth::authorized;
-use super::error::error;
 use super::AppState;
 use crate::control::Refusal;
+use crate::http::auth::authorized;
+use crate::http::error::error;
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};

@@ -5,10 +5,10 @@
 //! after its shim gave up goes through the spool itself.
 //! Every answer carries the proof that this daemon holds the discovery token.
 
-use super::auth::authorized;
-use super::error::error;
 use super::AppState;
 use crate::firing::{self, Firing, CLINE_DATA_HEADER, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER};
+use crate::http::auth::authorized;
+use crate::http::error::error;
 use crate::lane::spool::Spooled;
 use crate::lane::{IngestError, Ingested};
 use axum::body::Bytes;
