@@ -131,6 +131,9 @@ function renderApprovals() {
       return cached.li;
     }
     const li = approvalItem(p, live);
+    // What changed (answerable, the detail) is drawn anew: the old item goes, or it would stay
+    // in the list after its request was answered.
+    if (cached) cached.li.remove();
     approvalCache.set(p.id, { key, li });
     return li;
   });
