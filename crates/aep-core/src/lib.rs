@@ -24,6 +24,7 @@ mod schemas;
 pub mod sequence;
 mod severity;
 pub mod source;
+pub mod text;
 pub mod time;
 pub mod validate;
 

@@ -287,10 +287,7 @@ fn lines(text: &str) -> usize {
 
 /// At most [`MAX_TEXT_CHARS`] characters, an ellipsis saying where it was cut.
 fn cut(text: &str) -> String {
-    match text.char_indices().nth(MAX_TEXT_CHARS) {
-        None => text.to_string(),
-        Some((at, _)) => format!("{}…", &text[..at]),
-    }
+    aep_core::text::cut(text, MAX_TEXT_CHARS)
 }
 
 #[cfg(test)]

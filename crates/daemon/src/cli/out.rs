@@ -144,12 +144,7 @@ pub fn millis(ms: u64) -> String {
 /// Text on one line, at most `max` characters.
 pub fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
+    aep_core::text::fit(&flat, max)
 }
 
 #[cfg(test)]

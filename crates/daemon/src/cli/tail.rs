@@ -321,7 +321,7 @@ pub fn render(event: &Value, colour: bool) -> String {
                 _ => None,
             };
             if let Some(shown) = shown {
-                line.push_str(&format!(" {k}={}", clip(&shown, 80)));
+                line.push_str(&format!(" {k}={}", aep_core::text::cut(&shown, 80)));
             }
         }
     }
@@ -349,15 +349,6 @@ fn short(id: &str) -> &str {
     }
     let start = id.char_indices().nth(n - 8).map_or(0, |(i, _)| i);
     &id[start..]
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut clipped: String = text.chars().take(max).collect();
-    clipped.push('…');
-    clipped
 }
 
 #[cfg(test)]

@@ -169,8 +169,12 @@ impl Local {
             session_file(dir, session).or_else(|| self.task(dir, session))
         });
         let about = found.map(|a| About {
-            title: a.title.map(|t| cut(&redactor.redact_text(&t), MAX_TITLE_CHARS)),
-            folder: a.folder.map(|f| cut(&redactor.redact_text(&f), MAX_FOLDER_CHARS)),
+            title: a
+                .title
+                .map(|t| aep_core::text::cut(&redactor.redact_text(&t), MAX_TITLE_CHARS)),
+            folder: a
+                .folder
+                .map(|f| aep_core::text::cut(&redactor.redact_text(&f), MAX_FOLDER_CHARS)),
         });
         let mut cache = self.about.lock();
         if cache.len() >= MAX_ABOUT {
@@ -276,13 +280,6 @@ fn read(path: &Path, limit: u64) -> Option<String> {
             tracing::debug!(path = %path.display(), error = %e, "a Cline file was not read for the local view");
             None
         }
-    }
-}
-
-fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((at, _)) => format!("{}…", &text[..at]),
     }
 }
 

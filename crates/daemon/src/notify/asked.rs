@@ -12,7 +12,7 @@ pub const MAX_CHARS: usize = 200;
 /// `tool: what` (e.g. `run_commands: npm test`): the owner's local view of the approval
 /// ([`Detail`], redacted as the log is), on one bounded line.
 pub fn asked(tool: Option<&str>, input_json: Option<&str>, redactor: &Redactor) -> String {
-    bounded(&one_line(&Detail::of(tool, input_json, redactor).summary()))
+    aep_core::text::fit(&one_line(&Detail::of(tool, input_json, redactor).summary()), MAX_CHARS)
 }
 
 /// Line breaks and runs of blanks as one space; control characters dropped.
@@ -23,15 +23,6 @@ fn one_line(text: &str) -> String {
         .chars()
         .filter(|c| !c.is_control())
         .collect()
-}
-
-fn bounded(line: &str) -> String {
-    if line.chars().count() <= MAX_CHARS {
-        return line.to_string();
-    }
-    let mut cut: String = line.chars().take(MAX_CHARS - 1).collect();
-    cut.push('…');
-    cut
 }
 
 #[cfg(test)]
