@@ -17,10 +17,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use hyper::{Request, StatusCode};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,7 +32,7 @@ pub struct Failure {
 }
 
 pub struct Deliverer {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: crate::http::client::Sender,
     timeout: Duration,
 }
 
@@ -54,25 +50,10 @@ impl Deliverer {
             Ok(tls) => tls,
             Err(e) => {
                 tracing::warn!(error = %e, "notifications: no TLS roots; https:// targets will fail");
-                std::sync::Arc::new(
-                    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-                        rustls::crypto::ring::default_provider(),
-                    ))
-                    .with_safe_default_protocol_versions()
-                    .expect("ring offers TLS 1.2 and 1.3")
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth(),
-                )
+                crate::http::client::trusting_no_one()
             }
         };
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config((*tls).clone())
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+        let client = crate::http::client::sender(&tls);
         Deliverer { client, timeout }
     }
 

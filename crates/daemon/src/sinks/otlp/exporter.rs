@@ -20,10 +20,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{CONTENT_ENCODING, CONTENT_TYPE, RETRY_AFTER, USER_AGENT};
 use hyper::{Request, StatusCode};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsServiceRequest, ExportLogsServiceResponse};
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::logs::v1::{ResourceLogs, ScopeLogs};
@@ -49,7 +45,7 @@ pub struct Counts {
 pub struct Exporter {
     settings: Arc<Settings>,
     host: String,
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: crate::http::client::Sender,
     counts: Arc<Counts>,
 }
 
@@ -64,24 +60,12 @@ struct RpcStatus {
 
 impl Exporter {
     pub fn new(settings: Arc<Settings>, host: String, counts: Arc<Counts>) -> Exporter {
-        let tls = settings.tls.clone().unwrap_or_else(|| {
-            // http:// only; the connector wants a configuration all the same.
-            Arc::new(
-                rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                    .with_safe_default_protocol_versions()
-                    .expect("ring offers TLS 1.2 and 1.3")
-                    .with_root_certificates(rustls::RootCertStore::empty())
-                    .with_no_client_auth(),
-            )
-        });
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config((*tls).clone())
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+        // http:// only without TLS settings; the connector wants a configuration all the same.
+        let tls = settings
+            .tls
+            .clone()
+            .unwrap_or_else(crate::http::client::trusting_no_one);
+        let client = crate::http::client::sender(&tls);
         Exporter {
             settings,
             host,
