@@ -225,30 +225,28 @@ fn a_byte_order_mark_or_an_optional_field_of_the_wrong_type_loses_nothing() {
     drop(daemon);
 }
 
+/// The real `hook` payload with bytes that are not UTF-8 inside a string, as a tool's raw
+/// output can carry them.
+fn not_utf8(hook: &str) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(&real_payload("hooks-local", hook)).unwrap();
+    v["note"] = Value::from("@@@@");
+    let mut bytes = serde_json::to_vec(&v).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"@@@@").unwrap();
+    bytes.splice(at..at + 4, *b"\xff\xfe\xff\xfe");
+    bytes
+}
+
 #[test]
 fn a_body_with_invalid_utf8_is_recorded_alike_live_and_spooled() {
     let sb = Sandbox::new();
     sb.hook(&real_payload("hooks-local", "agent_start"));
-    // Bytes that are not UTF-8 inside a string, as a tool's raw output can carry them.
-    let mut call: Value = serde_json::from_slice(&real_payload("hooks-local", "tool_call")).unwrap();
-    call["note"] = Value::from("@@@@");
-    let bytes = serde_json::to_vec(&call).unwrap();
-    let at = bytes.windows(4).position(|w| w == b"@@@@").unwrap();
-    let mut invalid = bytes.clone();
-    invalid.splice(at..at + 4, *b"\xff\xfe\xff\xfe");
     // No daemon: spooled (its text made valid), then taken by the daemon's drain.
-    let out = sb.hook(&invalid);
+    let out = sb.hook(&not_utf8("tool_call"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("spooled"));
     let daemon = sb.start();
     // Live: the daemon takes the same text the spool would have (it once answered 400, and
     // the hook was lost while the spooled copy of the same body was recorded).
-    let mut result: Value = serde_json::from_slice(&real_payload("hooks-local", "tool_result")).unwrap();
-    result["note"] = Value::from("@@@@");
-    let bytes = serde_json::to_vec(&result).unwrap();
-    let at = bytes.windows(4).position(|w| w == b"@@@@").unwrap();
-    let mut invalid = bytes.clone();
-    invalid.splice(at..at + 4, *b"\xff\xfe\xff\xfe");
-    assert_recorded(&sb.hook(&invalid));
+    assert_recorded(&sb.hook(&not_utf8("tool_result")));
     assert_eq!(
         types(&sb.log(SESSION)),
         ["session.started", "run.started", "tool.requested", "tool.completed"]
