@@ -514,6 +514,11 @@ mod tests {
     use aep_core::redact::{RedactOptions, Redactor};
     use aep_core::{Capture, CapturePolicy};
 
+    /// What `AEP_CLINE_NOTIFY_ON` would say for `list`.
+    fn kinds(list: &str) -> On {
+        settings::on(list).unwrap()
+    }
+
     fn notifier(dir: &std::path::Path, on: On) -> Arc<Notifier> {
         let sessions = Arc::new(Sessions::new(
             Journal::new(dir),
@@ -570,15 +575,7 @@ mod tests {
     #[test]
     fn a_full_queue_drops_its_oldest_and_counts_it() {
         let dir = tempfile::tempdir().unwrap();
-        let n = notifier(
-            dir.path(),
-            On {
-                approval: true,
-                budget: false,
-                failed: false,
-                ended: false,
-            },
-        );
+        let n = notifier(dir.path(), kinds("approval"));
         for i in 0..5 {
             n.approval(waiting(i));
         }
@@ -607,26 +604,10 @@ mod tests {
             "data": {"budget": {"name": "run", "limit": 2.0, "cost": 2.1, "currency": "USD", "threshold": 1.0,
                 "action": "cancel"}}});
         let person = json!({"type": "attention.requested", "session": "s1", "data": {"kind": "permission"}});
-        let off = notifier(
-            dir.path(),
-            On {
-                approval: true,
-                budget: false,
-                failed: false,
-                ended: false,
-            },
-        );
+        let off = notifier(dir.path(), kinds("approval"));
         off.news(&notice);
         assert_eq!(off.status()["targets"][0]["queued"], 0);
-        let on = notifier(
-            dir.path(),
-            On {
-                approval: false,
-                budget: true,
-                failed: false,
-                ended: false,
-            },
-        );
+        let on = notifier(dir.path(), kinds("budget"));
         on.news(&notice);
         on.news(&stop);
         on.news(&person);
@@ -650,27 +631,11 @@ mod tests {
         let failed = json!({"type": "run.failed", "session": "s1", "run": "r1", "time": "t",
             "data": {"reason": "api_req_failed"}});
         let ended = json!({"type": "session.ended", "session": "s1", "data": {"reason": "exit"}});
-        let off = notifier(
-            dir.path(),
-            On {
-                approval: true,
-                budget: false,
-                failed: false,
-                ended: false,
-            },
-        );
+        let off = notifier(dir.path(), kinds("approval"));
         off.news(&failed);
         off.news(&ended);
         assert_eq!(off.status()["targets"][0]["queued"], 0);
-        let on = notifier(
-            dir.path(),
-            On {
-                approval: false,
-                budget: false,
-                failed: true,
-                ended: true,
-            },
-        );
+        let on = notifier(dir.path(), kinds("failed,ended"));
         on.approval(waiting(0));
         on.news(&failed);
         on.news(&ended);

@@ -212,7 +212,7 @@ fn cut_credentials(item: &str) -> String {
     }
 }
 
-fn on(value: &str) -> Result<On, String> {
+pub(super) fn on(value: &str) -> Result<On, String> {
     let mut on = On {
         approval: false,
         budget: false,
