@@ -231,7 +231,8 @@ pub fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body
     try_http(addr, method, path, headers, body).expect("connect to the daemon")
 }
 
-/// [`http`], or `None` when nothing listens (a daemon that has stopped).
+/// [`http`], or `None` when nothing listens or the daemon drops the connection before it takes
+/// the request (a daemon that has stopped, or is stopping).
 pub fn try_http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
     use std::io::Read;
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
@@ -244,7 +245,7 @@ pub fn try_http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], 
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(head.as_bytes()).ok()?;
     let _ = stream.write_all(body);
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
