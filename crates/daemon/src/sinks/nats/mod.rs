@@ -15,6 +15,7 @@
 //! and the batch is retried (with backoff) on a new one, which first creates the stream if it
 //! is missing. The hooks never wait on any of this.
 
+pub mod machine;
 pub mod settings;
 pub mod subject;
 

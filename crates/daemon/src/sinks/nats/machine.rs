@@ -1,0 +1,103 @@
+//! What the fleet shares over NATS besides the Events (docs/fleet.md): each daemon's machine
+//! record, its heartbeat, in a JetStream key-value bucket, and the subject a daemon takes
+//! control commands on. The daemon writes the record and answers on its subject
+//! (`AEP_NATS_CONTROL=1`); the console (`aep-cline fleet`) reads the records and sends the
+//! commands. One definition here, so both sides agree.
+
+use super::subject;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The key-value bucket of machine records: one key per host (its subject token), the latest
+/// record only.
+pub const BUCKET: &str = "aep-cline-machines";
+/// How long a record is kept after its last write: a console shows a machine that went quiet
+/// (offline, with its last state) for a week, then forgets it.
+pub const KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How often a daemon writes its record.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+/// A machine whose latest record is older than this is offline (the console's default).
+pub const OFFLINE_AFTER: Duration = Duration::from_secs(30);
+
+/// The first token of control subjects. Outside the stream's `aep.>` on purpose: a command is
+/// not an Event of the stream, and a request on a stream's subject would be answered by the
+/// stream's publish ack instead of by the daemon.
+pub const CONTROL_ROOT: &str = "aep-control";
+
+/// The subject one host's daemon takes control commands on (core NATS request/reply: the
+/// request is one AEP control command Event, the reply its ack Event). Naming the host in the
+/// subject is what lets NATS permissions say who may command which machines.
+pub fn control_subject(host: &str) -> String {
+    format!("{CONTROL_ROOT}.{}", subject::token(host))
+}
+
+/// The bucket key of a host's record.
+pub fn key(host: &str) -> String {
+    subject::token(host)
+}
+
+/// A daemon's machine record, written every [`HEARTBEAT_EVERY`] (and once more, `stopped`,
+/// when it shuts down cleanly). Unknown fields are ignored and missing ones default, so
+/// consoles and daemons of different versions read each other.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Machine {
+    /// The `{host}` of the daemon's `source` URIs (`AEP_HOST`).
+    pub host: String,
+    /// aep-cline's version.
+    pub version: String,
+    /// When this record was written (RFC 3339, milliseconds, UTC).
+    pub time: String,
+    /// When the daemon started.
+    pub started: String,
+    /// `running`, or `stopped` in the last record of a daemon that shut down cleanly.
+    pub state: String,
+    /// Whether the daemon takes control commands over NATS (`AEP_NATS_CONTROL=1` with the hub
+    /// control gate on).
+    pub control: bool,
+    /// The folders where aep-cline's hook files are installed (Cline's global hook folders;
+    /// empty: none, the machine records nothing until a workspace has them).
+    pub hooks: Vec<String>,
+    /// Each sink's state (`relay`, `otlp`, `nats`, ...): `ok`, `off`, or what is wrong.
+    pub sinks: BTreeMap<String, String>,
+    /// Whether the hub tap is connected to Cline's hub (`None`: the tap is off).
+    pub hub: Option<bool>,
+    pub sessions: Sessions,
+    pub spool: Spool,
+}
+
+/// The daemon's sessions in memory, by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Sessions {
+    pub live: u64,
+    pub running: u64,
+    pub waiting: u64,
+}
+
+/// Hooks waiting in the spool for the daemon (written by the shim while it was unreachable).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Spool {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_and_keys_name_the_host_as_one_token() {
+        assert_eq!(control_subject("dev-1"), "aep-control.dev-1");
+        assert_eq!(control_subject("ci.runner 7"), "aep-control.ci%2Erunner%207");
+        assert_eq!(key("a.b"), "a%2Eb");
+    }
+
+    #[test]
+    fn a_record_from_another_version_still_reads() {
+        let m: Machine = serde_json::from_str(r#"{"host":"h","time":"2026-12-01T00:00:00.000Z","new":1}"#).unwrap();
+        assert_eq!((m.host.as_str(), m.sessions.live, m.control), ("h", 0, false));
+    }
+}
