@@ -1,13 +1,15 @@
 //! How the terminal commands reach the running daemon: its discovery file (url, socket and
-//! token, in the state folder) and a small blocking HTTP/1.1 client. The commands talk over the
-//! daemon's Unix socket, and only once its listener is known to run as this user
+//! token, in the state folder) and one blocking request on hyper's HTTP/1.1 client. The commands
+//! talk over the daemon's Unix socket, and only once its listener is known to run as this user
 //! ([`Discovery::connect`]): the token never goes to whatever holds the TCP port. Failures are
 //! said in words, once, with what to do; the token is never printed.
 
 use crate::state;
 use crate::state::discovery::Discovery;
 use anyhow::{anyhow, bail, Context};
-use std::io::{Read, Write};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -124,9 +126,11 @@ impl From<std::io::Error> for Failure {
     }
 }
 
-/// One request and its answer on a connected `stream`, `Host: host`.
+/// One request and its answer on a connected `stream`, `Host: host`, through hyper's HTTP/1.1
+/// connection (framing, chunked bodies and keep-alive are hyper's), on a one-thread runtime: the
+/// commands are blocking, and `timeout` bounds the whole exchange.
 fn exchange(
-    mut stream: UnixStream,
+    stream: UnixStream,
     host: &str,
     method: &str,
     path: &str,
@@ -134,55 +138,35 @@ fn exchange(
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Answer, Failure> {
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    let body = body.unwrap_or_default();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !body.is_empty() {
-        head.push_str("Content-Type: application/json\r\n");
+    let mut request = hyper::Request::builder().method(method).uri(path).header("host", host);
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
     }
     for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
+        request = request.header(*k, *v);
     }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(body)?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    parse(&raw).ok_or_else(|| Failure::Other("the answer is not HTTP".into()))
-}
-
-fn parse(raw: &[u8]) -> Option<Answer> {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..split]).ok()?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    let rest = &raw[split + 4..];
-    let chunked = head.lines().any(|l| {
-        l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked")
-    });
-    let body = if chunked { dechunk(rest)? } else { rest.to_vec() };
-    Some(Answer { status, body })
-}
-
-fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
-        let size = usize::from_str_radix(
-            std::str::from_utf8(&rest[..line_end]).ok()?.split(';').next()?.trim(),
-            16,
-        )
-        .ok()?;
-        rest = &rest[line_end + 2..];
-        if size == 0 {
-            return Some(out);
+    let body = Bytes::copy_from_slice(body.unwrap_or_default());
+    let request = request
+        .body(Full::new(body))
+        .map_err(|e| Failure::Other(format!("cannot build the request: {e}")))?;
+    stream.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let stream = tokio::net::UnixStream::from_std(stream)?;
+        let exchange = async {
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(connection);
+            let response = sender.send_request(request).await?;
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await?.to_bytes().to_vec();
+            Ok::<_, hyper::Error>(Answer { status, body })
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Err(_) => Err(Failure::TimedOut),
+            Ok(Err(e)) => Err(Failure::Other(format!("the answer is not HTTP ({e})"))),
+            Ok(Ok(answer)) => Ok(answer),
         }
-        out.extend_from_slice(rest.get(..size)?);
-        rest = rest.get(size + 2..)?;
-    }
+    })
 }
 
 /// Where the logs are: `--log-dir`, else `AEP_LOG_DIR`, else `~/.aep/logs` (as the daemon).
@@ -206,17 +190,6 @@ impl LogArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn answers_are_parsed_plain_or_chunked() {
-        let a = parse(b"HTTP/1.1 202 Accepted\r\ncontent-length: 2\r\n\r\n{}").unwrap();
-        assert_eq!((a.status, a.body.as_slice()), (202, &b"{}"[..]));
-        let c =
-            parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap();
-        assert_eq!(c.body, b"abcde");
-        assert!(parse(b"garbage").is_none());
-        assert!(parse(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_none());
-    }
 
     #[test]
     fn a_dead_or_missing_socket_is_said_in_words() {
