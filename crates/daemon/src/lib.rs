@@ -35,6 +35,7 @@ pub mod people;
 pub mod policy;
 pub mod prices;
 pub mod routes;
+pub mod setting;
 pub mod sinks;
 pub mod spool_limit;
 pub mod state;

@@ -1,23 +1,23 @@
-//! Every setting of `aep-cline daemon`, defined once: a clap struct per subsystem, flattened
-//! into the command, each field read from its flag or its `AEP_*` variable with its default.
-//! `aep-cline daemon --help` is printed from these same definitions, so it cannot drift from
-//! what the code reads. A malformed value is refused at start, naming the setting.
-//!
-//! The subsystems keep plain runtime structs (`sinks::endpoint::settings::Settings`, ...);
-//! this file is the only place that reads the environment for them.
+//! Every setting of `aep-cline daemon`, composed: each subsystem defines its own clap struct in
+//! its `settings.rs` (the endpoint, the relay, OTLP, JetStream, the hub tap, notifications) and
+//! this file flattens them into the command beside the daemon's own (listener, logs, sessions,
+//! connections, dashboard). Each field is read from its flag or its `AEP_*` variable with its
+//! default, through the readers of [`crate::setting`]; `aep-cline daemon --help` is printed from
+//! these same definitions, so it cannot drift from what the code reads. A malformed value is
+//! refused at start, naming the setting. Only these structs read the environment.
 
 use crate::http::serve::Limits;
-use crate::hub::settings::{Settings as HubSettings, Source};
+use crate::hub::settings::HubArgs;
 use crate::lane::Lifetime;
-use crate::sinks::{endpoint, relay};
+use crate::setting;
+use crate::sinks::endpoint::settings::EndpointArgs;
+use crate::sinks::relay::settings::RelayArgs;
 use aep_core::redact::RedactOptions;
 use aep_core::CapturePolicy;
 use anyhow::bail;
 use clap::{ArgAction, Args};
-use cline_hub::discovery::{DiscoveryError, Endpoint as HubEndpoint};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The default listener: loopback, next to (not on) an AEP relay's 8787.
@@ -59,14 +59,14 @@ pub struct DaemonArgs {
 pub struct DashboardArgs {
     /// The dashboard at / (`aep-cline open` signs in to it): 1 or 0.
     #[arg(long, env = "AEP_DASHBOARD", default_value = "1", value_name = "1|0",
-          value_parser = gate("AEP_DASHBOARD"), action = ArgAction::Set)]
+          value_parser = setting::gate("AEP_DASHBOARD"), action = ArgAction::Set)]
     pub dashboard: bool,
     /// The local view: the dashboard, `approvals` and `show` show the signed-in owner what a
     /// pending approval asks (command, files, diff summary) and each session's title and
     /// folder, from the daemon's memory and Cline's own store, redacted; never in an Event
     /// (AEP_CAPTURE alone governs those): 1 or 0.
     #[arg(long, env = "AEP_CLINE_LOCAL_DETAIL", default_value = "1", value_name = "1|0",
-          value_parser = gate("AEP_CLINE_LOCAL_DETAIL"), action = ArgAction::Set)]
+          value_parser = setting::gate("AEP_CLINE_LOCAL_DETAIL"), action = ArgAction::Set)]
     pub local_detail: bool,
 }
 
@@ -92,7 +92,7 @@ pub struct CoreArgs {
     pub capture: CapturePolicy,
     /// Email and phone redaction at `redacted` (AEP-0003 §9.4d): 1 or 0.
     #[arg(long, env = "AEP_REDACT_PII", default_value = "1", value_name = "1|0",
-          value_parser = gate("AEP_REDACT_PII"), action = ArgAction::Set)]
+          value_parser = setting::gate("AEP_REDACT_PII"), action = ArgAction::Set)]
     pub redact_pii: bool,
     /// Comma-separated names of environment variables whose values are always redacted
     /// (AEP-0003 §9.4b).
@@ -100,12 +100,12 @@ pub struct CoreArgs {
     pub redact_secret_env: Vec<String>,
     /// Hook bodies above this many bytes get 413.
     #[arg(long, env = "AEP_CLINE_MAX_BODY", default_value = "33554432", value_name = "BYTES",
-          value_parser = positive("AEP_CLINE_MAX_BODY", "bytes"))]
+          value_parser = setting::positive("AEP_CLINE_MAX_BODY", "bytes"))]
     pub max_body: usize,
     /// Spooled hooks kept at most, in bytes; past it a new hook is not spooled and the oldest
     /// are kept. The shim reads the same variable, so set it where Cline's hooks see it too.
     #[arg(long, env = "AEP_CLINE_SPOOL_MAX", default_value = "268435456", value_name = "BYTES",
-          value_parser = positive("AEP_CLINE_SPOOL_MAX", "bytes"))]
+          value_parser = setting::positive("AEP_CLINE_SPOOL_MAX", "bytes"))]
     pub spool_max: usize,
     /// The `{host}` of every `source` URI [default: the hostname]
     #[arg(long, env = "AEP_HOST", value_name = "HOST")]
@@ -126,13 +126,13 @@ pub struct LogArgs {
     /// Remove the logs of sessions that ended and were last written longer ago than this
     /// (e.g. 30d), checked at start and daily; logs of sessions that never ended are kept
     /// [default: keep every log]
-    #[arg(long, env = "AEP_LOG_RETAIN", value_name = "DURATION", value_parser = duration("AEP_LOG_RETAIN"))]
+    #[arg(long, env = "AEP_LOG_RETAIN", value_name = "DURATION", value_parser = setting::duration("AEP_LOG_RETAIN", Duration::ZERO, "60s, 5m or 4h"))]
     pub log_retain: Option<Duration>,
     /// Sync each hook's log lines to the disk (fdatasync) before the hook is answered, so a
     /// power loss loses no answered hook: 1 or 0. A process crash loses nothing either way
     /// [default: 0; the cost is in docs/benchmarks.md]
     #[arg(long, env = "AEP_LOG_SYNC", default_value = "0", value_name = "1|0",
-          value_parser = gate("AEP_LOG_SYNC"), action = ArgAction::Set)]
+          value_parser = setting::gate("AEP_LOG_SYNC"), action = ArgAction::Set)]
     pub log_sync: bool,
 }
 
@@ -142,12 +142,12 @@ pub struct SessionArgs {
     /// How long an ended session stays in memory, for late hooks, hub frames and acks
     /// (e.g. 60s, 5m).
     #[arg(long, env = "AEP_SESSION_GRACE", default_value = "60s", value_name = "DURATION",
-          value_parser = duration("AEP_SESSION_GRACE"))]
+          value_parser = setting::duration("AEP_SESSION_GRACE", Duration::ZERO, "60s, 5m or 4h"))]
     pub session_grace: Duration,
     /// How long a session without any work stays in memory; it is reloaded from its log if it
     /// speaks again (e.g. 4h, 30m).
     #[arg(long, env = "AEP_SESSION_IDLE", default_value = "4h", value_name = "DURATION",
-          value_parser = duration("AEP_SESSION_IDLE"))]
+          value_parser = setting::duration("AEP_SESSION_IDLE", Duration::ZERO, "60s, 5m or 4h"))]
     pub session_idle: Duration,
 }
 
@@ -157,15 +157,15 @@ pub struct ConnectionArgs {
     /// Open connections at most (hooks, streams, sockets, posts); beyond it a new connection is
     /// closed at once and a warning logged.
     #[arg(long, env = "AEP_MAX_CONNECTIONS", default_value = "512", value_name = "CONNECTIONS",
-          value_parser = positive("AEP_MAX_CONNECTIONS", "connections"))]
+          value_parser = setting::positive("AEP_MAX_CONNECTIONS", "connections"))]
     pub max_connections: usize,
     /// Of AEP_MAX_CONNECTIONS, how many are kept for hooks: observers never take them.
     #[arg(long, env = "AEP_HOOK_CONNECTIONS", default_value = "64", value_name = "CONNECTIONS",
-          value_parser = positive("AEP_HOOK_CONNECTIONS", "connections"))]
+          value_parser = setting::positive("AEP_HOOK_CONNECTIONS", "connections"))]
     pub hook_connections: usize,
     /// A connection that has not sent a whole request head within this is closed (e.g. 10s).
     #[arg(long, env = "AEP_HEADER_TIMEOUT", default_value = "10s", value_name = "DURATION",
-          value_parser = duration("AEP_HEADER_TIMEOUT"))]
+          value_parser = setting::duration("AEP_HEADER_TIMEOUT", Duration::ZERO, "60s, 5m or 4h"))]
     pub header_timeout: Duration,
 }
 
@@ -184,105 +184,6 @@ impl ConnectionArgs {
             header_timeout: self.header_timeout,
         })
     }
-}
-
-#[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "Embedded AEP endpoint (AEP-0003)")]
-pub struct EndpointArgs {
-    /// 0 turns the endpoint off (the hook door and /healthz stay): 1 or 0.
-    #[arg(long, env = "AEP_ENDPOINT", default_value = "1", value_name = "1|0",
-          value_parser = gate("AEP_ENDPOINT"), action = ArgAction::Set)]
-    pub endpoint: bool,
-    /// The endpoint's bearer token (and the relay's, unless AEP_RELAY_TOKEN). Without it the
-    /// endpoint is open for observation and refuses every command (AEP-0004 §4.1).
-    #[arg(long, env = "AEP_TOKEN", value_name = "TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// Replay depth, in Events per session (advertised as `replay.buffer`).
-    #[arg(long, env = "AEP_BUFFER", default_value = "10000", value_name = "EVENTS",
-          value_parser = positive("AEP_BUFFER", "Events"))]
-    pub buffer: usize,
-    /// Sessions held in the replay buffer; the least recently written is let go first.
-    #[arg(long, env = "AEP_MAX_SESSIONS", default_value = "500", value_name = "SESSIONS",
-          value_parser = positive("AEP_MAX_SESSIONS", "sessions"))]
-    pub max_sessions: usize,
-    /// The replay buffer's memory in all, about (the Events' lines and parsed values); the
-    /// oldest Events held are let go first. The daemon's own come back from its logs.
-    #[arg(long, env = "AEP_BUFFER_BYTES", default_value = "67108864", value_name = "BYTES",
-          value_parser = positive("AEP_BUFFER_BYTES", "bytes"))]
-    pub buffer_bytes: usize,
-    /// One Event's size: a longer one is refused (413, or an error frame on the socket).
-    #[arg(long, env = "AEP_MAX_EVENT", default_value = "4194304", value_name = "BYTES",
-          value_parser = positive("AEP_MAX_EVENT", "bytes"))]
-    pub max_event: usize,
-    /// `POST /events` bodies above this many bytes get 413.
-    #[arg(long, env = "AEP_MAX_BODY", default_value = "16777216", value_name = "BYTES",
-          value_parser = positive("AEP_MAX_BODY", "bytes"))]
-    pub max_events_body: usize,
-    /// Events per `POST /events` batch; more get 413.
-    #[arg(long, env = "AEP_MAX_BATCH", default_value = "10000", value_name = "EVENTS",
-          value_parser = positive("AEP_MAX_BATCH", "Events"))]
-    pub max_batch: usize,
-    /// Resume positions per subscription (`from`); more get `limit-exceeded`.
-    #[arg(long, env = "AEP_MAX_FROM", default_value = "500", value_name = "POSITIONS",
-          value_parser = positive("AEP_MAX_FROM", "resume positions"))]
-    pub max_from: usize,
-    /// The heartbeat of SSE (`: ping`), WebSocket and relay `ping` (AEP-0003 §3.3: at most 30 s).
-    #[arg(long, env = "AEP_PING_MS", default_value = "25000", value_name = "MS",
-          value_parser = positive("AEP_PING_MS", "milliseconds"))]
-    pub ping_ms: usize,
-}
-
-#[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "Relay binding")]
-pub struct RelayArgs {
-    /// An AEP relay to emit on (ws://host:8787/socket, or wss:// with TLS); the binding is off
-    /// without it.
-    #[arg(long, env = "AEP_RELAY_URL", value_name = "WS_URL", hide_env_values = true)]
-    pub relay_url: Option<String>,
-    /// For a wss:// relay whose certificate a private CA signed: that CA's certificate (PEM),
-    /// trusted beside the system's roots.
-    #[arg(long, env = "AEP_RELAY_CA", value_name = "PEM_FILE")]
-    pub relay_ca: Option<PathBuf>,
-    /// The relay's bearer token [default: AEP_TOKEN]
-    #[arg(long, env = "AEP_RELAY_TOKEN", value_name = "TOKEN", hide_env_values = true)]
-    pub relay_token: Option<String>,
-    /// Events the relay outbox holds while the relay is slow or away.
-    #[arg(long, env = "AEP_RELAY_OUTBOX", default_value = "10000", value_name = "EVENTS",
-          value_parser = positive("AEP_RELAY_OUTBOX", "Events"))]
-    pub relay_outbox: usize,
-}
-
-#[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "Cline hub tap (off by default)")]
-pub struct HubArgs {
-    /// 1 mirrors Cline's approval loop as attention events: 1 or 0.
-    #[arg(long, env = "AEP_CLINE_HUB", default_value = "0", value_name = "1|0",
-          value_parser = gate("AEP_CLINE_HUB"), action = ArgAction::Set)]
-    pub hub: bool,
-    /// 1 also accepts control.attention.respond, control.cancel and x.cline.control.send_input,
-    /// carried out through the hub (implies AEP_CLINE_HUB=1): 1 or 0.
-    #[arg(long, env = "AEP_CLINE_HUB_CONTROL", default_value = "0", value_name = "1|0",
-          value_parser = gate("AEP_CLINE_HUB_CONTROL"), action = ArgAction::Set)]
-    pub hub_control: bool,
-    /// The hub's discovery file ($CLINE_DIR/data/locks/hub/production.json for
-    /// `cline hub ensure`), read again at every connection attempt.
-    #[arg(long, env = "AEP_CLINE_HUB_DISCOVERY", value_name = "FILE")]
-    pub hub_discovery: Option<PathBuf>,
-    /// The hub named directly (ws://127.0.0.1:25463/hub), with AEP_CLINE_HUB_TOKEN.
-    #[arg(long, env = "AEP_CLINE_HUB_URL", value_name = "WS_URL")]
-    pub hub_url: Option<String>,
-    /// The hub's authToken, with AEP_CLINE_HUB_URL.
-    #[arg(long, env = "AEP_CLINE_HUB_TOKEN", value_name = "TOKEN", hide_env_values = true)]
-    pub hub_token: Option<String>,
-    /// How long a command waits for the hub's reply before it is accepted anyway (1 to 9999,
-    /// under the 10 000 ms ack window).
-    #[arg(long, env = "AEP_CLINE_HUB_ACK_GUARD_MS", default_value = "8000", value_name = "MS",
-          value_parser = ack_guard)]
-    pub hub_ack_guard_ms: u64,
-    /// Rules that answer approvals before a person does (TOML; README, "Policy"), read again
-    /// when the file changes. Answering needs AEP_CLINE_HUB_CONTROL=1.
-    #[arg(long, env = "AEP_CLINE_POLICY", value_name = "FILE")]
-    pub policy: Option<PathBuf>,
 }
 
 /// The daemon's own settings, resolved (paths made absolute from `$HOME`, secrets read).
@@ -343,132 +244,6 @@ impl SessionArgs {
     }
 }
 
-impl EndpointArgs {
-    pub fn settings(&self) -> endpoint::settings::Settings {
-        endpoint::settings::Settings {
-            enabled: self.endpoint,
-            token: self.token.as_deref().map(Arc::from),
-            buffer: self.buffer,
-            max_sessions: self.max_sessions,
-            buffer_bytes: self.buffer_bytes,
-            max_event: self.max_event,
-            max_body: self.max_events_body,
-            max_batch: self.max_batch,
-            max_from: self.max_from,
-            max_subscriptions: endpoint::settings::MAX_SUBSCRIPTIONS,
-            ping: self.ping(),
-        }
-    }
-
-    pub fn ping(&self) -> Duration {
-        Duration::from_millis(self.ping_ms as u64)
-    }
-}
-
-impl RelayArgs {
-    /// `None` when no relay is named.
-    pub fn settings(&self, endpoint: &EndpointArgs) -> anyhow::Result<Option<relay::settings::Settings>> {
-        let Some(url) = self.relay_url.clone() else {
-            return Ok(None);
-        };
-        let shown = url.split('?').next().unwrap_or_default();
-        let secure = url.starts_with("wss://");
-        if !secure && !url.starts_with("ws://") {
-            bail!("AEP_RELAY_URL={shown:?} is not a WebSocket URL: use ws://host:port/socket (or wss://)");
-        }
-        let uri: axum::http::Uri = url
-            .parse()
-            .map_err(|_| anyhow::anyhow!("AEP_RELAY_URL={shown:?} is not a URL: use ws://host:port/socket"))?;
-        if uri.host().is_none_or(str::is_empty) {
-            bail!("AEP_RELAY_URL={shown:?} names no host: use ws://host:port/socket");
-        }
-        if matches!(uri.path(), "" | "/") {
-            bail!(
-                "AEP_RELAY_URL={shown:?} names no path: an AEP relay's WebSocket is at /socket, e.g. {}/socket",
-                shown.trim_end_matches('/')
-            );
-        }
-        let tls = match (secure, &self.relay_ca) {
-            (true, ca) => Some(relay::tls::client_config(ca.as_deref())?),
-            (false, Some(_)) => {
-                bail!("AEP_RELAY_CA is set but AEP_RELAY_URL={shown:?} is not wss://: the CA is for a TLS relay")
-            }
-            (false, None) => None,
-        };
-        Ok(Some(relay::settings::Settings {
-            url,
-            tls,
-            token: self.relay_token.clone().or_else(|| endpoint.token.clone()),
-            outbox: self.relay_outbox,
-            ping: endpoint.ping(),
-        }))
-    }
-}
-
-impl HubArgs {
-    /// `None` when the tap is off (the default: observe-only through the hooks).
-    pub fn settings(&self) -> anyhow::Result<Option<HubSettings>> {
-        if !(self.hub || self.hub_control) {
-            return Ok(None);
-        }
-        let source = match (&self.hub_url, &self.hub_token, &self.hub_discovery) {
-            (Some(url), Some(token), _) => Source::Direct(HubEndpoint::direct(url, token).map_err(|e| match e {
-                DiscoveryError::BadToken => anyhow::anyhow!("AEP_CLINE_HUB_TOKEN: {e}"),
-                other => anyhow::anyhow!("AEP_CLINE_HUB_URL: {other}"),
-            })?),
-            (Some(_), None, _) => bail!(
-                "AEP_CLINE_HUB_URL is set without AEP_CLINE_HUB_TOKEN: set the hub's authToken too, or use \
-                 AEP_CLINE_HUB_DISCOVERY instead"
-            ),
-            (None, _, Some(path)) => Source::Discovery(path.clone()),
-            (None, _, None) => bail!(
-                "the hub tap is on but names no hub: set AEP_CLINE_HUB_DISCOVERY to the hub's discovery file \
-                 ($CLINE_DIR/data/locks/hub/production.json for `cline hub ensure`), or AEP_CLINE_HUB_URL and \
-                 AEP_CLINE_HUB_TOKEN"
-            ),
-        };
-        Ok(Some(HubSettings {
-            control: self.hub_control,
-            source,
-            ack_guard: Duration::from_millis(self.hub_ack_guard_ms),
-            reconnect: crate::hub::settings::RECONNECT,
-            handshake: crate::hub::settings::HANDSHAKE,
-            notify: None,
-            policy: None,
-        }))
-    }
-}
-
-/// A gate: 1/true/on or 0/false/off.
-fn gate(name: &'static str) -> impl Fn(&str) -> Result<bool, String> + Clone + Send + Sync + 'static {
-    move |value| match value.trim() {
-        "1" | "true" | "on" => Ok(true),
-        "0" | "false" | "off" => Ok(false),
-        other => Err(format!("{name}={other:?}: use 1 (on) or 0 (off)")),
-    }
-}
-
-/// A positive whole number of `unit`.
-fn positive(
-    name: &'static str,
-    unit: &'static str,
-) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
-    move |value| match value.trim().parse::<usize>() {
-        Ok(0) => Err(format!("{name}=0: give a positive number of {unit}")),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("{name}={value:?} is not a number of {unit}")),
-    }
-}
-
-/// A duration such as `90s`, `5m`, `4h` or `30d` (`aep_core::time::duration`).
-fn duration(name: &'static str) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |value| match aep_core::time::duration(value) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err(format!("{name}={value:?}: give a duration above zero, e.g. 60s or 4h")),
-        Err(e) => Err(format!("{name}={value:?} is not a duration ({e}); e.g. 60s, 5m, 4h")),
-    }
-}
-
 fn listen(value: &str) -> Result<SocketAddr, String> {
     value
         .trim()
@@ -482,20 +257,6 @@ fn budget(value: &str) -> Result<crate::budget::Budgets, String> {
 
 fn capture(value: &str) -> Result<CapturePolicy, String> {
     CapturePolicy::parse(value).map_err(|e| format!("AEP_CAPTURE={value:?}: {e}"))
-}
-
-fn ack_guard(value: &str) -> Result<u64, String> {
-    let window = crate::control::ACK_WINDOW_MS;
-    match value.trim().parse::<u64>() {
-        Ok(ms) if ms > 0 && ms < window => Ok(ms),
-        Ok(ms) => Err(format!(
-            "AEP_CLINE_HUB_ACK_GUARD_MS={ms}: use 1 to {} (under the {window} ms ack window this daemon declares)",
-            window - 1
-        )),
-        Err(_) => Err(format!(
-            "AEP_CLINE_HUB_ACK_GUARD_MS={value:?} is not a number of milliseconds"
-        )),
-    }
 }
 
 /// `AEP_*` variables in the environment that no setting (nor the shim) reads: most likely a
@@ -528,6 +289,7 @@ const OTHER_READERS: [&str; 7] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hub::settings::Source;
     use clap::Parser;
 
     #[derive(Parser)]

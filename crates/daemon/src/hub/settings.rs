@@ -4,7 +4,10 @@
 //! tap). A bad value is a start error that names the variable; a hub that is absent or refuses
 //! is not (the tap retries and the hooks never notice).
 
-use cline_hub::discovery::Endpoint;
+use crate::setting;
+use anyhow::bail;
+use clap::{ArgAction, Args};
+use cline_hub::discovery::{DiscoveryError, Endpoint};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,6 +61,87 @@ pub struct Settings {
     pub notify: Option<Arc<crate::notify::Notifier>>,
     /// `AEP_CLINE_POLICY`: the rules that answer approvals before a person does.
     pub policy: Option<std::sync::Arc<crate::policy::Active>>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Cline hub tap (off by default)")]
+pub struct HubArgs {
+    /// 1 mirrors Cline's approval loop as attention events: 1 or 0.
+    #[arg(long, env = "AEP_CLINE_HUB", default_value = "0", value_name = "1|0",
+          value_parser = setting::gate("AEP_CLINE_HUB"), action = ArgAction::Set)]
+    pub hub: bool,
+    /// 1 also accepts control.attention.respond, control.cancel and x.cline.control.send_input,
+    /// carried out through the hub (implies AEP_CLINE_HUB=1): 1 or 0.
+    #[arg(long, env = "AEP_CLINE_HUB_CONTROL", default_value = "0", value_name = "1|0",
+          value_parser = setting::gate("AEP_CLINE_HUB_CONTROL"), action = ArgAction::Set)]
+    pub hub_control: bool,
+    /// The hub's discovery file ($CLINE_DIR/data/locks/hub/production.json for
+    /// `cline hub ensure`), read again at every connection attempt.
+    #[arg(long, env = "AEP_CLINE_HUB_DISCOVERY", value_name = "FILE")]
+    pub hub_discovery: Option<PathBuf>,
+    /// The hub named directly (ws://127.0.0.1:25463/hub), with AEP_CLINE_HUB_TOKEN.
+    #[arg(long, env = "AEP_CLINE_HUB_URL", value_name = "WS_URL")]
+    pub hub_url: Option<String>,
+    /// The hub's authToken, with AEP_CLINE_HUB_URL.
+    #[arg(long, env = "AEP_CLINE_HUB_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub hub_token: Option<String>,
+    /// How long a command waits for the hub's reply before it is accepted anyway (1 to 9999,
+    /// under the 10 000 ms ack window).
+    #[arg(long, env = "AEP_CLINE_HUB_ACK_GUARD_MS", default_value = "8000", value_name = "MS",
+          value_parser = ack_guard)]
+    pub hub_ack_guard_ms: u64,
+    /// Rules that answer approvals before a person does (TOML; README, "Policy"), read again
+    /// when the file changes. Answering needs AEP_CLINE_HUB_CONTROL=1.
+    #[arg(long, env = "AEP_CLINE_POLICY", value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
+impl HubArgs {
+    /// `None` when the tap is off (the default: observe-only through the hooks).
+    pub fn settings(&self) -> anyhow::Result<Option<Settings>> {
+        if !(self.hub || self.hub_control) {
+            return Ok(None);
+        }
+        let source = match (&self.hub_url, &self.hub_token, &self.hub_discovery) {
+            (Some(url), Some(token), _) => Source::Direct(Endpoint::direct(url, token).map_err(|e| match e {
+                DiscoveryError::BadToken => anyhow::anyhow!("AEP_CLINE_HUB_TOKEN: {e}"),
+                other => anyhow::anyhow!("AEP_CLINE_HUB_URL: {other}"),
+            })?),
+            (Some(_), None, _) => bail!(
+                "AEP_CLINE_HUB_URL is set without AEP_CLINE_HUB_TOKEN: set the hub's authToken too, or use \
+                 AEP_CLINE_HUB_DISCOVERY instead"
+            ),
+            (None, _, Some(path)) => Source::Discovery(path.clone()),
+            (None, _, None) => bail!(
+                "the hub tap is on but names no hub: set AEP_CLINE_HUB_DISCOVERY to the hub's discovery file \
+                 ($CLINE_DIR/data/locks/hub/production.json for `cline hub ensure`), or AEP_CLINE_HUB_URL and \
+                 AEP_CLINE_HUB_TOKEN"
+            ),
+        };
+        Ok(Some(Settings {
+            control: self.hub_control,
+            source,
+            ack_guard: Duration::from_millis(self.hub_ack_guard_ms),
+            reconnect: RECONNECT,
+            handshake: HANDSHAKE,
+            notify: None,
+            policy: None,
+        }))
+    }
+}
+
+fn ack_guard(value: &str) -> Result<u64, String> {
+    let window = crate::control::ACK_WINDOW_MS;
+    match value.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 && ms < window => Ok(ms),
+        Ok(ms) => Err(format!(
+            "AEP_CLINE_HUB_ACK_GUARD_MS={ms}: use 1 to {} (under the {window} ms ack window this daemon declares)",
+            window - 1
+        )),
+        Err(_) => Err(format!(
+            "AEP_CLINE_HUB_ACK_GUARD_MS={value:?} is not a number of milliseconds"
+        )),
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! credentials file that cannot be read, two ways to authenticate at once, a bad stream name
 //! or CA file stop the daemon with the setting's name. Secrets never reach a message or a log.
 
+use crate::setting;
 use anyhow::{bail, Context};
 use async_nats::{ConnectOptions, ServerAddr};
 use clap::Args;
@@ -35,7 +36,7 @@ pub struct NatsArgs {
     /// The duplicate window of a stream this sink creates: a redelivery within it is dropped
     /// by the server (an existing stream keeps its own).
     #[arg(long = "nats-dedupe-window", env = "AEP_NATS_DEDUPE_WINDOW", default_value = "2m", value_name = "DURATION",
-          value_parser = window)]
+          value_parser = setting::duration("AEP_NATS_DEDUPE_WINDOW", Duration::from_secs(1), "2m"))]
     pub dedupe_window: Duration,
 }
 
@@ -240,16 +241,6 @@ fn check_stream(name: &str) -> anyhow::Result<()> {
         bail!("AEP_NATS_STREAM={name:?} is not a JetStream stream name: use letters, digits, - and _ (e.g. {DEFAULT_STREAM})");
     }
     Ok(())
-}
-
-fn window(value: &str) -> Result<Duration, String> {
-    match aep_core::time::duration(value) {
-        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
-        Ok(_) => Err(format!("AEP_NATS_DEDUPE_WINDOW={value:?}: give at least 1s, e.g. 2m")),
-        Err(e) => Err(format!(
-            "AEP_NATS_DEDUPE_WINDOW={value:?} is not a duration ({e}); e.g. 2m"
-        )),
-    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! the setting (a typo in a header or a filter must not silently export everything, or
 //! nothing).
 
+use crate::setting;
 use aep_core::filter::Filter;
 use aep_core::CapturePolicy;
 use anyhow::{bail, Context};
@@ -42,20 +43,20 @@ pub struct OtlpArgs {
     pub otlp_service_name: Option<String>,
     /// Events per export request, at most.
     #[arg(long, env = "AEP_OTLP_BATCH", default_value = "512", value_name = "EVENTS",
-          value_parser = events("AEP_OTLP_BATCH"))]
+          value_parser = setting::events("AEP_OTLP_BATCH"))]
     pub otlp_batch: usize,
     /// The longest an Event waits for its batch to fill before it is sent.
     #[arg(long, env = "AEP_OTLP_FLUSH", default_value = "1s", value_name = "DURATION",
-          value_parser = duration("AEP_OTLP_FLUSH"))]
+          value_parser = setting::duration("AEP_OTLP_FLUSH", Duration::ZERO, "1s or 500ms"))]
     pub otlp_flush: Duration,
     /// Events held in memory while the collector is slow or away; beyond it they are
     /// resent from the logs (nothing is dropped).
     #[arg(long, env = "AEP_OTLP_OUTBOX", default_value = "10000", value_name = "EVENTS",
-          value_parser = events("AEP_OTLP_OUTBOX"))]
+          value_parser = setting::events("AEP_OTLP_OUTBOX"))]
     pub otlp_outbox: usize,
     /// One export request's time limit (then it is retried).
     #[arg(long, env = "AEP_OTLP_TIMEOUT", default_value = "10s", value_name = "DURATION",
-          value_parser = duration("AEP_OTLP_TIMEOUT"))]
+          value_parser = setting::duration("AEP_OTLP_TIMEOUT", Duration::ZERO, "1s or 500ms"))]
     pub otlp_timeout: Duration,
 }
 
@@ -202,25 +203,6 @@ fn headers(text: &str) -> anyhow::Result<Vec<(HeaderName, HeaderValue)>> {
 
 fn capture(value: &str) -> Result<CapturePolicy, String> {
     CapturePolicy::parse(value).map_err(|e| format!("AEP_OTLP_CAPTURE={value:?}: {e}"))
-}
-
-/// A positive number of Events, at most a million (a batch or an outbox beyond that is a typo).
-fn events(name: &'static str) -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync + 'static {
-    move |value| match value.trim().parse::<usize>() {
-        Ok(n @ 1..=1_000_000) => Ok(n),
-        Ok(n) => Err(format!("{name}={n}: give a number of Events from 1 to 1000000")),
-        Err(_) => Err(format!("{name}={value:?} is not a number of Events")),
-    }
-}
-
-fn duration(name: &'static str) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |value| match aep_core::time::duration(value) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err(format!(
-            "{name}={value:?}: give a duration above zero, e.g. 1s or 500ms"
-        )),
-        Err(e) => Err(format!("{name}={value:?} is not a duration ({e}); e.g. 1s, 500ms")),
-    }
 }
 
 #[cfg(test)]
