@@ -38,41 +38,12 @@ LITELLM_RELEASED = "2026-11-20"
 SOURCE_SHA256 = "8943af58bf9f979c6a4bef815687117ffa341e462a41faed9be17b5c33d3dcc2"
 MEMBER = "litellm/model_prices_and_context_window_backup.json"
 
-# litellm providers whose rows the table keeps: the vendors' own APIs and the gateways and
-# hosts Cline has a provider for (see `provider_keys` in src/price.rs for the mapping).
+# litellm providers whose rows the table keeps: one list, in providers.txt (src/price/ids.rs maps
+# Cline's providers onto exactly these; a test there checks it).
 PROVIDERS = {
-    "anthropic",
-    "openai",
-    "text-completion-openai",
-    "gemini",
-    "vertex_ai",
-    "vertex_ai-language-models",
-    "vertex_ai-anthropic_models",
-    "vertex_ai-mistral_models",
-    "vertex_ai-deepseek_models",
-    "vertex_ai-llama_models",
-    "vertex_ai-openai_models",
-    "vertex_ai-qwen_models",
-    "vertex_ai-zai_models",
-    "vertex_ai-moonshot_models",
-    "vertex_ai-minimax_models",
-    "bedrock",
-    "bedrock_converse",
-    "deepseek",
-    "xai",
-    "mistral",
-    "codestral",
-    "groq",
-    "cerebras",
-    "sambanova",
-    "together_ai",
-    "fireworks_ai",
-    "nebius",
-    "moonshot",
-    "zai",
-    "minimax",
-    "dashscope",
-    "vercel_ai_gateway",
+    line.strip()
+    for line in (pathlib.Path(__file__).parent / "providers.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
 }
 MODES = {"chat", "responses", "completion"}
 FIELDS = (

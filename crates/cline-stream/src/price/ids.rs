@@ -157,46 +157,136 @@ fn vendor_of_provider(provider: &str) -> Option<&'static str> {
 /// cannot be told (`openai-compatible`, `openai` in Cline 2.x) and local models (`ollama`,
 /// `lmstudio`) have none: they are priced by [`openrouter_id`].
 fn litellm_namespace(provider: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
-    Some(match provider {
-        "anthropic" | "claude-code" => (&[""], &["anthropic"]),
-        "openai-native" | "openai-codex" | "openai-codex-cli" => (&[""], &["openai", "text-completion-openai"]),
-        "bedrock" => (&["", "bedrock/"], &["bedrock", "bedrock_converse"]),
-        "vertex" => (
-            &["vertex_ai/", ""],
-            &[
-                "vertex_ai",
-                "vertex_ai-language-models",
-                "vertex_ai-anthropic_models",
-                "vertex_ai-mistral_models",
-                "vertex_ai-deepseek_models",
-                "vertex_ai-llama_models",
-                "vertex_ai-openai_models",
-                "vertex_ai-qwen_models",
-                "vertex_ai-zai_models",
-                "vertex_ai-moonshot_models",
-                "vertex_ai-minimax_models",
-            ],
-        ),
-        "gemini" => (&["gemini/"], &["gemini"]),
-        "deepseek" => (&["deepseek/", ""], &["deepseek"]),
-        "xai" => (&["xai/"], &["xai"]),
-        "mistral" => (&["mistral/", "codestral/"], &["mistral", "codestral"]),
-        "groq" => (&["groq/"], &["groq"]),
-        "cerebras" => (&["cerebras/"], &["cerebras"]),
-        "sambanova" => (&["sambanova/"], &["sambanova"]),
-        "together" => (&["together_ai/"], &["together_ai"]),
-        "fireworks" => (&["fireworks_ai/"], &["fireworks_ai"]),
-        "nebius" => (&["nebius/"], &["nebius"]),
-        "moonshot" => (&["moonshot/"], &["moonshot"]),
-        "zai" => (&["zai/"], &["zai"]),
-        "minimax" => (&["minimax/"], &["minimax"]),
-        "qwen" => (&["dashscope/"], &["dashscope"]),
-        "vercel-ai-gateway" => (&["vercel_ai_gateway/"], &["vercel_ai_gateway"]),
-        // A LiteLLM proxy's model names are litellm's own keys when the proxy keeps them.
-        "litellm" => (&[""], &[]),
-        _ => return None,
-    })
+    NAMESPACES
+        .iter()
+        .find(|n| n.providers.contains(&provider))
+        .map(|n| (n.prefixes, n.owners))
 }
+
+/// Cline providers, the key prefixes of their models in litellm's list, and the litellm
+/// providers those rows belong to. The owners named here are exactly `prices/providers.txt`,
+/// the rows the bundled table keeps (a test checks it).
+struct Namespace {
+    providers: &'static [&'static str],
+    prefixes: &'static [&'static str],
+    owners: &'static [&'static str],
+}
+
+const NAMESPACES: &[Namespace] = &[
+    Namespace {
+        providers: &["anthropic", "claude-code"],
+        prefixes: &[""],
+        owners: &["anthropic"],
+    },
+    Namespace {
+        providers: &["openai-native", "openai-codex", "openai-codex-cli"],
+        prefixes: &[""],
+        owners: &["openai", "text-completion-openai"],
+    },
+    Namespace {
+        providers: &["bedrock"],
+        prefixes: &["", "bedrock/"],
+        owners: &["bedrock", "bedrock_converse"],
+    },
+    Namespace {
+        providers: &["vertex"],
+        prefixes: &["vertex_ai/", ""],
+        owners: &[
+            "vertex_ai",
+            "vertex_ai-language-models",
+            "vertex_ai-anthropic_models",
+            "vertex_ai-mistral_models",
+            "vertex_ai-deepseek_models",
+            "vertex_ai-llama_models",
+            "vertex_ai-openai_models",
+            "vertex_ai-qwen_models",
+            "vertex_ai-zai_models",
+            "vertex_ai-moonshot_models",
+            "vertex_ai-minimax_models",
+        ],
+    },
+    Namespace {
+        providers: &["gemini"],
+        prefixes: &["gemini/"],
+        owners: &["gemini"],
+    },
+    Namespace {
+        providers: &["deepseek"],
+        prefixes: &["deepseek/", ""],
+        owners: &["deepseek"],
+    },
+    Namespace {
+        providers: &["xai"],
+        prefixes: &["xai/"],
+        owners: &["xai"],
+    },
+    Namespace {
+        providers: &["mistral"],
+        prefixes: &["mistral/", "codestral/"],
+        owners: &["mistral", "codestral"],
+    },
+    Namespace {
+        providers: &["groq"],
+        prefixes: &["groq/"],
+        owners: &["groq"],
+    },
+    Namespace {
+        providers: &["cerebras"],
+        prefixes: &["cerebras/"],
+        owners: &["cerebras"],
+    },
+    Namespace {
+        providers: &["sambanova"],
+        prefixes: &["sambanova/"],
+        owners: &["sambanova"],
+    },
+    Namespace {
+        providers: &["together"],
+        prefixes: &["together_ai/"],
+        owners: &["together_ai"],
+    },
+    Namespace {
+        providers: &["fireworks"],
+        prefixes: &["fireworks_ai/"],
+        owners: &["fireworks_ai"],
+    },
+    Namespace {
+        providers: &["nebius"],
+        prefixes: &["nebius/"],
+        owners: &["nebius"],
+    },
+    Namespace {
+        providers: &["moonshot"],
+        prefixes: &["moonshot/"],
+        owners: &["moonshot"],
+    },
+    Namespace {
+        providers: &["zai"],
+        prefixes: &["zai/"],
+        owners: &["zai"],
+    },
+    Namespace {
+        providers: &["minimax"],
+        prefixes: &["minimax/"],
+        owners: &["minimax"],
+    },
+    Namespace {
+        providers: &["qwen"],
+        prefixes: &["dashscope/"],
+        owners: &["dashscope"],
+    },
+    Namespace {
+        providers: &["vercel-ai-gateway"],
+        prefixes: &["vercel_ai_gateway/"],
+        owners: &["vercel_ai_gateway"],
+    },
+    // A LiteLLM proxy's model names are litellm's own keys when the proxy keeps them.
+    Namespace {
+        providers: &["litellm"],
+        prefixes: &[""],
+        owners: &[],
+    },
+];
 
 /// The litellm keys (lowercase) a provider's model may be listed under, in order, each with
 /// the litellm providers its row must belong to (empty: any).
@@ -273,6 +363,29 @@ pub(super) fn openrouter_vendor(gateway_vendor: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mapping_names_exactly_the_providers_the_table_keeps() {
+        let kept: std::collections::BTreeSet<&str> = include_str!("../../prices/providers.txt")
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        let mapped: std::collections::BTreeSet<&str> =
+            NAMESPACES.iter().flat_map(|n| n.owners.iter().copied()).collect();
+        assert_eq!(
+            mapped, kept,
+            "src/price/ids.rs and prices/providers.txt must name the same litellm providers"
+        );
+        let table = include_str!("../../prices/litellm.tsv");
+        for row in table.lines().filter(|l| !l.starts_with('#')) {
+            let provider = row.split('\t').nth(1).unwrap_or_default();
+            assert!(
+                kept.contains(provider),
+                "the bundled table holds a row of {provider:?}, which providers.txt does not keep"
+            );
+        }
+    }
 
     #[test]
     fn provider_ids_map_to_openrouter_ids() {
