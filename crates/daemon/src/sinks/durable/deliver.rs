@@ -88,16 +88,16 @@ impl Health {
 /// Runs until cancelled: what the bus brings (and the logs, after a restart) goes to the peer.
 pub async fn deliver<P: Publisher>(durable: Arc<Durable>, mut publisher: P, batching: Batching, health: Arc<Health>) {
     let mut backoff = Backoff::new(BACKOFF.0, BACKOFF.1);
-    let mut feed = durable.feed(false);
+    let mut delivery = durable.delivery(false);
     loop {
-        let batch = match gather(&durable, &mut feed, batching).await {
+        let batch = match gather(&durable, &mut delivery, batching).await {
             Ok(batch) => batch,
             Err(e) => {
                 let error = format!("{e:#}");
                 tracing::warn!(sink = durable.name, %error, "cannot read a session log to resend it; trying again");
                 *health.last_error.lock() = Some(error);
                 tokio::time::sleep(backoff.next_wait()).await;
-                feed = durable.feed(false);
+                delivery = durable.delivery(false);
                 continue;
             }
         };
@@ -141,13 +141,17 @@ pub async fn deliver<P: Publisher>(durable: Arc<Durable>, mut publisher: P, batc
 
 /// The next batch: as soon as `max_events`/`max_bytes` are reached, else `linger` after its
 /// first Event.
-async fn gather(durable: &Durable, feed: &mut super::Feed, batching: Batching) -> anyhow::Result<Vec<Arc<Published>>> {
+async fn gather(
+    durable: &Durable,
+    delivery: &mut super::Delivery,
+    batching: Batching,
+) -> anyhow::Result<Vec<Arc<Published>>> {
     let mut batch: Vec<Arc<Published>> = Vec::new();
     let mut bytes = 0usize;
     let mut deadline: Option<Instant> = None;
     loop {
         let room = batching.max_events.saturating_sub(batch.len()).max(1);
-        let got = feed.next(room).await?;
+        let got = delivery.next(room).await?;
         if got.is_empty() {
             match deadline {
                 None => durable.changed().await,

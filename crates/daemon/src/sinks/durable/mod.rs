@@ -20,10 +20,11 @@
 //!    implement [`deliver::Publisher`] (publish a batch, say whether the peer has it, refused it
 //!    for good, or should be retried) and run [`deliver::deliver`], which batches by size and
 //!    time, retries with a jittered backoff (or the peer's own wait) and confirms.
-//! 3. A peer with its own confirmation scheme (the relay's ping/pong) drives a [`Feed`] itself:
-//!    [`Durable::feed`] at each connection, [`Feed::next`] for what to send (what the peer may
-//!    lack, from the logs, first; then the outbox), [`Durable::changed`] to wait for more, and
-//!    [`Durable::confirm`] with the positions the peer confirmed ([`Feed::sent`] when a
+//! 3. A peer with its own confirmation scheme (the relay's ping/pong) drives a [`Delivery`]
+//!    itself: [`Durable::delivery`] at each connection, [`Delivery::next`] for what to send (what
+//!    the peer may lack, from the logs, first; then the outbox), [`Durable::changed`] to wait
+//!    for more, and
+//!    [`Durable::confirm`] with the positions the peer confirmed ([`Delivery::sent`] when a
 //!    confirmation covers everything sent so far).
 
 pub mod deliver;
@@ -218,12 +219,12 @@ impl Durable {
         self.wake.notified().await
     }
 
-    /// A new connection to the peer: its [`Feed`] starts with everything the peer may lack
+    /// A new connection to the peer: its [`Delivery`] starts with everything the peer may lack
     /// (past each session's confirmed position, from the logs). With `reclaim`, each live
     /// session with nothing to resend gets its last Event sent again (the relay's claims die
     /// with a socket, AEP-0003 §4).
-    pub fn feed(self: &Arc<Self>, reclaim: bool) -> Feed {
-        Feed {
+    pub fn delivery(self: &Arc<Self>, reclaim: bool) -> Delivery {
+        Delivery {
             durable: self.clone(),
             sent: HashMap::new(),
             resend: Some(self.resend_plan(reclaim)),
@@ -567,15 +568,15 @@ impl Resend {
 
 /// What one connection to the peer is sent, in order: first, from the logs, everything the
 /// peer may lack; then the outbox, without what the logs already gave. Made by
-/// [`Durable::feed`].
-pub struct Feed {
+/// [`Durable::delivery`].
+pub struct Delivery {
     durable: Arc<Durable>,
     /// The last position sent per session on this connection.
     sent: HashMap<String, Position>,
     resend: Option<Resend>,
 }
 
-impl Feed {
+impl Delivery {
     /// The last position sent per session on this connection: a confirmation of everything
     /// sent so far confirms these.
     pub fn sent(&self) -> &HashMap<String, Position> {
@@ -584,7 +585,7 @@ impl Feed {
 
     /// The next Events to send (at most `max`; a resend gives a log's chunk at a time); empty
     /// when nothing waits (then wait on [`Durable::changed`]). An error is a log that cannot
-    /// be read (the feed stays usable: the next call goes on with the next session).
+    /// be read (the delivery stays usable: the next call goes on with the next session).
     pub async fn next(&mut self, max: usize) -> anyhow::Result<Vec<Arc<Published>>> {
         loop {
             if self.resend.is_none() {

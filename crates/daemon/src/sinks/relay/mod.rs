@@ -27,7 +27,7 @@ pub mod tls;
 use crate::backoff::Backoff;
 use crate::control::{Intake, ACK_WINDOW_MS};
 use crate::lane::{Note, Sessions};
-use crate::sinks::durable::{self, Durable, Feed, Overflow};
+use crate::sinks::durable::{self, Delivery, Durable, Overflow};
 use aep_core::sequence::Position;
 use aep_core::{EventType, Scope, AEP_VERSION};
 use anyhow::{anyhow, bail, Context};
@@ -216,14 +216,14 @@ impl Relay {
     /// Resends what the relay may lack (and re-claims the live sessions), then forwards the
     /// outbox until the socket ends.
     async fn serve(&self, socket: &mut Socket) -> anyhow::Error {
-        let mut feed = self.durable.feed(true);
+        let mut delivery = self.durable.delivery(true);
         let ping = self.settings.ping;
         let mut ticks = interval_at(Instant::now() + ping, ping);
         let mut heard = Instant::now();
         let mut pings: VecDeque<(u64, HashMap<String, Position>)> = VecDeque::new();
         let mut next_ping = 0u64;
         loop {
-            match self.forward(socket, &mut feed).await {
+            match self.forward(socket, &mut delivery).await {
                 Ok(true) => continue,
                 Ok(false) => {}
                 Err(e) => return e,
@@ -246,7 +246,7 @@ impl Relay {
                         return anyhow!("the relay sent nothing for three ping intervals");
                     }
                     next_ping += 1;
-                    pings.push_back((next_ping, feed.sent().clone()));
+                    pings.push_back((next_ping, delivery.sent().clone()));
                     if pings.len() > 16 {
                         pings.pop_front();
                     }
@@ -259,9 +259,9 @@ impl Relay {
         }
     }
 
-    /// Sends what the feed has now, one batch; whether more may be waiting.
-    async fn forward(&self, socket: &mut Socket, feed: &mut Feed) -> anyhow::Result<bool> {
-        let batch = feed.next(BATCH).await?;
+    /// Sends what the delivery has now, one batch; whether more may be waiting.
+    async fn forward(&self, socket: &mut Socket, delivery: &mut Delivery) -> anyhow::Result<bool> {
+        let batch = delivery.next(BATCH).await?;
         for event in &batch {
             socket.feed(Message::text(event.line.clone())).await?;
         }
