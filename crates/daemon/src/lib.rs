@@ -37,7 +37,6 @@ pub mod prices;
 pub mod routes;
 pub mod setting;
 pub mod sinks;
-pub mod spool_limit;
 pub mod state;
 
 pub use firing::DELIVERY_HEADER;

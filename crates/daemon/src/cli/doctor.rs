@@ -425,7 +425,7 @@ fn spool(r: &mut Report, daemon_running: bool) {
                 .count()
         })
         .unwrap_or(0);
-    let max = crate::spool_limit::max();
+    let max = crate::lane::spool::limit::max();
     if bytes + 4096 > max {
         r.fail(
             "spool",
@@ -436,7 +436,7 @@ fn spool(r: &mut Report, daemon_running: bool) {
             ),
             "start the daemon so it takes them; AEP_CLINE_SPOOL_MAX raises the bound",
         );
-    } else if crate::spool_limit::near(bytes, max) {
+    } else if crate::lane::spool::limit::near(bytes, max) {
         r.warn(
             "spool",
             format!("the spool is near its bound ({} of {})", size(bytes), size(max)),
@@ -471,7 +471,7 @@ fn spool(r: &mut Report, daemon_running: bool) {
             },
         ),
     }
-    let (lost, list) = crate::spool_limit::lost(&state_dir);
+    let (lost, list) = crate::lane::spool::limit::lost(&state_dir);
     if lost > 0 {
         r.warn(
             "spool",

@@ -103,7 +103,7 @@ pub fn run() -> std::process::ExitCode {
             Ok(_) => eprintln!("aep-cline hook: {why}; spooled for the daemon to ingest when it runs"),
             Err(e) => {
                 // Counted where the daemon and `doctor` see it, not only said here.
-                crate::spool_limit::record_lost(&state_dir, &spooled.delivery, &e.to_string());
+                crate::lane::spool::limit::record_lost(&state_dir, &spooled.delivery, &e.to_string());
                 eprintln!("aep-cline hook: {why}, and spooling failed too ({e}): the hook is lost")
             }
         },

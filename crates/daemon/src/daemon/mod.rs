@@ -211,13 +211,16 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // 2. The spool, before the port is bound: hooks that fired while no daemon ran go first.
     let spool = Arc::new(Spool::new(&config.state_dir, config.max_body));
     {
-        let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::lane::spool::usage(&config.state_dir));
-        if crate::spool_limit::near(bytes, max) {
-            tracing::warn!(hooks, size = %crate::spool_limit::mib(bytes), bound = %crate::spool_limit::mib(max),
+        let (max, (hooks, bytes)) = (
+            crate::lane::spool::limit::max(),
+            crate::lane::spool::usage(&config.state_dir),
+        );
+        if crate::lane::spool::limit::near(bytes, max) {
+            tracing::warn!(hooks, size = %crate::lane::spool::limit::mib(bytes), bound = %crate::lane::spool::limit::mib(max),
                 "the spool was near its bound (AEP_CLINE_SPOOL_MAX) while no daemon ran: hooks past it were not kept");
         }
     }
-    let (lost, lost_list) = crate::spool_limit::lost(&config.state_dir);
+    let (lost, lost_list) = crate::lane::spool::limit::lost(&config.state_dir);
     if lost > 0 {
         tracing::warn!(lost, list = %lost_list.display(),
             "hooks were lost: the spool could not keep them (full or unwritable); their sessions' logs miss them (`aep-cline doctor`)");
@@ -287,17 +290,17 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         let warned = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let counted = Arc::new(std::sync::atomic::AtomicU64::new(lost));
         supervisor.every("spool watch", Duration::from_secs(10), move || {
-            let (lost, list) = crate::spool_limit::lost(&state_dir);
+            let (lost, list) = crate::lane::spool::limit::lost(&state_dir);
             let before = counted.swap(lost, std::sync::atomic::Ordering::SeqCst);
             if lost > before {
                 tracing::warn!(lost = lost - before, total = lost, list = %list.display(),
                     "hooks were lost: the spool could not keep them (full or unwritable); their sessions' logs miss them");
             }
-            let (max, (hooks, bytes)) = (crate::spool_limit::max(), crate::lane::spool::usage(&state_dir));
-            let near = crate::spool_limit::near(bytes, max);
+            let (max, (hooks, bytes)) = (crate::lane::spool::limit::max(), crate::lane::spool::usage(&state_dir));
+            let near = crate::lane::spool::limit::near(bytes, max);
             if near != warned.swap(near, std::sync::atomic::Ordering::SeqCst) {
                 if near {
-                    tracing::warn!(hooks, size = %crate::spool_limit::mib(bytes), bound = %crate::spool_limit::mib(max),
+                    tracing::warn!(hooks, size = %crate::lane::spool::limit::mib(bytes), bound = %crate::lane::spool::limit::mib(max),
                         "the spool is near its bound (AEP_CLINE_SPOOL_MAX): past it, new hooks are not spooled");
                 } else {
                     tracing::info!(hooks, "the spool is clear of its bound again");

@@ -23,10 +23,12 @@
 //! `quarantine/` with a `.reason` beside it and the drain goes on. Temporary files a writer left
 //! behind (it died between write and rename) are removed after a minute.
 
+pub mod limit;
+
 use crate::firing::{self, Firing};
 use crate::lane::sessions::{IngestError, Sessions};
-use crate::spool_limit::{self, Ledger};
 use cline_hooks::HookPayload;
+use limit::Ledger;
 use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -315,9 +317,9 @@ impl Spool {
         }
     }
 
-    /// Hooks that could not be kept (`spool_limit::lost`).
+    /// Hooks that could not be kept (`limit::lost`).
     pub fn lost(&self) -> u64 {
-        spool_limit::lost(&self.state_dir).0
+        limit::lost(&self.state_dir).0
     }
 
     /// Lists the spool folder into the index (new files unread; files gone forgotten); with
@@ -483,7 +485,7 @@ impl Spool {
                         tracing::error!(path = %path.display(), error = %e, "spooled hook recorded but not removed");
                     }
                     self.index.lock().forget(&order);
-                    spool_limit::release(&dir(&self.state_dir), bytes);
+                    limit::release(&dir(&self.state_dir), bytes);
                 }
                 Err(IngestError::Payload(e)) => {
                     self.quarantine(&path, &e.to_string());
@@ -611,7 +613,7 @@ impl Spool {
                 let _ = std::fs::remove_file(path);
             }
         }
-        spool_limit::release(&dir(&self.state_dir), bytes);
+        limit::release(&dir(&self.state_dir), bytes);
     }
 }
 
