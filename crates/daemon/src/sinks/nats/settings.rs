@@ -37,6 +37,13 @@ pub struct NatsArgs {
     #[arg(long = "nats-dedupe-window", env = "AEP_NATS_DEDUPE_WINDOW", default_value = "2m", value_name = "DURATION",
           value_parser = window)]
     pub dedupe_window: Duration,
+    /// 1: take AEP control commands from NATS, on this host's subject only
+    /// (`aep-control.<host>`, request/reply), through the same intake as `POST /control`; the
+    /// hub control gate (AEP_CLINE_HUB_CONTROL) still decides what is accepted. Who may send
+    /// them is the NATS server's permissions (docs/fleet.md): 1 or 0.
+    #[arg(long = "nats-control", env = "AEP_NATS_CONTROL", default_value = "0", value_name = "1|0",
+          value_parser = on_off("AEP_NATS_CONTROL"), action = clap::ArgAction::Set)]
+    pub control: bool,
 }
 
 /// How to authenticate to a NATS server (one way at most), and TLS.
@@ -104,12 +111,17 @@ pub struct Settings {
     pub stream: String,
     pub outbox: usize,
     pub dedupe_window: Duration,
+    /// Control commands are taken on this host's subject (`AEP_NATS_CONTROL=1`).
+    pub control: bool,
 }
 
 impl NatsArgs {
     /// `None` when no server is named.
     pub fn settings(&self) -> anyhow::Result<Option<Settings>> {
         let Some(connect) = self.auth.resolve(self.url.as_deref(), "AEP_NATS_URL")? else {
+            if self.control {
+                bail!("AEP_NATS_CONTROL=1 but AEP_NATS_URL is not set: name the NATS server the commands come through");
+            }
             return Ok(None);
         };
         check_stream(&self.stream)?;
@@ -118,6 +130,7 @@ impl NatsArgs {
             stream: self.stream.clone(),
             outbox: self.outbox as usize,
             dedupe_window: self.dedupe_window,
+            control: self.control,
         }))
     }
 }
@@ -242,6 +255,14 @@ fn check_stream(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn on_off(name: &'static str) -> impl Fn(&str) -> Result<bool, String> + Clone + Send + Sync + 'static {
+    move |value| match value.trim() {
+        "1" | "true" | "on" => Ok(true),
+        "0" | "false" | "off" => Ok(false),
+        other => Err(format!("{name}={other:?}: use 1 (on) or 0 (off)")),
+    }
+}
+
 fn window(value: &str) -> Result<Duration, String> {
     match aep_core::time::duration(value) {
         Ok(d) if d >= Duration::from_secs(1) => Ok(d),
@@ -276,6 +297,11 @@ mod tests {
         assert_eq!(s.connect.shown, "nats://127.0.0.1:4222");
         assert_eq!(s.dedupe_window, Duration::from_secs(120));
         assert!(!s.connect.require_tls);
+        assert!(!s.control, "control over NATS is off by default");
+        let s = settings(&["--nats-url", "nats://h", "--nats-control", "1"])
+            .unwrap()
+            .unwrap();
+        assert!(s.control);
         let s = settings(&["--nats-url", "tls://a:4222, nats://b"]).unwrap().unwrap();
         assert_eq!(s.connect.shown, "tls://a:4222,nats://b:4222");
         assert!(s.connect.require_tls);
@@ -318,6 +344,8 @@ mod tests {
                 "AEP_NATS_DEDUPE_WINDOW",
             ),
             (&["--nats-token", "t"], "AEP_NATS_URL"),
+            (&["--nats-control", "1"], "AEP_NATS_URL"),
+            (&["--nats-url", "nats://h", "--nats-control", "yes"], "AEP_NATS_CONTROL"),
         ] {
             let err = settings(flags).unwrap_err();
             assert!(err.contains(needle), "{flags:?}: {err}");
