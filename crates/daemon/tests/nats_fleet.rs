@@ -375,4 +375,26 @@ fn commands_over_nats_go_through_the_intake_and_the_servers_permissions_decide_w
     assert_eq!(reply.unwrap_err(), async_nats::RequestErrorKind::NoResponders);
     assert!(health(&daemon_b)["nats"]["control"].is_null());
     drop((daemon_a, daemon_b));
+
+    // A daemon whose user may not take its host's commands nor keep its record (host-b's user
+    // on host-c) says so in /healthz, in the server's words.
+    let c = host_box("host-c", "daemon-b", true);
+    let daemon_c = c.start();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let nats = health(&daemon_c)["nats"].clone();
+        let said = |part: &str, what: &str| nats[part]["last_error"].as_str().is_some_and(|e| e.contains(what));
+        if said("control", "Permissions Violation for Subscription")
+            && nats["control"]["subscribed"] == false
+            && said("heartbeat", "Permissions Violation for Publish")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{nats}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        record((&url, Some(viewer)), "host-c").is_none(),
+        "no record under another host's key"
+    );
 }

@@ -107,7 +107,8 @@ impl Control {
     }
 
     async fn serve(self: &Arc<Self>, backoff: &mut Backoff) -> anyhow::Result<()> {
-        let client = self.connect.connect("aep-cline control").await?;
+        let (said, mut server) = tokio::sync::watch::channel(None);
+        let client = self.connect.connect_watched("aep-cline control", Some(said)).await?;
         let mut requests = client
             .subscribe(self.subject.clone())
             .await
@@ -120,7 +121,29 @@ impl Control {
         *self.health.last_error.lock() = None;
         backoff.reset();
         tracing::info!(subject = %self.subject, "taking control commands over NATS");
-        while let Some(message) = requests.next().await {
+        loop {
+            let message = tokio::select! {
+                message = requests.next() => match message {
+                    Some(message) => message,
+                    None => return Ok(()),
+                },
+                changed = server.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let Some(error) = server.borrow_and_update().clone() else { continue };
+                    if error.contains("Subscription") && error.contains(&self.subject) {
+                        anyhow::bail!(
+                            "the NATS server refused the subscription to {} ({error}): the daemon's user needs \
+                             subscribe permission on it (docs/fleet.md, permissions)",
+                            self.subject
+                        );
+                    }
+                    tracing::warn!(%error, "the NATS server reported an error on the control connection");
+                    *self.health.last_error.lock() = Some(error);
+                    continue;
+                }
+            };
             self.health.requests.fetch_add(1, Ordering::Relaxed);
             let Some(reply) = message.reply else {
                 self.health.unanswerable.fetch_add(1, Ordering::Relaxed);
@@ -140,7 +163,6 @@ impl Control {
                 drop(slot);
             });
         }
-        Ok(())
     }
 
     /// The reply to one request: its ack Event, or a refusal in words.

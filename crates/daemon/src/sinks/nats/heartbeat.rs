@@ -34,6 +34,9 @@ const OURS: &str = "aep-cline-hook:";
 /// The state folder's record of where the last global install wrote (`cli::install`).
 const INSTALLED: &str = "hook-folders";
 
+/// What the server reported as wrong on the heartbeat's connection.
+type Said = tokio::sync::watch::Receiver<Option<String>>;
+
 /// A reading the daemon takes at each beat.
 pub type Look<T> = Arc<dyn Fn() -> T + Send + Sync>;
 
@@ -97,8 +100,9 @@ pub struct Heartbeat {
     sources: Sources,
     started: String,
     health: Arc<Health>,
-    /// The bucket, on a live connection; `None` after a failure (the next beat connects anew).
-    store: tokio::sync::Mutex<Option<kv::Store>>,
+    /// The bucket, on a live connection, and what its server reported as wrong; `None` after a
+    /// failure (the next beat connects anew).
+    store: tokio::sync::Mutex<Option<(kv::Store, Said)>>,
 }
 
 impl Heartbeat {
@@ -159,12 +163,12 @@ impl Heartbeat {
         let record = self.record(state).await?;
         let value = serde_json::to_vec(&record)?;
         let mut store = self.store.lock().await;
-        let bucket = match &*store {
-            Some(bucket) => bucket.clone(),
+        let (bucket, said) = match &*store {
+            Some(open) => open.clone(),
             None => {
-                let bucket = self.bucket().await?;
-                *store = Some(bucket.clone());
-                bucket
+                let open = self.bucket().await?;
+                *store = Some(open.clone());
+                open
             }
         };
         let put = tokio::time::timeout(
@@ -177,21 +181,33 @@ impl Heartbeat {
             failed => {
                 // A new connection for the next beat: this one may be half dead.
                 *store = None;
-                Err(match failed {
+                let error = match failed {
                     Ok(Err(e)) => anyhow!(e),
                     _ => anyhow!("no answer within {WRITE_TIMEOUT:?}"),
-                })
-                .with_context(|| format!("cannot write the machine record to the bucket {}", machine::BUCKET))
+                };
+                // A refused publish is never answered: what the server said is the reason.
+                let error = match said.borrow().clone() {
+                    Some(said) => error.context(format!("the server said: {said}")),
+                    None => error,
+                };
+                Err(error.context(format!(
+                    "cannot write the machine record to the bucket {}",
+                    machine::BUCKET
+                )))
             }
         }
     }
 
     /// Connects and finds the bucket: used as is when it exists, created when missing.
-    async fn bucket(&self) -> anyhow::Result<kv::Store> {
-        let client = self.connect.connect("aep-cline heartbeat").await?;
+    async fn bucket(&self) -> anyhow::Result<(kv::Store, Said)> {
+        let (errors, said) = tokio::sync::watch::channel(None);
+        let client = self
+            .connect
+            .connect_watched("aep-cline heartbeat", Some(errors))
+            .await?;
         let js = jetstream::ContextBuilder::new().timeout(WRITE_TIMEOUT).build(client);
         let looked = match js.get_key_value(machine::BUCKET).await {
-            Ok(bucket) => return Ok(bucket),
+            Ok(bucket) => return Ok((bucket, said)),
             Err(e) => e,
         };
         // The bucket's stream as the client's `create_key_value` makes it, made here: that call
@@ -226,7 +242,7 @@ impl Heartbeat {
             bucket = machine::BUCKET,
             "created the key-value bucket of machine records"
         );
-        Ok(bucket)
+        Ok((bucket, said))
     }
 
     /// This machine now (file reads off the async workers).

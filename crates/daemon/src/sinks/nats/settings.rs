@@ -211,9 +211,22 @@ impl AuthArgs {
     }
 }
 
+/// The latest error a server reported on a connection (a permissions violation, ...), which the
+/// client otherwise only logs: a refused publish or subscription fails nothing by itself.
+pub type ServerErrors = tokio::sync::watch::Sender<Option<String>>;
+
 impl Connect {
     /// Connects once (the caller retries with its backoff), naming the client `name`.
     pub async fn connect(&self, name: &str) -> anyhow::Result<async_nats::Client> {
+        self.connect_watched(name, None).await
+    }
+
+    /// [`Connect::connect`], telling `errors` what the server reports as wrong.
+    pub async fn connect_watched(
+        &self,
+        name: &str,
+        errors: Option<ServerErrors>,
+    ) -> anyhow::Result<async_nats::Client> {
         let mut options = match &self.auth {
             Auth::None => ConnectOptions::new(),
             Auth::Creds(text) => ConnectOptions::with_credentials(text).context("the credentials file")?,
@@ -227,8 +240,14 @@ impl Connect {
             .require_tls(self.require_tls)
             // Our own loop reconnects and resends; the client's retries would hide a dead server.
             .max_reconnects(Some(1))
-            .event_callback(|event| async move {
-                tracing::debug!(%event, "NATS client");
+            .event_callback(move |event| {
+                let errors = errors.clone();
+                async move {
+                    if let (async_nats::Event::ServerError(e), Some(errors)) = (&event, errors) {
+                        errors.send_replace(Some(e.to_string()));
+                    }
+                    tracing::debug!(%event, "NATS client");
+                }
             });
         options
             .connect(self.servers.clone())
