@@ -398,3 +398,43 @@ fn commands_over_nats_go_through_the_intake_and_the_servers_permissions_decide_w
         "no record under another host's key"
     );
 }
+
+#[test]
+fn with_the_hub_control_gate_off_every_command_over_nats_is_rejected_unsupported() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let sandbox = Sandbox::new()
+        .with_env("AEP_NATS_URL", &url)
+        .with_env("AEP_NATS_CONTROL", "1")
+        .with_env("AEP_HOST", "host-a")
+        .with_env("RUST_LOG", "warn");
+    let daemon = sandbox.start();
+    vendor_hook(&daemon, SESSION, 0);
+    let (m, _) = wait_record((&url, None), "host-a", "the record", |m, _| m.state == "running");
+    assert!(!m.control, "no command is accepted: the record says control is off");
+    let end = command("control.cancel", SESSION, json!({"scope": "session"}));
+    let reply = runtime().block_on(async {
+        let client = connect(&url, None, None).await.unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let asked = client
+                .request(machine::control_subject("host-a"), end.to_string().into())
+                .await;
+            match asked {
+                Ok(m) => return serde_json::from_slice::<Value>(&m.payload).unwrap(),
+                // The door subscribes after the start: until then nobody answers.
+                Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    });
+    assert_eq!(
+        (reply["type"].as_str(), reply["data"]["reason"].as_str()),
+        (Some("control.rejected"), Some("unsupported")),
+        "{reply}"
+    );
+    assert!(sandbox.log(SESSION).contains(&reply), "the nack is logged: {reply}");
+    assert!(!sandbox.log(SESSION).iter().any(|e| e["type"] == "session.ended"));
+}
