@@ -17,20 +17,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::daemon::{http, real_payload, Daemon, Sandbox};
 
-const SESSION: &str = "1796007203184_6l7jh";
-const WAIT: Duration = Duration::from_secs(40);
+pub const SESSION: &str = "1796007203184_6l7jh";
+pub const WAIT: Duration = Duration::from_secs(40);
 
 /// One `nats-server -js`, killed when dropped.
-struct Server {
+pub struct Server {
     child: Child,
-    port: u16,
+    pub port: u16,
     store: PathBuf,
     args: Vec<String>,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Server {
+    pub fn start(args: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("js");
         let port = free_port();
@@ -39,7 +39,7 @@ impl Server {
         server
     }
 
-    fn spawn(port: u16, store: PathBuf, args: Vec<String>) -> Server {
+    pub fn spawn(port: u16, store: PathBuf, args: Vec<String>) -> Server {
         let child = spawn_server(port, &store, &args);
         Server {
             child,
@@ -50,12 +50,12 @@ impl Server {
         }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
     /// Killed at once (SIGKILL: no clean shutdown), the store kept.
-    fn kill(&mut self) {
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -91,7 +91,7 @@ fn spawn_server(port: u16, store: &std::path::Path, args: &[String]) -> Child {
     child
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
@@ -103,7 +103,7 @@ struct Stored {
     ce: Map<String, Value>,
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -182,7 +182,7 @@ fn nats_box(server: &Server) -> Sandbox {
 }
 
 /// A vendor hook: one Event each (its body differs, so its delivery id too).
-fn vendor_hook(daemon: &Daemon, session: &str, n: usize) {
+pub fn vendor_hook(daemon: &Daemon, session: &str, n: usize) {
     let body =
         json!({"hookName": "some_future_hook", "taskId": "t", "sessionContext": {"rootSessionId": session}, "n": n});
     let auth = format!("Bearer {}", daemon.token);
@@ -196,7 +196,7 @@ fn vendor_hook(daemon: &Daemon, session: &str, n: usize) {
     assert_eq!(status, 200, "{text}");
 }
 
-fn health(daemon: &Daemon) -> Value {
+pub fn health(daemon: &Daemon) -> Value {
     let (status, body) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
     assert_eq!(status, 200);
     serde_json::from_str(&body).unwrap()

@@ -412,6 +412,31 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         budget,
         notify: notifier.clone(),
     };
+    // The fleet's view of this machine (docs/fleet.md): its record in the bucket, and
+    // commands over NATS when AEP_NATS_CONTROL=1.
+    let heartbeat = state.nats.as_ref().map(|nats| {
+        let (health, index) = (state.clone(), index.clone());
+        let control = nats.control(sessions.clone(), intake.clone(), args.endpoint.max_event);
+        if control.is_some() && !gate {
+            tracing::warn!("AEP_NATS_CONTROL=1 but the hub control gate is off: every command over NATS is rejected until AEP_CLINE_HUB_CONTROL=1");
+        }
+        let heartbeat = nats.heartbeat(crate::sinks::nats::heartbeat::Sources {
+            host: config.host.clone(),
+            state_dir: config.state_dir.clone(),
+            control: control.is_some() && gate,
+            health: Arc::new(move || crate::routes::health(&health)),
+            sessions: Arc::new(move || {
+                let (live, running, waiting) = index.states();
+                crate::sinks::nats::machine::Sessions { live, running, waiting }
+            }),
+        });
+        if let Some(control) = control {
+            supervisor.keep("control over NATS", move || control.clone().run());
+        }
+        let beating = heartbeat.clone();
+        supervisor.keep("machine record", move || beating.clone().run());
+        heartbeat
+    });
     let dashboard = args.dashboard.dashboard.then(|| {
         let health = state.clone();
         crate::dashboard::Dashboard::new(
@@ -449,6 +474,9 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     // Leaving the hub is a disconnect: what is pending is dismissed (AEP-0002 §7.2).
     let dismissed = sessions.clone();
     let _ = tokio::task::spawn_blocking(move || hub::tap::disconnected(&dismissed)).await;
+    if let Some(heartbeat) = heartbeat {
+        heartbeat.stopped().await;
+    }
     me.remove_if_ours(&config.state_dir);
     drop((lock, log_lock));
     tracing::info!("aep-cline daemon stopped");

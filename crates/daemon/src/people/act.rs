@@ -99,10 +99,32 @@ pub struct Waited {
     pub outcome: Option<Value>,
 }
 
+/// Which door a command came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// A person on this machine (`POST /control`, the dashboard, a notification's link):
+    /// [`Intake::submit_local`].
+    Local,
+    /// A sender elsewhere (control over NATS): [`Intake::submit`], the gate alone decides.
+    Remote,
+}
+
 /// Submits `command` to the intake and waits for its ack (at most `ack_wait`) and, if it was
 /// accepted, for its outcome (at most `outcome_wait` more). Listens before it submits, so
 /// nothing is missed; a listener that fell behind reads the session's log instead.
 pub async fn submit_and_wait(
+    sessions: &Arc<Sessions>,
+    intake: &Arc<Intake>,
+    command: Value,
+    ack_wait: Duration,
+    outcome_wait: Duration,
+) -> Result<Waited, Refusal> {
+    submit_through(Door::Local, sessions, intake, command, ack_wait, outcome_wait).await
+}
+
+/// [`submit_and_wait`] through `door`.
+pub async fn submit_through(
+    door: Door,
     sessions: &Arc<Sessions>,
     intake: &Arc<Intake>,
     command: Value,
@@ -114,9 +136,12 @@ pub async fn submit_and_wait(
     let mut bus = sessions.bus().subscribe();
     let submitted = {
         let intake = intake.clone();
-        tokio::task::spawn_blocking(move || intake.submit_local(&command))
-            .await
-            .map_err(|e| Refusal::Invalid(format!("the intake failed: {e}")))?
+        tokio::task::spawn_blocking(move || match door {
+            Door::Local => intake.submit_local(&command),
+            Door::Remote => intake.submit(&command),
+        })
+        .await
+        .map_err(|e| Refusal::Invalid(format!("the intake failed: {e}")))?
     };
     submitted?;
     let mut waited = Waited {

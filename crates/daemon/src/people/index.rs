@@ -7,7 +7,7 @@
 //! missed. A subscriber that falls behind the bus reads the logs again.
 
 use super::logs;
-use super::summary::{Pending, Summary};
+use super::summary::{Pending, State, Summary};
 use crate::lane::{Journal, Note};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -113,6 +113,14 @@ impl Index {
         let mut all: Vec<Summary> = self.sessions.lock().values().cloned().collect();
         logs::sort(&mut all);
         all
+    }
+
+    /// How many sessions are live, and of them running and waiting (for the machine record).
+    pub fn states(&self) -> (u64, u64, u64) {
+        let all = self.sessions.lock();
+        let count = |state: State| all.values().filter(|s| s.state == state).count() as u64;
+        let live = all.values().filter(|s| s.live()).count() as u64;
+        (live, count(State::Running), count(State::Waiting))
     }
 
     pub fn get(&self, session: &str) -> Option<Summary> {

@@ -32,6 +32,20 @@ pub fn control_subject(host: &str) -> String {
     format!("{CONTROL_ROOT}.{}", subject::token(host))
 }
 
+/// The reply to a request the daemon could not take as a command (not JSON, too large, not a
+/// command Event, a session this daemon does not emit): shaped like a `control.rejected` ack
+/// (`cause` = the command's id when it has one, `data.reason` from AEP's nack reasons,
+/// `data.detail` in words), so a console reads every reply the same way; but it is no Event
+/// (no `id`, `source` or `aep`) and is never logged, as AEP-0004 §4.2 answers such a request
+/// on the transport. Every other reply is the ack Event itself, as logged.
+pub fn refusal(cause: Option<&str>, reason: &str, detail: &str) -> serde_json::Value {
+    serde_json::json!({
+        "type": "control.rejected",
+        "cause": cause,
+        "data": {"reason": reason, "detail": detail},
+    })
+}
+
 /// The bucket key of a host's record.
 pub fn key(host: &str) -> String {
     subject::token(host)

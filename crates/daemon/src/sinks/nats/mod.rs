@@ -15,6 +15,8 @@
 //! and the batch is retried (with backoff) on a new one, which first creates the stream if it
 //! is missing. The hooks never wait on any of this.
 
+pub mod control;
+pub mod heartbeat;
 pub mod machine;
 pub mod settings;
 pub mod subject;
@@ -41,6 +43,10 @@ pub struct Nats {
     durable: Arc<Durable>,
     health: Arc<Health>,
     stats: Arc<Stats>,
+    /// What the machine record's writer did ([`heartbeat`]).
+    beats: Arc<heartbeat::Health>,
+    /// What the control door did ([`control`], `AEP_NATS_CONTROL=1`).
+    commands: Arc<control::Health>,
 }
 
 /// What the publisher saw, beyond the delivery loop's counters.
@@ -69,6 +75,31 @@ impl Nats {
             durable,
             health: Arc::new(Health::default()),
             stats: Arc::new(Stats::default()),
+            beats: Arc::default(),
+            commands: Arc::default(),
+        })
+    }
+
+    /// The machine record's writer, on its own connection to the same server.
+    pub fn heartbeat(&self, sources: heartbeat::Sources) -> Arc<heartbeat::Heartbeat> {
+        heartbeat::Heartbeat::new(self.settings.connect.clone(), sources, self.beats.clone())
+    }
+
+    /// The control door on this host's subject, when `AEP_NATS_CONTROL=1`.
+    pub fn control(
+        &self,
+        sessions: Arc<crate::lane::Sessions>,
+        intake: Arc<crate::control::Intake>,
+        max_event: usize,
+    ) -> Option<Arc<control::Control>> {
+        self.settings.control.then(|| {
+            control::Control::new(
+                self.settings.connect.clone(),
+                sessions,
+                intake,
+                max_event,
+                self.commands.clone(),
+            )
         })
     }
 
@@ -85,6 +116,8 @@ impl Nats {
             "resends": counters.resends,
             "duplicates": self.stats.duplicates.load(Ordering::Relaxed),
             "skipped": self.stats.skipped.load(Ordering::Relaxed),
+            "heartbeat": self.beats.status(),
+            "control": self.settings.control.then(|| self.commands.status()),
         });
         if let (Some(status), Value::Object(extra)) = (status.as_object_mut(), extra) {
             status.extend(extra);

@@ -38,6 +38,13 @@ pub struct NatsArgs {
     #[arg(long = "nats-dedupe-window", env = "AEP_NATS_DEDUPE_WINDOW", default_value = "2m", value_name = "DURATION",
           value_parser = setting::duration("AEP_NATS_DEDUPE_WINDOW", Duration::from_secs(1), "2m"))]
     pub dedupe_window: Duration,
+    /// 1: take AEP control commands from NATS, on this host's subject only
+    /// (`aep-control.<host>`, request/reply), through the same intake as `POST /control`; the
+    /// hub control gate (AEP_CLINE_HUB_CONTROL) still decides what is accepted. Who may send
+    /// them is the NATS server's permissions (docs/fleet.md): 1 or 0.
+    #[arg(long = "nats-control", env = "AEP_NATS_CONTROL", default_value = "0", value_name = "1|0",
+          value_parser = setting::gate("AEP_NATS_CONTROL"), action = clap::ArgAction::Set)]
+    pub control: bool,
 }
 
 /// How to authenticate to a NATS server (one way at most), and TLS.
@@ -105,12 +112,17 @@ pub struct Settings {
     pub stream: String,
     pub outbox: usize,
     pub dedupe_window: Duration,
+    /// Control commands are taken on this host's subject (`AEP_NATS_CONTROL=1`).
+    pub control: bool,
 }
 
 impl NatsArgs {
     /// `None` when no server is named.
     pub fn settings(&self) -> anyhow::Result<Option<Settings>> {
         let Some(connect) = self.auth.resolve(self.url.as_deref(), "AEP_NATS_URL")? else {
+            if self.control {
+                bail!("AEP_NATS_CONTROL=1 but AEP_NATS_URL is not set: name the NATS server the commands come through");
+            }
             return Ok(None);
         };
         check_stream(&self.stream)?;
@@ -119,6 +131,7 @@ impl NatsArgs {
             stream: self.stream.clone(),
             outbox: self.outbox as usize,
             dedupe_window: self.dedupe_window,
+            control: self.control,
         }))
     }
 }
@@ -199,9 +212,22 @@ impl AuthArgs {
     }
 }
 
+/// The latest error a server reported on a connection (a permissions violation, ...), which the
+/// client otherwise only logs: a refused publish or subscription fails nothing by itself.
+pub type ServerErrors = tokio::sync::watch::Sender<Option<String>>;
+
 impl Connect {
     /// Connects once (the caller retries with its backoff), naming the client `name`.
     pub async fn connect(&self, name: &str) -> anyhow::Result<async_nats::Client> {
+        self.connect_watched(name, None).await
+    }
+
+    /// [`Connect::connect`], telling `errors` what the server reports as wrong.
+    pub async fn connect_watched(
+        &self,
+        name: &str,
+        errors: Option<ServerErrors>,
+    ) -> anyhow::Result<async_nats::Client> {
         let mut options = match &self.auth {
             Auth::None => ConnectOptions::new(),
             Auth::Creds(text) => ConnectOptions::with_credentials(text).context("the credentials file")?,
@@ -215,8 +241,14 @@ impl Connect {
             .require_tls(self.require_tls)
             // Our own loop reconnects and resends; the client's retries would hide a dead server.
             .max_reconnects(Some(1))
-            .event_callback(|event| async move {
-                tracing::debug!(%event, "NATS client");
+            .event_callback(move |event| {
+                let errors = errors.clone();
+                async move {
+                    if let (async_nats::Event::ServerError(e), Some(errors)) = (&event, errors) {
+                        errors.send_replace(Some(e.to_string()));
+                    }
+                    tracing::debug!(%event, "NATS client");
+                }
             });
         options
             .connect(self.servers.clone())
@@ -267,6 +299,11 @@ mod tests {
         assert_eq!(s.connect.shown, "nats://127.0.0.1:4222");
         assert_eq!(s.dedupe_window, Duration::from_secs(120));
         assert!(!s.connect.require_tls);
+        assert!(!s.control, "control over NATS is off by default");
+        let s = settings(&["--nats-url", "nats://h", "--nats-control", "1"])
+            .unwrap()
+            .unwrap();
+        assert!(s.control);
         let s = settings(&["--nats-url", "tls://a:4222, nats://b"]).unwrap().unwrap();
         assert_eq!(s.connect.shown, "tls://a:4222,nats://b:4222");
         assert!(s.connect.require_tls);
@@ -309,6 +346,8 @@ mod tests {
                 "AEP_NATS_DEDUPE_WINDOW",
             ),
             (&["--nats-token", "t"], "AEP_NATS_URL"),
+            (&["--nats-control", "1"], "AEP_NATS_URL"),
+            (&["--nats-url", "nats://h", "--nats-control", "yes"], "AEP_NATS_CONTROL"),
         ] {
             let err = settings(flags).unwrap_err();
             assert!(err.contains(needle), "{flags:?}: {err}");

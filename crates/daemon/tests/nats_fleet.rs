@@ -1,0 +1,440 @@
+//! The daemon's side of the fleet (docs/fleet.md, "Heartbeats and control over NATS"), through
+//! the real binary against a real `nats-server` with JetStream: the machine record in the
+//! bucket (written, updated, `stopped` after SIGTERM, left to age after SIGKILL, a dead server
+//! counted and caught up with, a shutdown that never hangs on it), and control over NATS under
+//! the server's own permissions (daemons, an operator for one host, a read-only viewer): the
+//! operator's commands decided by the intake with the ack as the reply, the viewer's and the
+//! operator's for another host refused by the server before any daemon sees them, a host with
+//! control off answering nobody.
+
+use crate::nats::{free_port, health, runtime, vendor_hook, Server, SESSION, WAIT};
+use crate::support;
+
+use aep_cline::sinks::nats::machine::{self, Machine};
+use async_nats::jetstream;
+use serde_json::{json, Value};
+use std::process::Child;
+use std::time::{Duration, Instant};
+use support::daemon::Sandbox;
+use support::endpoint::command;
+
+/// A host's record in the bucket and its revision; `None` while there is none.
+fn record(url_user: (&str, Option<(&str, &str)>), host: &str) -> Option<(Machine, u64)> {
+    runtime().block_on(async {
+        let client = connect(url_user.0, url_user.1, None).await.ok()?;
+        let kv = jetstream::new(client).get_key_value(machine::BUCKET).await.ok()?;
+        let entry = kv.entry(machine::key(host)).await.ok()??;
+        Some((serde_json::from_slice(&entry.value).unwrap(), entry.revision))
+    })
+}
+
+fn wait_record(
+    url_user: (&str, Option<(&str, &str)>),
+    host: &str,
+    what: &str,
+    done: impl Fn(&Machine, u64) -> bool,
+) -> (Machine, u64) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = record(url_user, host);
+        if let Some((m, rev)) = &now {
+            if done(m, *rev) {
+                return (m.clone(), *rev);
+            }
+        }
+        assert!(Instant::now() < deadline, "{what}: {now:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A client, as `user` when given; the server's errors (permission violations) go to `errors`.
+async fn connect(
+    url: &str,
+    user: Option<(&str, &str)>,
+    errors: Option<std::sync::mpsc::Sender<String>>,
+) -> Result<async_nats::Client, async_nats::ConnectError> {
+    let options = match user {
+        Some((u, p)) => async_nats::ConnectOptions::with_user_and_password(u.into(), p.into()),
+        None => async_nats::ConnectOptions::new(),
+    };
+    options
+        .event_callback(move |event| {
+            let errors = errors.clone();
+            async move {
+                if let (Some(errors), async_nats::Event::ServerError(e)) = (errors, &event) {
+                    let _ = errors.send(e.to_string());
+                }
+            }
+        })
+        .connect(url)
+        .await
+}
+
+/// The exit status, if the process exits within `within`.
+fn exited_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn the_machine_record_is_written_updated_said_stopped_after_sigterm_and_left_to_age_after_a_kill() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let a = Sandbox::new()
+        .with_env("AEP_NATS_URL", &url)
+        .with_env("AEP_HOST", "host-a")
+        .with_env("RUST_LOG", "warn");
+    // A global install's record, as `install-hooks` leaves it: one folder with our hook file,
+    // one emptied since.
+    let (ours, emptied) = (a.root.path().join("hooks"), a.root.path().join("emptied"));
+    std::fs::create_dir_all(&ours).unwrap();
+    std::fs::create_dir_all(&emptied).unwrap();
+    std::fs::create_dir_all(&a.state_dir).unwrap();
+    std::fs::write(
+        ours.join("TaskStart"),
+        "#!/bin/sh\n# aep-cline-hook: written by `aep-cline install-hooks`\nexec x hook\n",
+    )
+    .unwrap();
+    std::fs::write(
+        a.state_dir.join("hook-folders"),
+        format!("{}\n{}\n", ours.display(), emptied.display()),
+    )
+    .unwrap();
+    let daemon = a.start();
+    vendor_hook(&daemon, SESSION, 0);
+    let (first, rev) = wait_record((&url, None), "host-a", "the record appears", |m, _| {
+        m.state == "running"
+    });
+    assert_eq!(first.host, "host-a");
+    assert_eq!(first.version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(first.hooks, vec![ours.display().to_string()]);
+    assert!(!first.control, "control over NATS is off by default");
+    assert_eq!(first.hub, None, "the hub tap is off");
+    assert_eq!(first.sinks["relay"], "off");
+    assert_eq!(first.spool, machine::Spool::default());
+    // It is written again, later, and says the sink is connected once it is.
+    let (later, _) = wait_record((&url, None), "host-a", "the record is written again", |m, r| {
+        r > rev && m.time > first.time && m.sinks["nats"] == "ok"
+    });
+    assert_eq!(later.started, first.started);
+    let h = health(&daemon);
+    assert!(h["nats"]["heartbeat"]["writes"].as_u64().unwrap() >= 2, "{}", h["nats"]);
+    assert_eq!(h["nats"]["heartbeat"]["failures"], 0, "{}", h["nats"]);
+    assert!(h["nats"]["control"].is_null(), "{}", h["nats"]);
+
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    let (stopped, _) = record((&url, None), "host-a").expect("the last record");
+    assert_eq!(stopped.state, "stopped", "{stopped:?}");
+    assert!(stopped.time >= later.time);
+
+    // A daemon killed writes nothing more: its record stays `running` and ages.
+    let b = Sandbox::new()
+        .with_env("AEP_NATS_URL", &url)
+        .with_env("AEP_HOST", "host-b")
+        .with_env("RUST_LOG", "warn");
+    let mut killed = b.start();
+    wait_record((&url, None), "host-b", "host-b's record", |m, _| m.state == "running");
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+    let (last, rev) = record((&url, None), "host-b").unwrap();
+    // Absence can only be seen by waiting: two beats' time.
+    std::thread::sleep(machine::HEARTBEAT_EVERY * 2 + Duration::from_secs(1));
+    let (now, now_rev) = record((&url, None), "host-b").unwrap();
+    assert_eq!(
+        (now_rev, now.state.as_str(), now.time.as_str()),
+        (rev, "running", last.time.as_str())
+    );
+}
+
+#[test]
+fn a_dead_server_is_counted_caught_up_with_and_never_holds_the_shutdown() {
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let sandbox = Sandbox::new()
+        .with_env("AEP_NATS_URL", &url)
+        .with_env("AEP_HOST", "host-a")
+        .with_env("RUST_LOG", "warn");
+    let daemon = sandbox.start();
+    vendor_hook(&daemon, SESSION, 0);
+    let deadline = Instant::now() + WAIT;
+    while health(&daemon)["nats"]["heartbeat"]["failures"].as_u64().unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "{}", health(&daemon)["nats"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let h = health(&daemon);
+    assert!(
+        h["nats"]["heartbeat"]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot"),
+        "{}",
+        h["nats"]
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::spawn(port, dir.path().join("js"), Vec::new());
+    wait_record((&url, None), "host-a", "the record once the server is up", |m, _| {
+        m.state == "running"
+    });
+    let deadline = Instant::now() + WAIT;
+    while !health(&daemon)["nats"]["heartbeat"]["last_error"].is_null() {
+        assert!(Instant::now() < deadline, "{}", health(&daemon)["nats"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The server dies; a clean shutdown still ends (the last record is given a bounded try).
+    server.kill();
+    let mut daemon = daemon;
+    daemon.signal("-TERM");
+    let status =
+        exited_within(&mut daemon.child, Duration::from_secs(30)).expect("the daemon stops with the server dead");
+    assert!(status.success());
+}
+
+/// Users of one server: two daemons, an operator for host-a, one for host-b, a viewer.
+const PERMISSIONS: &str = include_str!("data/nats-fleet.conf");
+
+/// A command over NATS: the reply, or the request's error.
+fn request(
+    url: &str,
+    user: (&str, &str),
+    host: &str,
+    payload: Vec<u8>,
+    timeout: Duration,
+) -> (Result<Value, async_nats::RequestErrorKind>, Vec<String>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reply = runtime().block_on(async {
+        let client = connect(url, Some(user), Some(tx)).await.unwrap();
+        let asked = client
+            .send_request(
+                machine::control_subject(host),
+                async_nats::Request::new()
+                    .payload(payload.into())
+                    .timeout(Some(timeout)),
+            )
+            .await;
+        let reply = asked
+            .map(|m| serde_json::from_slice(&m.payload).expect("the reply is JSON"))
+            .map_err(|e| e.kind());
+        // A refused publish is said by the server asynchronously: let it arrive.
+        let _ = client.flush().await;
+        reply
+    });
+    (reply, rx.try_iter().collect())
+}
+
+#[test]
+fn commands_over_nats_go_through_the_intake_and_the_servers_permissions_decide_who_may_send_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("fleet.conf");
+    std::fs::write(&conf, PERMISSIONS).unwrap();
+    let server = Server::start(&["-c", conf.to_str().unwrap()]);
+    let url = server.url();
+    let host_box = |host: &str, user: &str, control: bool| {
+        Sandbox::new()
+            .with_env("AEP_NATS_URL", &url)
+            .with_env("AEP_NATS_USER", user)
+            .with_env("AEP_NATS_PASSWORD", &format!("{user}-secret"))
+            .with_env("AEP_HOST", host)
+            .with_env("AEP_NATS_CONTROL", if control { "1" } else { "0" })
+            .with_env("AEP_CLINE_HUB_CONTROL", if control { "1" } else { "0" })
+            // No hub runs: the tap keeps looking for one, and ending a session needs none.
+            .with_env("AEP_CLINE_HUB_DISCOVERY", dir.path().join("hub.json").to_str().unwrap())
+            .with_env("AEP_MAX_EVENT", "65536")
+            .with_env("RUST_LOG", "warn")
+    };
+    let (a, b) = (
+        host_box("host-a", "daemon-a", true),
+        host_box("host-b", "daemon-b", false),
+    );
+    let (daemon_a, daemon_b) = (a.start(), b.start());
+    vendor_hook(&daemon_a, SESSION, 0);
+    vendor_hook(&daemon_b, SESSION, 0);
+    // The daemons' users may keep their records; the viewer reads them.
+    let viewer = ("viewer", "viewer-secret");
+    let (ra, _) = wait_record((&url, Some(viewer)), "host-a", "host-a's record", |m, _| m.control);
+    let (rb, _) = wait_record((&url, Some(viewer)), "host-b", "host-b's record", |m, _| {
+        m.state == "running"
+    });
+    assert!(ra.control && !rb.control, "{ra:?} {rb:?}");
+    let deadline = Instant::now() + WAIT;
+    while health(&daemon_a)["nats"]["control"]["subscribed"] != true {
+        assert!(Instant::now() < deadline, "{}", health(&daemon_a)["nats"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let operator = ("operator", "operator-secret");
+    let ask = |user, host, c: &Value| request(&url, user, host, c.to_string().into_bytes(), Duration::from_secs(20));
+    // Accepted by the intake: ending the session (the hub control gate is on); the reply is
+    // the ack Event the log holds.
+    let end = command(
+        "control.cancel",
+        SESSION,
+        json!({"scope": "session", "reason": "from the console"}),
+    );
+    let (reply, errors) = ask(operator, "host-a", &end);
+    let ack = reply.expect("the ack as the reply");
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        (ack["type"].as_str(), ack["cause"].as_str()),
+        (Some("control.accepted"), end["id"].as_str())
+    );
+    let log = a.wait_log(SESSION, "the session ended by the command", WAIT, |l| {
+        l.iter().any(|e| e["type"] == "session.ended")
+    });
+    assert!(log.contains(&ack), "the reply is the logged ack: {ack}");
+    // The same command again: the recorded ack, byte for byte (AEP-0004 §3), decided once.
+    let (again, _) = ask(operator, "host-a", &end);
+    assert_eq!(again.unwrap(), ack);
+    // Rejected by the intake: the session has ended.
+    let cancel = command("control.cancel", SESSION, json!({"scope": "run"}));
+    let (reply, _) = ask(operator, "host-a", &cancel);
+    let nack = reply.unwrap();
+    assert_eq!(
+        (nack["type"].as_str(), nack["data"]["reason"].as_str()),
+        (Some("control.rejected"), Some("refused"))
+    );
+    assert!(a.log(SESSION).contains(&nack));
+    // No command at all: refused in words, nothing logged.
+    let before = a.log(SESSION).len();
+    for (payload, needle) in [
+        (b"not json".to_vec(), "not JSON"),
+        (b"[1]".to_vec(), "JSON object"),
+        (vec![b' '; 100_000], "AEP_MAX_EVENT"),
+        (
+            json!({"type": "run.started", "id": "x", "source": "s", "session": SESSION})
+                .to_string()
+                .into_bytes(),
+            "not a command",
+        ),
+        (
+            command("control.cancel", "nobody", json!({})).to_string().into_bytes(),
+            "host-a",
+        ),
+    ] {
+        let (reply, _) = request(&url, operator, "host-a", payload, Duration::from_secs(20));
+        let reply = reply.unwrap();
+        assert_eq!(reply["type"], "control.rejected", "{reply}");
+        assert!(
+            reply["data"]["detail"].as_str().unwrap().contains(needle),
+            "{needle}: {reply}"
+        );
+    }
+    assert_eq!(
+        a.log(SESSION).len(),
+        before,
+        "a request that is no command leaves no Event"
+    );
+    let seen = health(&daemon_a)["nats"]["control"].clone();
+    assert_eq!(
+        (
+            seen["requests"].as_u64(),
+            seen["acked"].as_u64(),
+            seen["refused"].as_u64()
+        ),
+        (Some(8), Some(3), Some(5)),
+        "{seen}"
+    );
+
+    // Refused by the server: the viewer may send no command, the operator none to host-b.
+    for (user, host) in [(viewer, "host-a"), (operator, "host-b")] {
+        let (reply, errors) = request(&url, user, host, end.to_string().into_bytes(), Duration::from_secs(3));
+        assert_eq!(
+            reply.unwrap_err(),
+            async_nats::RequestErrorKind::TimedOut,
+            "{user:?} → {host}"
+        );
+        let subject = machine::control_subject(host);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("Permissions Violation for Publish") && e.contains(&subject)),
+            "{user:?} → {host}: {errors:?}"
+        );
+    }
+    assert_eq!(
+        health(&daemon_a)["nats"]["control"]["requests"],
+        8,
+        "the daemon never saw the refused ones"
+    );
+    // Host-b takes no commands over NATS: nobody answers its subject.
+    let (reply, _) = request(
+        &url,
+        ("operator-b", "operator-b-secret"),
+        "host-b",
+        end.to_string().into_bytes(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(reply.unwrap_err(), async_nats::RequestErrorKind::NoResponders);
+    assert!(health(&daemon_b)["nats"]["control"].is_null());
+    drop((daemon_a, daemon_b));
+
+    // A daemon whose user may not take its host's commands nor keep its record (host-b's user
+    // on host-c) says so in /healthz, in the server's words.
+    let c = host_box("host-c", "daemon-b", true);
+    let daemon_c = c.start();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let nats = health(&daemon_c)["nats"].clone();
+        let said = |part: &str, what: &str| nats[part]["last_error"].as_str().is_some_and(|e| e.contains(what));
+        if said("control", "Permissions Violation for Subscription")
+            && nats["control"]["subscribed"] == false
+            && said("heartbeat", "Permissions Violation for Publish")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{nats}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        record((&url, Some(viewer)), "host-c").is_none(),
+        "no record under another host's key"
+    );
+}
+
+#[test]
+fn with_the_hub_control_gate_off_every_command_over_nats_is_rejected_unsupported() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let sandbox = Sandbox::new()
+        .with_env("AEP_NATS_URL", &url)
+        .with_env("AEP_NATS_CONTROL", "1")
+        .with_env("AEP_HOST", "host-a")
+        .with_env("RUST_LOG", "warn");
+    let daemon = sandbox.start();
+    vendor_hook(&daemon, SESSION, 0);
+    let (m, _) = wait_record((&url, None), "host-a", "the record", |m, _| m.state == "running");
+    assert!(!m.control, "no command is accepted: the record says control is off");
+    let end = command("control.cancel", SESSION, json!({"scope": "session"}));
+    let reply = runtime().block_on(async {
+        let client = connect(&url, None, None).await.unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let asked = client
+                .request(machine::control_subject("host-a"), end.to_string().into())
+                .await;
+            match asked {
+                Ok(m) => return serde_json::from_slice::<Value>(&m.payload).unwrap(),
+                // The door subscribes after the start: until then nobody answers.
+                Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    });
+    assert_eq!(
+        (reply["type"].as_str(), reply["data"]["reason"].as_str()),
+        (Some("control.rejected"), Some("unsupported")),
+        "{reply}"
+    );
+    assert!(sandbox.log(SESSION).contains(&reply), "the nack is logged: {reply}");
+    assert!(!sandbox.log(SESSION).iter().any(|e| e["type"] == "session.ended"));
+}
