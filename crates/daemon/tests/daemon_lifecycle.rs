@@ -630,16 +630,47 @@ fn a_session_that_left_memory_idle_still_ends_when_its_cline_exits() {
     assert_ended_late(&sb, session, "process_gone");
 }
 
+/// Writes Cline's store record of `session` under the data folder `data`, as 3.0.65 does.
+fn store_record(data: &std::path::Path, session: &str, status: &str, ended_at: &str) {
+    let folder = data.join("sessions").join(session);
+    std::fs::create_dir_all(&folder).unwrap();
+    let record = serde_json::json!({"session_id": session, "status": status, "ended_at": ended_at, "exit_code": 0});
+    std::fs::write(folder.join(format!("{session}.json")), record.to_string()).unwrap();
+}
+
+#[test]
+fn a_hub_run_session_that_left_memory_idle_still_ends_as_clines_store_says() {
+    let sb = Sandbox::new().with_env("AEP_SESSION_IDLE", "300ms");
+    let data = sb.root.path().join("cline-data");
+    let daemon = sb.start();
+    // Cline's hub ran its hooks and outlives the session: its process says nothing of the end.
+    let mut hub = Cline::start();
+    let session = "hub-run-idle";
+    store_record(&data, session, "running", "");
+    feed_open_run(&daemon.addr(), &daemon.token, session, &hub, Some(&data));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while healthz(&daemon.addr())["sessions"] != 0 {
+        assert!(Instant::now() < deadline, "the idle session never left memory");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(project(&sb.log(session)), (false, 1), "open when it left memory");
+    store_record(&data, session, "completed", "2026-11-30T02:53:40.5Z");
+    let events = sb.wait_log(session, "session.ended", Duration::from_secs(30), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_eq!(support::daemon::types(&events)[3..], ["run.finished", "session.ended"]);
+    assert!(events[3..].iter().all(|e| e["time"] == "2026-11-30T02:53:40.500Z"));
+    assert_eq!(events[4]["data"]["detected"]["by"], "cline_store");
+    assert_eq!(project(&events), (true, 0));
+    assert_eq!(sessions_json(&sb)[session]["state"], "ended");
+    assert!(hub.0.try_wait().unwrap().is_none(), "the hub still runs");
+}
+
 #[test]
 fn clines_own_store_says_how_and_when_a_session_ended() {
     let sb = Sandbox::new();
     let data = sb.root.path().join("cline-data");
-    let store = |session: &str, status: &str, ended_at: &str| {
-        let folder = data.join("sessions").join(session);
-        std::fs::create_dir_all(&folder).unwrap();
-        let record = serde_json::json!({"session_id": session, "status": status, "ended_at": ended_at, "exit_code": 0});
-        std::fs::write(folder.join(format!("{session}.json")), record.to_string()).unwrap();
-    };
+    let store = |session: &str, status: &str, ended_at: &str| store_record(&data, session, status, ended_at);
     let daemon = sb.start();
     // Cline's hub lives on (its runs completed while no hub connection was watched).
     let hub = Cline::start();
