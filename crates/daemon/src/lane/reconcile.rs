@@ -128,8 +128,28 @@ pub struct StoreSession {
 }
 
 impl StoreSession {
+    /// What a hub frame's session snapshot (`payload.snapshot` or `payload.session`) says:
+    /// the same record as the store's, in the hub's words (`status`, `endedAt`, `exitCode`).
+    pub fn of_hub(payload: &serde_json::Value) -> StoreSession {
+        let s = payload.get("snapshot").or_else(|| payload.get("session"));
+        let text = |k: &str| {
+            s.and_then(|s| s.get(k))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        StoreSession {
+            status: text("status"),
+            ended_at: s.and_then(|s| s.get("endedAt")).and_then(|at| match at {
+                serde_json::Value::Number(ms) => aep_core::time::millis_of_epoch_ms(ms.as_i64()?),
+                serde_json::Value::String(t) => Some(t.clone()),
+                _ => None,
+            }),
+            exit_code: s.and_then(|s| s.get("exitCode")).and_then(serde_json::Value::as_i64),
+        }
+    }
+
     /// The end it records: a final status with an end time.
-    fn end(&self) -> Option<End> {
+    pub fn end(&self) -> Option<End> {
         let ended_at = self.ended_at.as_deref()?;
         let status = self.status.as_deref()?;
         let run = match status {
@@ -257,6 +277,24 @@ mod tests {
             ..Evidence::default()
         };
         assert_eq!(judge(&alive), None, "a live process keeps it open however quiet");
+    }
+
+    #[test]
+    fn a_hub_snapshot_reads_as_the_stores_record() {
+        let frame = serde_json::json!({"snapshot": {"status": "failed", "endedAt": 1796157722806_i64, "exitCode": 1}});
+        let said = StoreSession::of_hub(&frame);
+        assert_eq!(said.ended_at.as_deref(), Some("2026-12-01T20:42:02.806Z"));
+        assert!(matches!(
+            said.end().unwrap().run,
+            RunOutcome::Failed { exit_code: Some(1), .. }
+        ));
+        // 3.0.65 keeps a session `idle`, `endedAt: null`, after a run: no end.
+        let idle = serde_json::json!({"session": {"status": "idle", "endedAt": null}});
+        assert_eq!(StoreSession::of_hub(&idle).end(), None);
+        assert_eq!(
+            StoreSession::of_hub(&serde_json::json!("not an object")),
+            StoreSession::default()
+        );
     }
 
     #[allow(unsafe_code)] // mkfifo, to make a FIFO where a file should be

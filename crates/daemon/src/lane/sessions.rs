@@ -632,8 +632,9 @@ impl Sessions {
     }
 
     /// The hub says a session it hosted is over (at `at`, its `endedAt`, when it says): it ends
-    /// here too (once).
-    pub fn hub_ended(&self, session: &str, at: Option<String>) -> Result<bool, IngestError> {
+    /// here too (once), its open run as the hub's snapshot says (`said`), else as Cline's store
+    /// says, else `run.cancelled {by: "shutdown"}`.
+    pub fn hub_ended(&self, session: &str, at: Option<String>, said: &StoreSession) -> Result<bool, IngestError> {
         self.hosted.lock().remove(session);
         if !self.owns(session) {
             return Ok(false);
@@ -643,11 +644,17 @@ impl Sessions {
                 return Ok(false);
             }
             state.tracker.set_hosted(false);
+            // The hub's snapshot of an interrupted session may carry no final status; the
+            // store's record of it does (a Ctrl+C: `failed`, exit code 1).
+            let recorded = said.end().or_else(|| {
+                let dir = state.cline_data.as_deref()?;
+                StoreSession::read(std::path::Path::new(dir), session)?.end()
+            });
             let end = End {
                 time: at.or_else(|| state.last_hook.clone()),
                 detected: Detected::Hub,
-                run: RunOutcome::Shutdown,
-                reason: None,
+                run: recorded.as_ref().map_or(RunOutcome::Shutdown, |r| r.run.clone()),
+                reason: recorded.and_then(|r| r.reason),
             };
             self.end_now(session, state, &end)?;
             Ok(true)
