@@ -66,6 +66,23 @@ fn store_end(cline: &ClineSandbox, session: &str) -> Value {
     })
 }
 
+/// Asserts Cline's `db/sessions.db` row of `session` records the same end as its session file
+/// (`record`): what makes the database evidence when the file cannot be read.
+fn assert_db_agrees(cline: &ClineSandbox, session: &str, record: &Value) {
+    let db = cline.cline_dir().join("data/db/sessions.db");
+    let row = cline_usage::db::session_end(&db, session).unwrap();
+    let (status, ended_at, exit_code) = row.expect("a row for the session");
+    assert_eq!(
+        (Some(status.as_str()), ended_at.as_deref(), exit_code),
+        (
+            record["status"].as_str(),
+            record["ended_at"].as_str(),
+            record["exit_code"].as_i64()
+        ),
+        "sessions.db and the session file say the same end"
+    );
+}
+
 /// `cline --json … <prompt>` through `hub` (`CLINE_SESSION_BACKEND_MODE=hub`), to its end.
 fn hub_run(cline: &ClineSandbox, hub: &RealHub, prompt: &str) -> String {
     let before = store_sessions(cline);
@@ -136,6 +153,7 @@ fn hub_runs_completed_while_the_daemon_had_no_hub_connection_end_as_clines_store
     let live = hub_run(&cline, &hub, "please CMD:echo hi");
     let record = store_end(&cline, &live);
     assert_eq!(record["status"], "completed", "{record}");
+    assert_db_agrees(&cline, &live, &record);
     assert_ended_as_the_store_says(&aep, &live, &record, "cline_store");
 
     // The daemon is down: the hooks spool; the restarted daemon drains them and ends the session.
@@ -144,6 +162,10 @@ fn hub_runs_completed_while_the_daemon_had_no_hub_connection_end_as_clines_store
     let down = hub_run(&cline, &hub, "please CMD:echo hi");
     let record = store_end(&cline, &down);
     assert_eq!(record["status"], "completed", "{record}");
+    assert_db_agrees(&cline, &down, &record);
+    // Its session file is gone: Cline's sessions.db says the same.
+    let file = cline.cline_dir().join(format!("data/sessions/{down}/{down}.json"));
+    std::fs::remove_file(&file).unwrap();
     wait("the hooks to spool", Duration::from_secs(30), || {
         (aep.spooled() > 0).then_some(())
     });
@@ -268,6 +290,7 @@ fn ctrl_c_in_the_tui_under_tmux_ends_the_session_as_clines_store_says() {
     let hub = RealHub::ensure(&cline);
     let (_daemon, session, record) = ctrl_c_in_the_tui(&aep, &cline, &hub);
     assert_eq!(record["status"], "failed", "what 3.0.65 records of a Ctrl+C");
+    assert_db_agrees(&cline, &session, &record);
     let log = assert_ended_as_the_store_says(&aep, &session, &record, "cline_store");
     assert_eq!(of(&log, "run.failed")[0]["data"]["error"]["exit_code"], 1);
 }
