@@ -65,6 +65,24 @@ fn openable(db: &Path) -> Result<(), Problem> {
     Ok(())
 }
 
+/// What a session's row records of its end: `(status, ended_at, exit_code)`, `None` when the
+/// database or the row is absent. For a session whose `sessions/<id>/<id>.json` cannot be read.
+#[allow(clippy::type_complexity)] // the row's three columns, as the table names them
+pub fn session_end(db: &Path, session: &str) -> Result<Option<(String, Option<String>, Option<i64>)>, Problem> {
+    if !db.exists() {
+        return Ok(None);
+    }
+    openable(db)?;
+    let row = || -> rusqlite::Result<_> {
+        let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        conn.busy_timeout(Duration::from_millis(200))?;
+        let mut stmt = conn.prepare("SELECT status, ended_at, exit_code FROM sessions WHERE session_id = ?1")?;
+        let mut rows = stmt.query_map([session], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.next().transpose()
+    };
+    row().map_err(|e| Problem::new(db, ProblemKind::Database(e.to_string())))
+}
+
 fn read(db: &Path) -> rusqlite::Result<HashMap<String, Subagent>> {
     let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     conn.busy_timeout(Duration::from_millis(200))?;

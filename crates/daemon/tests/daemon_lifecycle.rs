@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::daemon::{http, real_payload, try_http, Sandbox};
+use support::daemon::{http, project, real_payload, try_http, Sandbox};
 
 /// A real Cline 3.0.65 hook payload, moved to `session`.
 fn payload(dir: &str, hook: &str, session: &str) -> Vec<u8> {
@@ -518,38 +518,6 @@ fn feed_open_run(addr: &str, token: &str, session: &str, cline: &Cline, data: Op
     }
 }
 
-/// What a consumer makes of a session's Events, by the spec's rules alone (AEP-0002 §2: a run
-/// is open from `run.started` until its one terminal; the session is over at `session.ended`):
-/// `(ended, open runs)`.
-fn project(events: &[Value]) -> (bool, usize) {
-    let mut open = HashSet::new();
-    let mut ended = false;
-    for e in events {
-        let run = e["run"].as_str().unwrap_or_default();
-        match e["type"].as_str().unwrap() {
-            "run.started" => {
-                open.insert(run);
-            }
-            "run.finished" | "run.failed" | "run.cancelled" => {
-                open.remove(run);
-            }
-            "session.ended" => ended = true,
-            _ => {}
-        }
-    }
-    (ended, open.len())
-}
-
-/// `aep-cline sessions --json`, by session.
-fn sessions_json(sb: &Sandbox) -> std::collections::HashMap<String, Value> {
-    let out = sb.run(&["sessions", "--json", "--all"], &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    all.into_iter()
-        .map(|s| (s["session"].as_str().unwrap().to_string(), s))
-        .collect()
-}
-
 /// Asserts a session the daemon ended after the fact: the open run cancelled by shutdown, the
 /// session `killed`, both at the last hook's time (not when the daemon found out), and what
 /// found it out in `data.detected`.
@@ -569,7 +537,7 @@ fn assert_ended_late(sb: &Sandbox, session: &str, by: &str) {
     assert_eq!(detected["by"], by);
     assert!(detected["at"].as_str().unwrap() > last_hook, "{detected}");
     assert_eq!(project(&events), (true, 0));
-    assert_eq!(sessions_json(sb)[session]["state"], "ended");
+    assert_eq!(sb.sessions_json()[session]["state"], "ended");
 }
 
 #[test]
@@ -630,16 +598,47 @@ fn a_session_that_left_memory_idle_still_ends_when_its_cline_exits() {
     assert_ended_late(&sb, session, "process_gone");
 }
 
+/// Writes Cline's store record of `session` under the data folder `data`, as 3.0.65 does.
+fn store_record(data: &std::path::Path, session: &str, status: &str, ended_at: &str) {
+    let folder = data.join("sessions").join(session);
+    std::fs::create_dir_all(&folder).unwrap();
+    let record = serde_json::json!({"session_id": session, "status": status, "ended_at": ended_at, "exit_code": 0});
+    std::fs::write(folder.join(format!("{session}.json")), record.to_string()).unwrap();
+}
+
+#[test]
+fn a_hub_run_session_that_left_memory_idle_still_ends_as_clines_store_says() {
+    let sb = Sandbox::new().with_env("AEP_SESSION_IDLE", "300ms");
+    let data = sb.root.path().join("cline-data");
+    let daemon = sb.start();
+    // Cline's hub ran its hooks and outlives the session: its process says nothing of the end.
+    let mut hub = Cline::start();
+    let session = "hub-run-idle";
+    store_record(&data, session, "running", "");
+    feed_open_run(&daemon.addr(), &daemon.token, session, &hub, Some(&data));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while healthz(&daemon.addr())["sessions"] != 0 {
+        assert!(Instant::now() < deadline, "the idle session never left memory");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(project(&sb.log(session)), (false, 1), "open when it left memory");
+    store_record(&data, session, "completed", "2026-11-30T02:53:40.5Z");
+    let events = sb.wait_log(session, "session.ended", Duration::from_secs(30), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_eq!(support::daemon::types(&events)[3..], ["run.finished", "session.ended"]);
+    assert!(events[3..].iter().all(|e| e["time"] == "2026-11-30T02:53:40.500Z"));
+    assert_eq!(events[4]["data"]["detected"]["by"], "cline_store");
+    assert_eq!(project(&events), (true, 0));
+    assert_eq!(sb.sessions_json()[session]["state"], "ended");
+    assert!(hub.0.try_wait().unwrap().is_none(), "the hub still runs");
+}
+
 #[test]
 fn clines_own_store_says_how_and_when_a_session_ended() {
     let sb = Sandbox::new();
     let data = sb.root.path().join("cline-data");
-    let store = |session: &str, status: &str, ended_at: &str| {
-        let folder = data.join("sessions").join(session);
-        std::fs::create_dir_all(&folder).unwrap();
-        let record = serde_json::json!({"session_id": session, "status": status, "ended_at": ended_at, "exit_code": 0});
-        std::fs::write(folder.join(format!("{session}.json")), record.to_string()).unwrap();
-    };
+    let store = |session: &str, status: &str, ended_at: &str| store_record(&data, session, status, ended_at);
     let daemon = sb.start();
     // Cline's hub lives on (its runs completed while no hub connection was watched).
     let hub = Cline::start();
@@ -669,7 +668,7 @@ fn clines_own_store_says_how_and_when_a_session_ended() {
     assert_eq!(broke[4]["data"]["reason"], "error");
     assert!(broke[3..].iter().all(|e| e["time"] == "2026-11-30T02:53:41.000Z"));
     support::daemon::assert_valid_stream(&broke);
-    let listed = sessions_json(&sb);
+    let listed = sb.sessions_json();
     assert_eq!(
         (listed["done"]["state"].as_str(), listed["broke"]["failures"].as_u64()),
         (Some("ended"), Some(1))
@@ -733,7 +732,7 @@ fn a_person_ends_a_stuck_session_and_commands_on_it_are_then_refused_in_words() 
     );
     assert_eq!(events[5]["data"]["detected"]["by"], "person");
     support::daemon::assert_valid_stream(&events);
-    let before = sessions_json(&sb)[session].clone();
+    let before = sb.sessions_json()[session].clone();
     assert_eq!(before["state"], "ended");
 
     // Ending it again, or cancelling its run, is refused and says why; it does not move it.
@@ -748,7 +747,7 @@ fn a_person_ends_a_stuck_session_and_commands_on_it_are_then_refused_in_words() 
         "{}",
         String::from_utf8_lossy(&cancel.stderr)
     );
-    let after = sessions_json(&sb)[session].clone();
+    let after = sb.sessions_json()[session].clone();
     assert_eq!(after["last"], before["last"], "a refused command is no sign of life");
     assert_eq!(
         support::daemon::types(&sb.log(session)).last(),

@@ -9,5 +9,6 @@ mod e2e_dashboard;
 mod e2e_endpoint;
 mod e2e_hooks;
 mod e2e_hub;
+mod e2e_session_end;
 mod e2e_usage;
 mod support;

@@ -8,6 +8,7 @@
 
 use crate::control::intake::withdraw;
 use crate::control::{Intake, Kind, Request};
+use crate::lane::reconcile::StoreSession;
 use crate::lane::{Lane, Sessions};
 use crate::notify::Waiting;
 use crate::people::act::{self, Action};
@@ -261,7 +262,7 @@ pub fn session_news(sessions: &Sessions, session: &str, event: &HubEvent) {
     if !session_is_over(event) {
         return;
     }
-    match sessions.hub_ended(session, ended_at(event)) {
+    match sessions.hub_ended(session, ended_at(event), &StoreSession::of_hub(&event.payload)) {
         Ok(true) => tracing::info!(%session, "hub tap: the hub ended this session"),
         Ok(false) => {}
         Err(e) => tracing::error!(%session, error = %e, "hub tap: the session's end was not recorded"),

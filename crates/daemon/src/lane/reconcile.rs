@@ -128,8 +128,28 @@ pub struct StoreSession {
 }
 
 impl StoreSession {
+    /// What a hub frame's session snapshot (`payload.snapshot` or `payload.session`) says:
+    /// the same record as the store's, in the hub's words (`status`, `endedAt`, `exitCode`).
+    pub fn of_hub(payload: &serde_json::Value) -> StoreSession {
+        let s = payload.get("snapshot").or_else(|| payload.get("session"));
+        let text = |k: &str| {
+            s.and_then(|s| s.get(k))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
+        StoreSession {
+            status: text("status"),
+            ended_at: s.and_then(|s| s.get("endedAt")).and_then(|at| match at {
+                serde_json::Value::Number(ms) => aep_core::time::millis_of_epoch_ms(ms.as_i64()?),
+                serde_json::Value::String(t) => Some(t.clone()),
+                _ => None,
+            }),
+            exit_code: s.and_then(|s| s.get("exitCode")).and_then(serde_json::Value::as_i64),
+        }
+    }
+
     /// The end it records: a final status with an end time.
-    fn end(&self) -> Option<End> {
+    pub fn end(&self) -> Option<End> {
         let ended_at = self.ended_at.as_deref()?;
         let status = self.status.as_deref()?;
         let run = match status {
@@ -154,15 +174,34 @@ impl StoreSession {
         })
     }
 
-    /// Reads `<data>/sessions/<id>/<id>.json`. `None` when it is missing, not a regular file (a
-    /// FIFO would block), larger than a session file can be, or not the expected JSON.
+    /// Reads `<data>/sessions/<id>/<id>.json`, else (missing, not a regular file: a FIFO would
+    /// block, larger than a session file can be, or not the expected JSON) the session's row in
+    /// `<data>/db/sessions.db` (read-only; Cline 3.0.65 writes the same status and end there).
+    /// `None` when neither says anything.
     pub fn read(data_dir: &Path, session: &str) -> Option<StoreSession> {
         if session.contains(['/', '\\']) || session.starts_with('.') {
             return None;
         }
         let path = data_dir.join("sessions").join(session).join(format!("{session}.json"));
-        let bytes = read_regular(&path, MAX_STORE_FILE)?;
-        serde_json::from_slice(&bytes).ok()
+        read_regular(&path, MAX_STORE_FILE)
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .or_else(|| Self::read_db(data_dir, session))
+    }
+
+    /// The session's row in `<data>/db/sessions.db`.
+    fn read_db(data_dir: &Path, session: &str) -> Option<StoreSession> {
+        let db = data_dir.join("db").join("sessions.db");
+        match cline_usage::db::session_end(&db, session) {
+            Ok(row) => row.map(|(status, ended_at, exit_code)| StoreSession {
+                status: Some(status),
+                ended_at,
+                exit_code,
+            }),
+            Err(problem) => {
+                tracing::debug!(%session, %problem, "Cline's sessions.db not read");
+                None
+            }
+        }
     }
 }
 
@@ -257,6 +296,71 @@ mod tests {
             ..Evidence::default()
         };
         assert_eq!(judge(&alive), None, "a live process keeps it open however quiet");
+    }
+
+    #[test]
+    fn sessions_db_speaks_when_the_session_file_cannot() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("db")).unwrap();
+        let schema = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../cline-usage/tests/data/captured/sessions.db.schema.sql"
+        ))
+        .unwrap();
+        let db = rusqlite::Connection::open(dir.path().join("db/sessions.db")).unwrap();
+        // The captured dump lists SQLite's own table, which SQLite makes itself.
+        db.execute_batch(&schema.replace("CREATE TABLE sqlite_sequence(name,seq);", ""))
+            .unwrap();
+        // Cline 3.0.65's row of a Ctrl+C'd TUI run (the columns that say its end), as seen.
+        db.execute(
+            "INSERT INTO sessions (session_id, source, pid, started_at, ended_at, exit_code, status, interactive, \
+             provider, model, cwd, workspace_root, enable_tools, enable_spawn, enable_teams, hook_path, updated_at) \
+             VALUES ('s1', 'cli', 1, '2026-12-01T20:41:16.500Z', '2026-12-01T20:41:17.058Z', 1, 'failed', 0, \
+             'openai-compatible', 'fake-model', '/w', '/w', 1, 1, 1, '', '2026-12-01T20:41:17.058Z')",
+            [],
+        )
+        .unwrap();
+        let end = StoreSession::read(dir.path(), "s1").unwrap().end().unwrap();
+        assert_eq!(end.time.as_deref(), Some("2026-12-01T20:41:17.058Z"));
+        assert!(matches!(end.run, RunOutcome::Failed { exit_code: Some(1), .. }));
+        let folder = dir.path().join("sessions/s1");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("s1.json"), b"{torn").unwrap();
+        assert!(
+            StoreSession::read(dir.path(), "s1").unwrap().end().is_some(),
+            "unreadable file: the row"
+        );
+        std::fs::write(folder.join("s1.json"), br#"{"status":"running"}"#).unwrap();
+        assert_eq!(
+            StoreSession::read(dir.path(), "s1").unwrap().end(),
+            None,
+            "the file wins"
+        );
+        assert_eq!(StoreSession::read(dir.path(), "other"), None, "no row");
+        std::fs::write(dir.path().join("db/sessions.db"), b"not a database").unwrap();
+        assert_eq!(
+            StoreSession::read(dir.path(), "other"),
+            None,
+            "a broken database is no evidence"
+        );
+    }
+
+    #[test]
+    fn a_hub_snapshot_reads_as_the_stores_record() {
+        let frame = serde_json::json!({"snapshot": {"status": "failed", "endedAt": 1796157722806_i64, "exitCode": 1}});
+        let said = StoreSession::of_hub(&frame);
+        assert_eq!(said.ended_at.as_deref(), Some("2026-12-01T20:42:02.806Z"));
+        assert!(matches!(
+            said.end().unwrap().run,
+            RunOutcome::Failed { exit_code: Some(1), .. }
+        ));
+        // 3.0.65 keeps a session `idle`, `endedAt: null`, after a run: no end.
+        let idle = serde_json::json!({"session": {"status": "idle", "endedAt": null}});
+        assert_eq!(StoreSession::of_hub(&idle).end(), None);
+        assert_eq!(
+            StoreSession::of_hub(&serde_json::json!("not an object")),
+            StoreSession::default()
+        );
     }
 
     #[allow(unsafe_code)] // mkfifo, to make a FIFO where a file should be

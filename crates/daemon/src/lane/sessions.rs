@@ -141,11 +141,24 @@ pub struct Sessions {
     hosted: Mutex<BoundedSet<String>>,
     /// Whether the hub tap is connected now: a hosted session's end is then the hub's to say.
     hub_connected: AtomicBool,
-    /// Open sessions that left memory idle, by the process that ran their hooks: when it dies,
-    /// the reconciler takes the session up again and ends it.
-    watched: Mutex<std::collections::HashMap<String, Parent>>,
+    /// Open sessions that left memory idle, with the evidence they left with: the reconciler
+    /// judges them as it judges the sessions in memory, and takes up again the ones that are
+    /// over to end them.
+    watched: Mutex<std::collections::HashMap<String, Watched>>,
     /// The owner's local view (never logged, never published).
     local: Local,
+}
+
+/// What the reconciler keeps of an open session that left memory: what it needs to judge it
+/// ([`Evidence`]) without loading its log.
+#[derive(Debug, Clone)]
+struct Watched {
+    parent: Option<Parent>,
+    cline_data: Option<String>,
+    last_hook: Option<String>,
+    quiet_since: SystemTime,
+    /// When Cline's store was last read for it ([`STORE_EVERY`]).
+    store_read: Option<Instant>,
 }
 
 /// Hub-hosted sessions remembered.
@@ -449,7 +462,7 @@ impl Sessions {
             .map(|entry| entry.key().clone())
             .collect::<Vec<_>>()
             .into_iter()
-            .chain(self.watched_gone())
+            .chain(self.watched_over())
             .collect::<Vec<_>>();
         let mut ended = 0;
         for session in open {
@@ -464,18 +477,50 @@ impl Sessions {
         ended
     }
 
-    /// The sessions that left memory whose process is gone (taken off the watch list).
-    fn watched_gone(&self) -> Vec<String> {
-        let mut watched = self.watched.lock();
-        let gone: Vec<String> = watched
-            .iter()
-            .filter(|(_, parent)| !parent.alive())
-            .map(|(session, _)| session.clone())
+    /// The sessions that left memory that the evidence says are over (taken off the watch list,
+    /// to be taken up again and ended): judged as the sessions in memory are, the store read
+    /// off the watch list's lock.
+    fn watched_over(&self) -> Vec<String> {
+        let hub = self.hub_connected.load(Ordering::SeqCst);
+        let candidates: Vec<(String, Watched, bool)> = self
+            .watched
+            .lock()
+            .iter_mut()
+            .map(|(session, w)| {
+                let quiet = w.quiet_since.elapsed().unwrap_or_default();
+                let due = w.cline_data.is_some()
+                    && quiet >= STORE_EVERY
+                    && w.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY);
+                if due {
+                    w.store_read = Some(Instant::now());
+                }
+                (session.clone(), w.clone(), due)
+            })
             .collect();
-        for session in &gone {
+        let over: Vec<String> = candidates
+            .into_iter()
+            .filter(|(session, w, due)| {
+                let store = w
+                    .cline_data
+                    .as_deref()
+                    .filter(|_| *due)
+                    .and_then(|dir| StoreSession::read(std::path::Path::new(dir), session));
+                let evidence = Evidence {
+                    parent_alive: w.parent.map(|p| p.alive()),
+                    store: store.as_ref(),
+                    hub_hosts: hub && self.hosted.lock().contains(session),
+                    last_hook: w.last_hook.as_deref(),
+                    quiet_for: w.quiet_since.elapsed().unwrap_or_default(),
+                };
+                reconcile::judge(&evidence).is_some()
+            })
+            .map(|(session, _, _)| session)
+            .collect();
+        let mut watched = self.watched.lock();
+        for session in &over {
             watched.remove(session);
         }
-        gone
+        over
     }
 
     /// Judges one session (loading it from its log if it is not in memory) and ends it if the
@@ -587,8 +632,9 @@ impl Sessions {
     }
 
     /// The hub says a session it hosted is over (at `at`, its `endedAt`, when it says): it ends
-    /// here too (once).
-    pub fn hub_ended(&self, session: &str, at: Option<String>) -> Result<bool, IngestError> {
+    /// here too (once), its open run as the hub's snapshot says (`said`), else as Cline's store
+    /// says, else `run.cancelled {by: "shutdown"}`.
+    pub fn hub_ended(&self, session: &str, at: Option<String>, said: &StoreSession) -> Result<bool, IngestError> {
         self.hosted.lock().remove(session);
         if !self.owns(session) {
             return Ok(false);
@@ -598,11 +644,17 @@ impl Sessions {
                 return Ok(false);
             }
             state.tracker.set_hosted(false);
+            // The hub's snapshot of an interrupted session may carry no final status; the
+            // store's record of it does (a Ctrl+C: `failed`, exit code 1).
+            let recorded = said.end().or_else(|| {
+                let dir = state.cline_data.as_deref()?;
+                StoreSession::read(std::path::Path::new(dir), session)?.end()
+            });
             let end = End {
                 time: at.or_else(|| state.last_hook.clone()),
                 detected: Detected::Hub,
-                run: RunOutcome::Shutdown,
-                reason: None,
+                run: recorded.as_ref().map_or(RunOutcome::Shutdown, |r| r.run.clone()),
+                reason: recorded.and_then(|r| r.reason),
             };
             self.end_now(session, state, &end)?;
             Ok(true)
@@ -702,10 +754,17 @@ impl Sessions {
                 Some(state) => {
                     let expired = state.ended.is_some_and(|at| now.saturating_duration_since(at) >= grace)
                         || now.saturating_duration_since(state.touched) >= idle;
-                    // An open session leaving with a process to watch stays on the watch list,
-                    // so the reconciler still sees it end ([`Sessions::reap`]).
-                    if let (true, None, Some(parent)) = (expired, state.ended, state.parent) {
-                        self.watched.lock().insert(session.clone(), parent);
+                    // An open session leaves for the watch list, so the reconciler still sees it
+                    // end ([`Sessions::reap`]).
+                    if expired && state.ended.is_none() && !state.tracker.has_ended() {
+                        let watched = Watched {
+                            parent: state.parent,
+                            cline_data: state.cline_data.clone(),
+                            last_hook: state.last_hook.clone(),
+                            quiet_since: state.quiet_since,
+                            store_read: state.store_read,
+                        };
+                        self.watched.lock().insert(session.clone(), watched);
                     }
                     expired
                 }

@@ -178,6 +178,16 @@ impl Sandbox {
         }
     }
 
+    /// `aep-cline sessions --json --all`, by session.
+    pub fn sessions_json(&self) -> std::collections::HashMap<String, Value> {
+        let out = self.run(&["sessions", "--json", "--all"], &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        all.into_iter()
+            .map(|s| (s["session"].as_str().unwrap().to_string(), s))
+            .collect()
+    }
+
     pub fn spooled(&self) -> usize {
         std::fs::read_dir(self.state_dir.join("spool"))
             .map(|d| {
@@ -301,6 +311,28 @@ pub fn assert_cut_short(events: &[Value]) {
     assert_eq!(events[3]["run"], events[1]["run"]);
     assert_eq!(events[4]["data"]["reason"], "killed");
     assert_valid_stream(events);
+}
+
+/// What a consumer makes of a session's Events, by the spec's rules alone (AEP-0002 §2: a run
+/// is open from `run.started` until its one terminal; the session is over at `session.ended`):
+/// `(ended, open runs)`.
+pub fn project(events: &[Value]) -> (bool, usize) {
+    let mut open = std::collections::HashSet::new();
+    let mut ended = false;
+    for e in events {
+        let run = e["run"].as_str().unwrap_or_default();
+        match e["type"].as_str().unwrap() {
+            "run.started" => {
+                open.insert(run);
+            }
+            "run.finished" | "run.failed" | "run.cancelled" => {
+                open.remove(run);
+            }
+            "session.ended" => ended = true,
+            _ => {}
+        }
+    }
+    (ended, open.len())
 }
 
 /// Whether any Event is of type `ty`.

@@ -1,0 +1,309 @@
+//! When a session ends that no hook ends, on the REAL Cline 3.0.65 CLI and hub, offline against
+//! the fake model (README "When does a session end"): hub runs completed while the daemon had no
+//! hub connection (running without the tap, or down), and a TUI run interrupted with Ctrl+C
+//! under tmux (plain daemon, and with the hub tap). Each asserts the log, `aep-cline sessions
+//! --json` and a consumer's projection written from the spec ([`support::daemon::project`]).
+//!
+//! What the real 3.0.65 does here (seen on these runs): a `cline --json` run through the hub
+//! fires no `session_shutdown`; the hub's session stays, and only Cline's store
+//! (`sessions/<id>/<id>.json`: `status`, `ended_at`) says it ended.
+
+use crate::support;
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::cline::{ClineSandbox, RUN_TIMEOUT};
+use support::daemon::{assert_valid_stream, has, of, project, types, Daemon, Sandbox};
+use support::fake_model::{FakeModel, Script, MODEL_ID};
+use support::real_hub::{tapped_sandbox, RealHub};
+
+/// The session ids Cline's store holds (`$CLINE_DIR/data/sessions/<id>/`).
+fn store_sessions(cline: &ClineSandbox) -> BTreeSet<String> {
+    std::fs::read_dir(cline.cline_dir().join("data/sessions"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Cline's store record of `session`, once it is readable JSON.
+fn store_record(cline: &ClineSandbox, session: &str) -> Option<Value> {
+    let path = cline
+        .cline_dir()
+        .join("data/sessions")
+        .join(session)
+        .join(format!("{session}.json"));
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// Waits (up to `within`) until `done` holds of something `poll` returns; panics naming `what`.
+fn wait<T>(what: &str, within: Duration, mut poll: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(found) = poll() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "waited {within:?} for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The one session the store gained beyond `before`.
+fn new_session(cline: &ClineSandbox, before: &BTreeSet<String>) -> String {
+    wait("the run's session in Cline's store", Duration::from_secs(30), || {
+        store_sessions(cline).difference(before).next().cloned()
+    })
+}
+
+/// Waits until Cline's store records the session's end; returns the record.
+fn store_end(cline: &ClineSandbox, session: &str) -> Value {
+    wait("Cline's store to record the end", Duration::from_secs(60), || {
+        store_record(cline, session).filter(|r| r["ended_at"].is_string())
+    })
+}
+
+/// Asserts Cline's `db/sessions.db` row of `session` records the same end as its session file
+/// (`record`): what makes the database evidence when the file cannot be read.
+fn assert_db_agrees(cline: &ClineSandbox, session: &str, record: &Value) {
+    let db = cline.cline_dir().join("data/db/sessions.db");
+    let row = cline_usage::db::session_end(&db, session).unwrap();
+    let (status, ended_at, exit_code) = row.expect("a row for the session");
+    assert_eq!(
+        (Some(status.as_str()), ended_at.as_deref(), exit_code),
+        (
+            record["status"].as_str(),
+            record["ended_at"].as_str(),
+            record["exit_code"].as_i64()
+        ),
+        "sessions.db and the session file say the same end"
+    );
+}
+
+/// `cline --json … <prompt>` through `hub` (`CLINE_SESSION_BACKEND_MODE=hub`), to its end.
+fn hub_run(cline: &ClineSandbox, hub: &RealHub, prompt: &str) -> String {
+    let before = store_sessions(cline);
+    let mut cmd = hub.command(&["--json", "-P", "openai-compatible", "-m", MODEL_ID, prompt]);
+    cmd.env("CLINE_SESSION_BACKEND_MODE", "hub")
+        .current_dir(cline.workspace());
+    let run = cline.run_command(cmd, RUN_TIMEOUT);
+    run.assert_success("cline --json through the hub");
+    new_session(cline, &before)
+}
+
+/// Asserts a session the daemon ended from Cline's store: `session.ended` at the store's
+/// `ended_at`, found by the store, after the run's own terminal; no run left open, and
+/// `sessions --json` says it ended with the store's outcome.
+fn assert_ended_as_the_store_says(aep: &Sandbox, session: &str, record: &Value, by: &str) -> Vec<Value> {
+    let run_terminal = match record["status"].as_str() {
+        Some("completed") => "run.finished",
+        Some("failed" | "error") => "run.failed",
+        _ => "run.cancelled",
+    };
+    let log = aep.wait_log(session, "session.ended", Duration::from_secs(90), |e| {
+        has(e, "session.ended")
+    });
+    eprintln!(
+        "{session}: {:?}; store: {} at {}",
+        types(&log),
+        record["status"],
+        record["ended_at"]
+    );
+    let ended_at = aep_core::time::parse(record["ended_at"].as_str().unwrap(), true)
+        .map(aep_core::time::millis)
+        .unwrap();
+    let ended = of(&log, "session.ended");
+    assert_eq!(ended.len(), 1, "ended once: {:?}", types(&log));
+    assert_eq!(ended[0]["time"], ended_at.as_str(), "at the store's ended_at");
+    assert_eq!(ended[0]["data"]["detected"]["by"], by);
+    let terminals: Vec<&Value> = log
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["type"].as_str(),
+                Some("run.finished" | "run.failed" | "run.cancelled")
+            )
+        })
+        .collect();
+    assert_eq!(
+        terminals.last().map(|e| e["type"].as_str().unwrap()),
+        Some(run_terminal),
+        "the run ended as the store says: {:?}",
+        types(&log)
+    );
+    assert_eq!(project(&log), (true, 0), "a consumer sees it over, no run open");
+    assert_valid_stream(&log);
+    assert_eq!(aep.sessions_json()[session]["state"], "ended");
+    log
+}
+
+#[test]
+fn hub_runs_completed_while_the_daemon_had_no_hub_connection_end_as_clines_store_says() {
+    let model = FakeModel::start(Script::default());
+    let cline = ClineSandbox::new(&model);
+    let aep = Sandbox::new();
+    aep.install_hooks_for(&cline);
+    let hub = RealHub::ensure(&cline);
+
+    // The daemon runs without the tap: the hooks reach it live, the hub's end does not.
+    let daemon = aep.start();
+    let live = hub_run(&cline, &hub, "please CMD:echo hi");
+    let record = store_end(&cline, &live);
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_db_agrees(&cline, &live, &record);
+    assert_ended_as_the_store_says(&aep, &live, &record, "cline_store");
+
+    // The daemon is down: the hooks spool; the restarted daemon drains them and ends the session.
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    let down = hub_run(&cline, &hub, "please CMD:echo hi");
+    let record = store_end(&cline, &down);
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_db_agrees(&cline, &down, &record);
+    // Its session file is gone: Cline's sessions.db says the same.
+    let file = cline.cline_dir().join(format!("data/sessions/{down}/{down}.json"));
+    std::fs::remove_file(&file).unwrap();
+    wait("the hooks to spool", Duration::from_secs(30), || {
+        (aep.spooled() > 0).then_some(())
+    });
+    let _daemon = aep.start();
+    assert_ended_as_the_store_says(&aep, &down, &record, "cline_store");
+}
+
+/// A `cline` TUI in a tmux of its own (its own socket in the sandbox), killed when dropped.
+struct Tmux {
+    socket: PathBuf,
+}
+
+impl Tmux {
+    /// Runs `cmd` (its program, arguments, environment and folder) in a new detached tmux
+    /// session on a terminal of 200x50.
+    fn start(root: &Path, cmd: &std::process::Command) -> Tmux {
+        let socket = root.join("tmux.sock");
+        let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', r"'\''"));
+        let mut line = String::from("exec env -i TERM=xterm-256color");
+        for (k, v) in cmd.get_envs() {
+            if let Some(v) = v {
+                line.push_str(&format!(" {}={}", k.to_string_lossy(), quote(v)));
+            }
+        }
+        line.push(' ');
+        line.push_str(&quote(cmd.get_program()));
+        for a in cmd.get_args() {
+            line.push(' ');
+            line.push_str(&quote(a));
+        }
+        let script = root.join("tui.sh");
+        let cwd = cmd.get_current_dir().expect("a working folder");
+        std::fs::write(&script, format!("#!/bin/sh\ncd {}\n{line}\n", quote(cwd.as_os_str()))).unwrap();
+        let tmux = Tmux { socket };
+        let ok = tmux
+            .command(&["new-session", "-d", "-s", "tui", "-x", "200", "-y", "50"])
+            .arg(format!("sh {}", script.display()))
+            .status()
+            .unwrap();
+        assert!(ok.success(), "tmux new-session failed");
+        let ok = tmux
+            .command(&["set-option", "-t", "tui", "remain-on-exit", "on"])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        tmux
+    }
+
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new("tmux");
+        cmd.arg("-S").arg(&self.socket).args(args);
+        cmd
+    }
+
+    fn keys(&self, keys: &str) {
+        let ok = self.command(&["send-keys", "-t", "tui", keys]).status().unwrap();
+        assert!(ok.success(), "tmux send-keys {keys}");
+    }
+
+    /// What the terminal shows now.
+    fn screen(&self) -> String {
+        let out = self.command(&["capture-pane", "-p", "-t", "tui"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command(&["kill-server"]).status();
+    }
+}
+
+/// The issue's steps: one `cline --json` run through the hub first, then the TUI runs `sleep 31`
+/// and gets Ctrl+C once the command started (it touched a marker file); Cline's store records
+/// the end. Returns the daemon, the session and the store's record.
+fn ctrl_c_in_the_tui(aep: &Sandbox, cline: &ClineSandbox, hub: &RealHub) -> (Daemon, String, Value) {
+    let daemon = aep.start();
+    let first = hub_run(cline, hub, "please CMD:echo hi");
+    store_end(cline, &first);
+    let before = store_sessions(cline);
+    // The command says when it started: a marker file in the workspace.
+    let marker = cline.workspace().join("started");
+    let mut cmd = hub.command(&["please CMD:touch started && sleep 31"]);
+    cmd.env("CLINE_SESSION_BACKEND_MODE", "auto")
+        .current_dir(cline.workspace());
+    let tmux = Tmux::start(cline.root(), &cmd);
+    let session = wait("the TUI's session in Cline's store", Duration::from_secs(60), || {
+        store_sessions(cline).difference(&before).next().cloned()
+    });
+    let shown = || {
+        let store = store_record(cline, &session).map(|r| (r["status"].clone(), r["ended_at"].clone()));
+        format!("the TUI shows:\n{}\nstore (status, ended_at): {store:?}", tmux.screen())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the command never started; {}", shown());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tmux.keys("C-c");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let record = loop {
+        if let Some(r) = store_record(cline, &session).filter(|r| r["ended_at"].is_string()) {
+            break r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Cline's store never recorded the end; {}",
+            shown()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("after Ctrl+C: {}", shown());
+    (daemon, session, record)
+}
+
+#[test]
+fn ctrl_c_in_the_tui_under_tmux_ends_the_session_as_clines_store_says() {
+    let model = FakeModel::start(Script::default());
+    let cline = ClineSandbox::new(&model);
+    let aep = Sandbox::new();
+    aep.install_hooks_for(&cline);
+    let hub = RealHub::ensure(&cline);
+    let (_daemon, session, record) = ctrl_c_in_the_tui(&aep, &cline, &hub);
+    assert_eq!(record["status"], "failed", "what 3.0.65 records of a Ctrl+C");
+    assert_db_agrees(&cline, &session, &record);
+    let log = assert_ended_as_the_store_says(&aep, &session, &record, "cline_store");
+    assert_eq!(of(&log, "run.failed")[0]["data"]["error"]["exit_code"], 1);
+}
+
+#[test]
+fn ctrl_c_in_the_tui_under_tmux_with_the_hub_tap_ends_the_session() {
+    let model = FakeModel::start(Script::default());
+    let cline = ClineSandbox::new(&model);
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL").with_env("RUST_LOG", "info");
+    let hub = RealHub::ensure(&cline);
+    let (_daemon, session, record) = ctrl_c_in_the_tui(&aep, &cline, &hub);
+    // The connected hub says the session ended (its `endedAt`); the run ends as Cline
+    // recorded it.
+    assert_eq!(record["status"], "failed", "what 3.0.65 records of a Ctrl+C");
+    assert_ended_as_the_store_says(&aep, &session, &record, "hub");
+}
