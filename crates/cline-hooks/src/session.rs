@@ -313,6 +313,11 @@ impl SessionTracker {
         true
     }
 
+    /// Whether a control cancel of `run` is noted and its terminal not reported yet.
+    pub fn cancelling(&self, run: &str) -> bool {
+        self.cancels.contains_key(run)
+    }
+
     /// Forgets a cancel note (the hub refused the abort).
     pub fn forget_cancel(&mut self, run: &str) -> Option<String> {
         self.cancels.remove(run).map(|(command, _)| command)
