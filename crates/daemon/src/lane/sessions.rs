@@ -680,7 +680,8 @@ impl Sessions {
         Ok(())
     }
 
-    /// Requests still pending when the plan ends the session are dismissed first (AEP-0002 §7.2).
+    /// What resolved an approval goes before the tool result that proves it: our answer in
+    /// flight, or a cancel's dismissal (#20, answers before their effects).
     fn answers_before_effects(&self, planned: &mut Vec<Planned>, state: &mut SessionState) -> Vec<cline_hub::AckFirst> {
         let attention = AttentionContext {
             capture: &self.capture,
@@ -698,6 +699,7 @@ impl Sessions {
         )
     }
 
+    /// Requests still pending when the plan ends the session are dismissed first (AEP-0002 §7.2).
     fn dismiss_before_end(&self, planned: &mut Vec<Planned>, state: &mut SessionState) {
         let attention = AttentionContext {
             capture: &self.capture,
