@@ -313,6 +313,11 @@ impl SessionTracker {
         true
     }
 
+    /// Whether a control cancel of `run` is noted and its terminal not reported yet.
+    pub fn cancelling(&self, run: &str) -> bool {
+        self.cancels.contains_key(run)
+    }
+
     /// Forgets a cancel note (the hub refused the abort).
     pub fn forget_cancel(&mut self, run: &str) -> Option<String> {
         self.cancels.remove(run).map(|(command, _)| command)
@@ -353,6 +358,20 @@ impl SessionTracker {
     /// A run's terminal and its `cause`: the run's start, or, for a cancel a control command
     /// asked for, that command with `by: "control"`. `at` is when the run ended (epoch ms):
     /// with the start time it gives `duration_ms`.
+    /// Opens `agent`'s run `run` (started by Event `started_event` at `started_at`, epoch ms) as
+    /// the newest open run: one way for a run planned now and one recovered from the log.
+    fn start_run(&mut self, agent: &str, run: String, started_event: String, started_at: Option<i64>) {
+        self.opened += 1;
+        let open = OpenRun {
+            id: run,
+            started_event,
+            order: self.opened,
+            started_at,
+        };
+        self.runs.insert(agent.to_string(), open);
+        self.closed.remove(agent);
+    }
+
     fn terminal(&mut self, run: &OpenRun, mut event: Mapped, at: Option<i64>) -> (Mapped, String) {
         if let (Some(duration), Some(data)) = (duration_ms(run.started_at, at), event.data.as_mut()) {
             data.insert("duration_ms".to_string(), json!(duration));
@@ -458,18 +477,7 @@ impl SessionTracker {
                         .rev()
                         .find(|p| matches!(p.event.link, Link::DelegationStarted { .. }))
                         .map(|p| p.id.clone());
-                    self.opened += 1;
-                    let order = self.opened;
-                    self.runs.insert(
-                        agent.clone(),
-                        OpenRun {
-                            id: run.clone(),
-                            started_event: id.clone(),
-                            order,
-                            started_at: at,
-                        },
-                    );
-                    self.closed.remove(&agent);
+                    self.start_run(&agent, run.clone(), id.clone(), at);
                     out.push(Planned {
                         id,
                         run: Some(run),
@@ -666,18 +674,7 @@ impl SessionTracker {
                 self.started = true;
                 // No `clineagent`: the payloads named no agent (Cline 2.x, the fixtures).
                 if let (agent, Some(run)) = (s(AGENT_EXTENSION).unwrap_or(""), s("run")) {
-                    self.opened += 1;
-                    let order = self.opened;
-                    self.runs.insert(
-                        agent.to_string(),
-                        OpenRun {
-                            id: run.to_string(),
-                            started_event: id,
-                            order,
-                            started_at: s("time").and_then(epoch_ms),
-                        },
-                    );
-                    self.closed.remove(agent);
+                    self.start_run(agent, run.to_string(), id, s("time").and_then(epoch_ms));
                 }
             }
             "run.finished" | "run.failed" | "run.cancelled" => {

@@ -11,6 +11,10 @@
 //! client's answer is refused `approval_not_found` after that client's resolution went out.
 //! So while our answer is in flight a resolution is held until the hub's reply says whose it
 //! was: ok → ours (`via: "control"`, `cause` = the command), error → out-of-band.
+//!
+//! Unless an effect comes first: a hook reporting the gated tool call's result
+//! ([`Approvals::effect`]) proves the hub resolved the approval, so the answer is sequenced
+//! then, ahead of that result, and the reply that follows finds nothing left to write.
 
 use crate::attention::{self, Answer, AttentionContext, Resolution, Via, APPROVE, DENY};
 use crate::frame::{ApprovalRequested, ApprovalResolved};
@@ -29,8 +33,13 @@ pub struct Answering {
 #[derive(Debug, Clone, PartialEq)]
 enum Answered {
     No,
-    /// Sent to the hub, no reply yet; a resolution seen meanwhile is held.
-    InFlight(Answering, Option<Held>),
+    /// Sent to the hub, no reply yet; a resolution seen meanwhile is held. `acked`: the
+    /// command's ack is in the log already (the ack guard's).
+    InFlight {
+        ours: Answering,
+        held: Option<Held>,
+        acked: bool,
+    },
     /// The hub took our answer; its resolution (still to come) is ours.
     Confirmed(Answering),
 }
@@ -48,6 +57,8 @@ struct Pending {
     approval_id: Option<String>,
     request_event: String,
     run: Option<String>,
+    /// The tool call it gates (`toolCallId`): whose result is the answer's effect.
+    tool_call_id: Option<String>,
     requested_at_ms: Option<u64>,
     answered: Answered,
 }
@@ -64,6 +75,15 @@ pub enum AnswerRefused {
          approval id: answer it in Cline"
     )]
     NoApprovalId(String),
+}
+
+/// An answer planned ahead of the effect that proved it ([`Approvals::effect`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnswerFirst {
+    /// The command whose `control.accepted` goes first: the answer is ours and not acked yet.
+    pub command: Option<String>,
+    /// `attention.answered` then `attention.resolved {answered}`.
+    pub planned: Vec<Planned>,
 }
 
 /// The pending approvals of one session.
@@ -109,6 +129,7 @@ impl Approvals {
             approval_id: Some(approval.approval_id.clone()),
             request_event: id.clone(),
             run: run.clone(),
+            tool_call_id: approval.tool_call_id.clone(),
             requested_at_ms: at_ms,
             answered: Answered::No,
         });
@@ -129,7 +150,7 @@ impl Approvals {
             .iter_mut()
             .find(|p| p.request_event == request_event)
             .ok_or_else(|| AnswerRefused::NotPending(request_event.to_string()))?;
-        if let Answered::InFlight(a, _) | Answered::Confirmed(a) = &pending.answered {
+        if let Answered::InFlight { ours: a, .. } | Answered::Confirmed(a) = &pending.answered {
             return Err(AnswerRefused::Answering {
                 request: request_event.to_string(),
                 command: a.command_id.clone(),
@@ -139,8 +160,24 @@ impl Approvals {
             .approval_id
             .clone()
             .ok_or_else(|| AnswerRefused::NoApprovalId(request_event.to_string()))?;
-        pending.answered = Answered::InFlight(answering, None);
+        pending.answered = Answered::InFlight {
+            ours: answering,
+            held: None,
+            acked: false,
+        };
         Ok(approval_id)
+    }
+
+    /// The command `command_id` answering a request has its ack in the log (the ack guard
+    /// accepted it before the hub replied): an effect of it then writes no second one.
+    pub fn acked(&mut self, command_id: &str) {
+        for p in &mut self.pending {
+            if let Answered::InFlight { ours, acked, .. } = &mut p.answered {
+                if ours.command_id == command_id {
+                    *acked = true;
+                }
+            }
+        }
     }
 
     /// The `attention.requested` Event that mirrors the hub approval `approval_id`, while it is
@@ -178,7 +215,7 @@ impl Approvals {
             at_ms,
         };
         match &mut self.pending[i].answered {
-            Answered::InFlight(_, slot) => {
+            Answered::InFlight { held: slot, .. } => {
                 *slot = Some(held);
                 Vec::new()
             }
@@ -200,7 +237,8 @@ impl Approvals {
         let Some(i) = self.find(approval_id) else {
             return Vec::new();
         };
-        let Answered::InFlight(ours, held) = std::mem::replace(&mut self.pending[i].answered, Answered::No) else {
+        let Answered::InFlight { ours, held, .. } = std::mem::replace(&mut self.pending[i].answered, Answered::No)
+        else {
             return Vec::new();
         };
         match (held, ok) {
@@ -214,6 +252,63 @@ impl Approvals {
             }
             (None, false) => Vec::new(),
         }
+    }
+
+    /// A hook reports the result of `call_id` (`denied`: the tool did not run because its
+    /// approval was refused; `None` when the Event does not say, at capture `none`). The
+    /// result proves the hub resolved the approval gating that call, so what resolved it is
+    /// planned now, to be written ahead of the result:
+    /// - our answer in flight: ours when the hub's resolution (held, or not seen yet: then the
+    ///   result) agrees with it, else the resolution held, out-of-band; nothing when the result
+    ///   contradicts it before the hub's resolution says whose it was;
+    /// - no answer, the approval's run being cancelled (`cancelling`) and the tool refused: the
+    ///   run's abort cancelled the wait, `dismissed` (the hub's `cancelled` resolution follows).
+    pub fn effect(
+        &mut self,
+        call_id: &str,
+        denied: Option<bool>,
+        cancelling: &dyn Fn(&str) -> bool,
+        now_ms: u64,
+        ctx: &AttentionContext,
+        new_id: NewId,
+    ) -> Option<AnswerFirst> {
+        let i = self
+            .pending
+            .iter()
+            .position(|p| p.tool_call_id.as_deref() == Some(call_id))?;
+        let (ours, held, acked) = match &self.pending[i].answered {
+            Answered::InFlight { ours, held, acked } => (ours.clone(), held.clone(), *acked),
+            // The reply settled the ack; the hub's resolution has not come yet.
+            Answered::Confirmed(ours) => (ours.clone(), None, true),
+            Answered::No if denied == Some(true) && self.pending[i].run.as_deref().is_some_and(cancelling) => {
+                let p = self.pending.remove(i);
+                return Some(AnswerFirst {
+                    command: None,
+                    planned: vec![dismissed(&p, Some(now_ms), ctx, new_id)],
+                });
+            }
+            Answered::No => return None,
+        };
+        let agrees = |approved: bool| approved == ours.answer.approved();
+        let held = match held {
+            Some(held) => held,
+            None if denied.is_none_or(|denied| agrees(!denied)) => Held {
+                resolved: ApprovalResolved {
+                    approval_id: self.pending[i].approval_id.clone().unwrap_or_default(),
+                    approved: ours.answer.approved(),
+                    cancelled: false,
+                    reason: ours.answer.text.clone(),
+                },
+                at_ms: Some(now_ms),
+            },
+            None => return None,
+        };
+        let p = self.pending.remove(i);
+        let ours = agrees(held.resolved.approved).then_some(ours);
+        Some(AnswerFirst {
+            command: ours.as_ref().filter(|_| !acked).map(|a| a.command_id.clone()),
+            planned: outcome(&p, &held, ours.as_ref(), ctx, new_id),
+        })
     }
 
     /// Dismisses every pending request (the session ends, or the hub connection is gone:
@@ -243,6 +338,7 @@ impl Approvals {
                         approval_id,
                         request_event: id.to_string(),
                         run: s("run").map(str::to_string),
+                        tool_call_id: None,
                         requested_at_ms: None,
                         answered: Answered::No,
                     });

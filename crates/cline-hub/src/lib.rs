@@ -5,6 +5,7 @@
 //! - [`discovery`]: the hub's discovery file, or a URL and token; the token never prints.
 //! - [`attention`]: the pure approval → `attention.*` mapping.
 //! - [`approvals`]: one session's pending approvals (who answered, what is still open).
+//! - [`effects`]: an answer in flight written ahead of the tool result that proves it.
 //! - [`session_end`]: pending approvals dismissed ahead of the session's ending (AEP-0002 §7.2).
 //! - [`detail`]: what an approval asks (command, files, diff summary), for the local view.
 //! - [`control`]: AEP commands → hub commands, with AEP-0008 text answers.
@@ -22,13 +23,15 @@ pub mod control;
 pub mod dedupe;
 pub mod detail;
 pub mod discovery;
+pub mod effects;
 pub mod frame;
 pub mod session_end;
 
 pub use ack::{Ack, HubOutcome, Nack, NackReason};
-pub use approvals::{AnswerRefused, Answering, Approvals};
+pub use approvals::{AnswerFirst, AnswerRefused, Answering, Approvals};
 pub use attention::{Answer, AttentionContext};
 pub use dedupe::{CommandKey, Dedupe, Seen};
 pub use detail::Detail;
 pub use discovery::{Endpoint, Token};
+pub use effects::{answers_before_effects, AckFirst};
 pub use session_end::dismiss_before_end;

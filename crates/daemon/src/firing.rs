@@ -10,9 +10,11 @@
 //! - The parent is the process that ran the hook (Cline, or its hub): when it dies, its open
 //!   runs and its session end.
 //! - The proof answers "is this the daemon that wrote the discovery file?": only the holder of
-//!   the discovery token can compute it, so a program that took the port after a `kill -9` gets
-//!   neither an answer the shim accepts nor a recorded hook.
+//!   the discovery token can compute it (HMAC-SHA256 keyed by the token, RFC 2104), so a program
+//!   that took the port after a `kill -9` gets neither an answer the shim accepts nor a recorded
+//!   hook.
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
@@ -86,14 +88,19 @@ pub fn delivery_id(body: &[u8]) -> String {
     hex::encode(&Sha256::digest(body)[..16])
 }
 
-/// What the daemon answers for `delivery`, keyed by its discovery token.
+/// What the daemon answers for `delivery`: HMAC-SHA256 keyed by its discovery token, over the
+/// delivery id after a domain prefix (this key signs nothing else), hex.
 pub fn proof(token: &str, delivery: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(b"aep-cline-proof\0");
-    h.update(token.as_bytes());
-    h.update(b"\0");
-    h.update(delivery.as_bytes());
-    hex::encode(h.finalize())
+    hmac_hex(token.as_bytes(), &[b"aep-cline-proof\0", delivery.as_bytes()])
+}
+
+/// HMAC-SHA256 of `parts`, concatenated, under `key`, hex.
+fn hmac_hex(key: &[u8], parts: &[&[u8]]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    for part in parts {
+        mac.update(part);
+    }
+    hex::encode(mac.finalize().into_bytes())
 }
 
 /// Bytes of a path kept as they are in [`CLINE_DATA_HEADER`]; everything else is escaped, so
@@ -168,12 +175,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_proof_is_hmac_sha256_as_rfc_4231_pins_it() {
+        // RFC 4231 §4.3, test case 2 (a key shorter than the block), split across parts.
+        assert_eq!(
+            hmac_hex(b"Jefe", &[b"what do ya want ", b"for nothing?"]),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+        // Test case 6: a key longer than the block is hashed first.
+        assert_eq!(
+            hmac_hex(
+                &[0xaa; 131],
+                &[b"Test Using Larger Than Block-Size Key - Hash Key First"]
+            ),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+        );
+        assert_eq!(
+            proof("Jefe", "what do ya want for nothing?"),
+            hmac_hex(b"Jefe", &[b"aep-cline-proof\0what do ya want for nothing?"])
+        );
+    }
+
+    #[test]
     fn ids_follow_the_bytes_and_proofs_the_token() {
         assert_eq!(delivery_id(b"{}"), delivery_id(b"{}"));
         assert_ne!(delivery_id(b"{}"), delivery_id(b"{ }"));
         assert_eq!(delivery_id(b"{}").len(), 32);
         assert_ne!(proof("a", "d"), proof("b", "d"));
         assert_ne!(proof("a", "d"), proof("a", "e"));
+        assert_eq!(proof("a", "d").len(), 64);
         assert_eq!(rfc3339(1_796_007_203_341_000_000), "2026-11-30T02:53:23.341Z");
         assert_eq!(parse_parent(&parent_header(42, Some(7))), Some((42, Some(7))));
         assert_eq!(parse_parent("42"), Some((42, None)));

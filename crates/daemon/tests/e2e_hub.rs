@@ -66,6 +66,24 @@ fn caused_by<'a>(events: &'a [Value], ty: &str, cause: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Where the first Event of `ty` caused by `cause` (any cause when `None`) sits in `log`.
+fn position(log: &[Value], ty: &str, cause: Option<&str>) -> usize {
+    log.iter()
+        .position(|e| e["type"] == ty && cause.is_none_or(|c| e["cause"] == c))
+        .unwrap_or_else(|| panic!("no {ty} caused by {cause:?}: {:?}", types(log)))
+}
+
+/// Asserts the Events named by `(type, cause)` come in this order in `log` (#20: answers before
+/// their effects).
+fn assert_order(log: &[Value], order: &[(&str, Option<&str>)]) {
+    let at: Vec<usize> = order.iter().map(|(ty, cause)| position(log, ty, *cause)).collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "{order:?} at {at:?}: {:?}",
+        types(log)
+    );
+}
+
 /// Waits until the daemon has handled every hub frame sent so far: it reads the hub's frames in
 /// order, so once an approval requested now (in a session of its own) is in the daemon's log,
 /// everything the hub sent before it has been handled too.
@@ -172,6 +190,20 @@ async fn approvals_are_answered_through_the_intake_once_even_when_redelivered() 
         denied[0]["data"],
         json!({"answer": {"option": "deny"}, "via": "control"})
     );
+    let failed = of(&log, "tool.failed");
+    assert_eq!(failed.len(), 1, "{:?}", types(&log));
+    assert_eq!(failed[0]["data"]["error"]["type"], "denied");
+    let answered = denied[0]["id"].as_str().unwrap();
+    assert_order(
+        &log,
+        &[
+            ("control.accepted", Some("CMD-deny")),
+            ("attention.answered", Some("CMD-deny")),
+            ("attention.resolved", Some(answered)),
+            ("tool.failed", None),
+        ],
+    );
+    assert_eq!(caused_by(&log, "control.accepted", "CMD-deny").len(), 1, "one ack");
     let resolved = client.event(&session, "approval.resolved", 1).await;
     assert_eq!(resolved["payload"]["approved"], false);
     assert_eq!(resolved["payload"]["reason"], "not now, use the staging box");
@@ -350,6 +382,22 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_the_hub_session_goes_o
     assert_eq!(cancelled.len(), 1, "{:?}", types(&log));
     assert_eq!(cancelled[0]["data"]["by"], "control");
     assert_eq!(cancelled[0]["cause"], "CMD-cancel");
+    assert_order(
+        &log,
+        &[
+            ("control.accepted", Some("CMD-cancel")),
+            ("attention.resolved", None),
+            ("run.cancelled", Some("CMD-cancel")),
+        ],
+    );
+    if let Some(refused) = log.iter().position(|e| e["type"] == "tool.failed") {
+        // The pending tool's refusal, when its hook came before the run's end.
+        assert!(
+            position(&log, "attention.resolved", None) < refused,
+            "{:?}",
+            types(&log)
+        );
+    }
     let aborted = client.event(&session, "approval.resolved", 0).await;
     assert_eq!(aborted["payload"]["cancelled"], true);
     assert_eq!(aborted["payload"]["reason"], "changed my mind");
@@ -906,6 +954,15 @@ answer = "ask"
         assert_eq!(failed.len(), 1, "{:?}", types(&log));
         assert_eq!(failed[0]["data"]["error"]["type"], "denied");
         assert_eq!(of(&log, "tool.completed").len(), 1, "the denied tool did not run");
+        let by_policy = answered[0]["cause"].as_str().unwrap();
+        assert_order(
+            &log,
+            &[
+                ("control.accepted", Some(by_policy)),
+                ("attention.answered", Some(by_policy)),
+                ("tool.failed", None),
+            ],
+        );
 
         // No rule matches: the request waits for a person, as without a policy.
         client.start_run(&session, "then CMD:ls -la");

@@ -136,30 +136,23 @@ impl Intake {
     }
 
     /// Decides a command the hub took, answered, or never answered. `false` when it was
-    /// decided already (the first decision wins: the reply, the guard or the disconnect).
+    /// decided already (the first decision wins: the reply, the guard, the disconnect, or a
+    /// hook's effect that wrote the answer first).
     pub fn settle(&self, key: &CommandKey, session: &str, command_id: &str, ack: Ack) -> bool {
-        let mut recorded = self.recorded.lock();
-        if !recorded.is_pending(key) {
+        if !self.recorded.lock().is_pending(key) {
             return false;
         }
-        match self.sessions.append(session, || vec![self.ack_event(command_id, &ack)]) {
-            Ok(mut published) => match published.pop() {
-                Some(ack) => recorded.decide(key, ack),
-                None => false,
-            },
-            Err(e) => {
-                // A redelivery gets nothing rather than a second execution (bounded, not pending).
-                tracing::error!(%session, command = command_id, error = %e, "the ack could not be recorded");
-                recorded.fail(key);
-                false
-            }
-        }
+        self.settle_with(key, session, command_id, ack, |_| Vec::new())
     }
 
     /// [`Intake::settle`], with `outcomes` (what the decision caused in the lane) appended in the
     /// same write right after the ack, so nothing another lane reports can come between the
     /// answer and its effects. The outcomes are appended even when the command was decided
     /// already (by the guard).
+    ///
+    /// A hook's effect of an answer (the gated tool's result) may have reached the lane first
+    /// and written the ack ahead of itself (`cline_hub::answers_before_effects`): that ack is the
+    /// decision, recorded here, and none is written again.
     pub fn settle_with(
         &self,
         key: &CommandKey,
@@ -170,22 +163,40 @@ impl Intake {
     ) -> bool {
         let mut recorded = self.recorded.lock();
         let pending = recorded.is_pending(key);
+        let mut first = None;
         let planned = self.sessions.append_in(session, |lane| {
             let mut planned = Vec::new();
             if pending {
-                planned.push(self.ack_event(command_id, &ack));
+                first = lane.acks_first.remove(command_id);
+                if first.is_none() {
+                    lane.approvals.acked(command_id);
+                    planned.push(self.ack_event(command_id, &ack));
+                }
             }
             planned.extend(outcomes(lane));
             planned
         });
         match planned {
-            Ok(published) if pending => match published.into_iter().next() {
-                Some(ack) => recorded.decide(key, ack),
-                None => false,
-            },
+            Ok(published) if pending => {
+                let decision = match first {
+                    Some(first) => {
+                        if let Ack::Rejected(nack) = &ack {
+                            // The effect showed the hub applied this very answer: another
+                            // client's identical answer won the race, with the same effect.
+                            tracing::warn!(%session, command = command_id, detail = %nack.detail,
+                                "the hub refused an answer whose effect was already logged as it; the log keeps it accepted");
+                        }
+                        Some(first)
+                    }
+                    None => published.into_iter().next(),
+                };
+                decision.is_some_and(|ack| recorded.decide(key, ack))
+            }
             Ok(_) => false,
             Err(e) => {
-                tracing::error!(%session, command = command_id, error = %e, "the ack and its outcome could not be recorded");
+                // A redelivery gets nothing rather than a second execution (bounded, not pending).
+                tracing::error!(%session, command = command_id, error = %e, "the ack could not be recorded");
+                recorded.fail(key);
                 false
             }
         }

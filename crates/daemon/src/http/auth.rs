@@ -1,6 +1,7 @@
 //! Bearer tokens (AEP-0003 §8.1), shared by the hook door, `POST /control` and the endpoint.
 
 use axum::http::HeaderMap;
+use subtle::ConstantTimeEq;
 
 /// The token of an `Authorization: Bearer` header.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -11,9 +12,10 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .strip_prefix("Bearer ")
 }
 
-/// A token compare that does not stop at the first differing byte.
+/// A token compare that does not stop at the first differing byte (`subtle`); only a length
+/// difference shows, and the length is no secret.
 pub fn same_token(given: &str, token: &str) -> bool {
-    given.len() == token.len() && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    given.as_bytes().ct_eq(token.as_bytes()).into()
 }
 
 /// Whether the request carries `token` as its bearer.
@@ -30,5 +32,7 @@ mod tests {
         assert!(same_token("abc", "abc"));
         assert!(!same_token("abd", "abc"));
         assert!(!same_token("ab", "abc"));
+        assert!(!same_token("", "abc"));
+        assert!(same_token("", ""));
     }
 }

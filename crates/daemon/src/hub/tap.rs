@@ -191,7 +191,9 @@ pub fn run_aborted(sessions: &Sessions, session: &str) {
 
 /// The hub answered a command: settle its ack (unless the guard did), then the outcome. An
 /// answer's outcomes (`attention.answered`, `attention.resolved`) go in the ack's own write, so
-/// no hook's effect (the denied tool's `tool.failed`) lands between the answer and them.
+/// no hook's effect (the denied tool's `tool.failed`) lands between the answer and them. When
+/// that effect reached the lane first, it wrote the answer ahead of itself
+/// (`cline_hub::answers_before_effects`): the reply then records that ack and writes nothing.
 pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: Result<(), &HubError>) {
     let ok = result.is_ok();
     let decided = ack::decide(HubOutcome::Replied(result));

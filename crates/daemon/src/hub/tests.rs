@@ -32,6 +32,22 @@ fn hook(name: &str) -> Vec<u8> {
     std::fs::read(path).expect("a real hook payload")
 }
 
+/// The real `tool_result` of `run` (`hooks-denied`: the approval was refused; `hooks-local`: the
+/// tool ran) moved to this run's session, agent and gated tool call: an answer's effect.
+fn tool_result(run: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../cline-hooks/tests/data/{run}/tool_result-global.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut p: Value = serde_json::from_slice(&std::fs::read(path).expect("a real hook payload")).unwrap();
+    p["sessionContext"]["rootSessionId"] = json!(SESSION);
+    p["taskId"] = json!("conv_1796007217933_4tex136");
+    p["agent_id"] = json!(AGENT);
+    p["tool_result"]["id"] = json!(CALL);
+    p["timestamp"] = json!("2026-11-30T02:53:38.400Z");
+    serde_json::to_vec(&p).unwrap()
+}
+
 /// A real hub frame moved to this run's session, agent and tool call.
 fn frame(name: &str) -> String {
     let mut f = real_frame(name);
@@ -73,6 +89,8 @@ struct Options {
     token: &'static str,
     guard: Duration,
     capture: Capture,
+    /// `AEP_CLINE_POLICY`'s rules, written to a file of the rig's.
+    policy: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -82,6 +100,7 @@ impl Default for Options {
             token: TOKEN,
             guard: Duration::from_secs(8),
             capture: Capture::Metadata,
+            policy: None,
         }
     }
 }
@@ -105,7 +124,11 @@ impl Rig {
             reconnect: Duration::from_millis(50),
             handshake: Duration::from_millis(500),
             notify: None,
-            policy: None,
+            policy: options.policy.map(|rules| {
+                let file = dir.path().join("policy.toml");
+                std::fs::write(&file, rules).unwrap();
+                crate::policy::Active::load(&file).unwrap()
+            }),
         };
         let (link, requests) = crate::control::link();
         let intake = Arc::new(Intake::new(sessions.clone(), options.control.then_some(link)));
@@ -141,9 +164,13 @@ impl Rig {
     }
 
     fn hook(&self, name: &str) -> Vec<Value> {
+        self.ingest(&hook(name))
+    }
+
+    fn ingest(&self, body: &[u8]) -> Vec<Value> {
         match self
             .sessions
-            .ingest_hook(&hook(name), &crate::firing::Firing::default())
+            .ingest_hook(body, &crate::firing::Firing::default())
             .unwrap()
         {
             crate::lane::Ingested::Appended { events, .. } => events.iter().map(|e| e.value.clone()).collect(),
@@ -348,6 +375,243 @@ async fn a_denys_answer_is_written_with_its_ack_so_no_effect_comes_between() {
     rig.assert_valid_log();
 }
 
+/// Every Event of the log is written once: no two share an id, and each command has one ack.
+fn assert_once(log: &[Value]) {
+    let ids: std::collections::HashSet<&str> = log.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), log.len(), "an Event written twice: {:?}", types(log));
+    let acks = |cause: &Value| {
+        log.iter()
+            .filter(|e| e["type"].as_str().unwrap().starts_with("control.") && e["cause"] == *cause)
+            .count()
+    };
+    for ack in log
+        .iter()
+        .filter(|e| e["type"].as_str().unwrap().starts_with("control."))
+    {
+        assert_eq!(
+            acks(&ack["cause"]),
+            1,
+            "two acks for {}: {:?}",
+            ack["cause"],
+            types(log)
+        );
+    }
+}
+
+/// The hub has handled everything sent so far once a request sent now (a new one) is mirrored.
+async fn hub_caught_up(rig: &mut Rig) {
+    rig.drain();
+    let mut marker: Value = serde_json::from_str(&frame("approval.requested.pending")).unwrap();
+    marker["envelope"]["payload"]["approvalId"] = json!(format!("approval_marker_{}", aep_core::id::new_id()));
+    rig.hub.send(&marker.to_string());
+    rig.next_of("attention.requested").await;
+}
+
+#[tokio::test]
+async fn a_deny_whose_effect_reaches_the_daemon_before_the_hub_s_reply_is_logged_answer_first() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.deny").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "deny"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    // The hook that reports the refused tool comes first; the hub's frames come late.
+    let written = rig.ingest(&tool_result("hooks-denied"));
+    assert_eq!(
+        types(&written),
+        [
+            "control.accepted",
+            "attention.answered",
+            "attention.resolved",
+            "tool.failed"
+        ],
+        "the effect proves the hub took the answer: it is written first, in the effect's write"
+    );
+    assert_eq!(written[0]["cause"], respond["id"]);
+    assert_eq!(written[1]["cause"], respond["id"]);
+    assert_eq!(
+        written[1]["data"],
+        json!({"answer": {"option": "deny"}, "via": "control"})
+    );
+    assert_eq!(written[2]["cause"], written[1]["id"]);
+    assert_eq!(written[3]["data"]["error"]["type"], "denied");
+    rig.hub.send(&frame("approval.resolved.denied"));
+    rig.hub.reply(&sent, None);
+    hub_caught_up(&mut rig).await;
+    // The reply finds the command decided and the request resolved: nothing more.
+    let log = rig.log();
+    assert_eq!(
+        types(&log),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "attention.requested",
+            "control.accepted",
+            "attention.answered",
+            "attention.resolved",
+            "tool.failed",
+            "attention.requested"
+        ]
+    );
+    assert_once(&log);
+    // Redelivered: the ack the effect wrote is the recorded one, byte for byte.
+    rig.drain();
+    rig.submit(&respond);
+    assert_eq!(rig.next().await.value, written[0]);
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn an_approve_whose_tool_result_comes_first_and_a_resolution_held_before_it_are_answer_first() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.approve").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "approve"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    // The broadcast resolution is handled (held, the reply outstanding), then the tool's result.
+    rig.hub.send(&frame("approval.resolved.approved"));
+    hub_caught_up(&mut rig).await;
+    let written = rig.ingest(&tool_result("hooks-local"));
+    assert_eq!(
+        types(&written),
+        [
+            "control.accepted",
+            "attention.answered",
+            "attention.resolved",
+            "tool.completed"
+        ]
+    );
+    assert_eq!(
+        written[1]["data"],
+        json!({"answer": {"option": "approve"}, "via": "control"})
+    );
+    // The reply, even an error, decides nothing more: the effect showed this answer applied.
+    rig.hub.reply(&sent, Some("approval_not_found"));
+    hub_caught_up(&mut rig).await;
+    let log = rig.log();
+    assert!(!types(&log).contains(&"control.rejected"), "{:?}", types(&log));
+    assert_eq!(log.iter().filter(|e| e["type"] == "attention.answered").count(), 1);
+    assert_once(&log);
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn a_policy_s_deny_whose_effect_comes_before_the_hub_s_reply_is_logged_answer_first() {
+    let mut rig = Rig::connected(Options {
+        policy: Some("[[rule]]\nname = 'no-commands'\ntool = 'run_commands'\nanswer = 'deny'\n"),
+        ..Options::default()
+    })
+    .await;
+    rig.hub.send(&frame("approval.requested.deny"));
+    let sent = rig.hub.command("approval.respond").await;
+    assert_eq!(sent["envelope"]["payload"]["approved"], false);
+    let written = rig.ingest(&tool_result("hooks-denied"));
+    assert_eq!(
+        types(&written),
+        [
+            "control.accepted",
+            "attention.answered",
+            "attention.resolved",
+            "tool.failed"
+        ]
+    );
+    assert_eq!(written[1]["data"]["cline.policy_rule"], "no-commands");
+    assert_eq!(written[0]["cause"], written[1]["cause"], "the policy's command");
+    rig.hub.send(&frame("approval.resolved.denied"));
+    rig.hub.reply(&sent, None);
+    hub_caught_up(&mut rig).await;
+    assert_once(&rig.log());
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn an_answer_the_guard_accepted_is_answered_before_its_effect_with_no_second_ack() {
+    let mut rig = Rig::connected(Options {
+        guard: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let requested = rig.request("approval.requested.deny").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "deny"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    assert_eq!(rig.next_of("control.accepted").await["cause"], respond["id"]);
+    let written = rig.ingest(&tool_result("hooks-denied"));
+    assert_eq!(
+        types(&written),
+        ["attention.answered", "attention.resolved", "tool.failed"]
+    );
+    rig.hub.send(&frame("approval.resolved.denied"));
+    rig.hub.reply(&sent, None);
+    hub_caught_up(&mut rig).await;
+    let log = rig.log();
+    assert_eq!(log.iter().filter(|e| e["type"] == "attention.answered").count(), 1);
+    assert_once(&log);
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn an_effect_that_contradicts_the_answer_in_flight_waits_for_the_hub_to_say_whose_it_was() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.approve").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "deny"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    // The tool ran: someone else approved it; which answer won, the hub has not said yet.
+    assert_eq!(types(&rig.ingest(&tool_result("hooks-local"))), ["tool.completed"]);
+    rig.hub.send(&frame("approval.resolved.approved"));
+    rig.hub.reply(&sent, Some("approval_not_found"));
+    let nack = rig.next_of("control.rejected").await;
+    assert_eq!(nack["cause"], respond["id"]);
+    let answered = rig.next_of("attention.answered").await;
+    assert_eq!(answered["data"], json!({"answer": {"option": "approve"}, "via": "oob"}));
+    assert_once(&rig.log());
+}
+
+#[tokio::test]
+async fn a_held_resolution_that_is_not_ours_is_written_out_of_band_before_the_effect() {
+    let mut rig = Rig::connected(Options::default()).await;
+    let requested = rig.request("approval.requested.approve").await;
+    let respond = rig.command(
+        "control.attention.respond",
+        requested["id"].as_str(),
+        json!({"answer": {"option": "deny"}}),
+    );
+    rig.submit(&respond);
+    let sent = rig.hub.command("approval.respond").await;
+    rig.hub.send(&frame("approval.resolved.approved"));
+    hub_caught_up(&mut rig).await;
+    let written = rig.ingest(&tool_result("hooks-local"));
+    assert_eq!(
+        types(&written),
+        ["attention.answered", "attention.resolved", "tool.completed"]
+    );
+    assert_eq!(
+        written[0]["data"],
+        json!({"answer": {"option": "approve"}, "via": "oob"})
+    );
+    rig.hub.reply(&sent, Some("approval_not_found"));
+    assert_eq!(rig.next_of("control.rejected").await["cause"], respond["id"]);
+    assert_once(&rig.log());
+    rig.assert_valid_log();
+}
+
 #[tokio::test]
 async fn an_out_of_band_answer_is_mirrored_and_a_late_respond_is_refused() {
     let mut rig = Rig::connected(Options::default()).await;
@@ -471,6 +735,59 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
         ],
         "the answer before its effects"
     );
+    rig.assert_valid_log();
+}
+
+#[tokio::test]
+async fn cancel_with_an_approval_pending_is_logged_before_its_effects_when_the_hooks_come_first() {
+    let mut rig = Rig::connected(Options::default()).await;
+    // The hub's session frames tell the tap it hosts the session (its shutdown hook ends runs).
+    rig.sessions.hosted_by_hub(SESSION);
+    let requested = rig.request("approval.requested.pending").await;
+    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&cancel);
+    let sent = rig.hub.command("run.abort").await;
+    // The abort's hooks reach the daemon before any of the hub's frames: the refused tool, then
+    // the run's shutdown.
+    let mut aborted: Value = serde_json::from_slice(&tool_result("hooks-denied")).unwrap();
+    aborted["tool_result"]["output"] =
+        json!({"error": "abort during approval -- NOT a tool or system failure. Clarify with user before proceeding."});
+    let effects = [
+        rig.ingest(&serde_json::to_vec(&aborted).unwrap()),
+        rig.hook("session_shutdown"),
+    ]
+    .concat();
+    rig.hub.send(&frame("approval.resolved.cancelled"));
+    rig.hub.reply(&sent, None);
+    rig.hub.send(&frame("run.aborted.pending"));
+    hub_caught_up(&mut rig).await;
+    let log = rig.log();
+    assert_eq!(
+        types(&log),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "attention.requested",
+            "control.accepted",
+            "attention.resolved",
+            "tool.failed",
+            "run.cancelled",
+            "attention.requested"
+        ],
+        "the answer, then the dismissal, before the tool and the run it ended: {effects:?}"
+    );
+    let dismissed = log.iter().find(|e| e["type"] == "attention.resolved").unwrap();
+    assert_eq!(
+        (&dismissed["subject"], &dismissed["data"]["resolution"]),
+        (&requested["id"], &json!("dismissed"))
+    );
+    let cancelled = log.iter().find(|e| e["type"] == "run.cancelled").unwrap();
+    assert_eq!(
+        (&cancelled["cause"], &cancelled["data"]["by"]),
+        (&cancel["id"], &json!("control"))
+    );
+    assert_once(&log);
     rig.assert_valid_log();
 }
 

@@ -26,6 +26,7 @@ use cline_hub::{Approvals, AttentionContext};
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -80,6 +81,9 @@ struct SessionState {
     /// Recent hook deliveries, so a redelivered hook is recorded once.
     deliveries: BoundedSet<String>,
     approvals: Approvals,
+    /// Acks a hook's effect wrote ahead of the hub's reply, by command id, until the intake
+    /// records them ([`cline_hub::answers_before_effects`]).
+    acks_first: HashMap<String, Arc<Published>>,
     /// When a hook ended the session; it leaves memory a grace period later.
     ended: Option<Instant>,
     /// The last work on it; an idle session leaves memory after the idle time.
@@ -109,6 +113,7 @@ struct SessionState {
 pub struct Lane<'a> {
     pub tracker: &'a mut SessionTracker,
     pub approvals: &'a mut Approvals,
+    pub acks_first: &'a mut HashMap<String, Arc<Published>>,
 }
 
 /// How long sessions stay in memory (`AEP_SESSION_GRACE`, `AEP_SESSION_IDLE`).
@@ -316,6 +321,7 @@ impl Sessions {
             let planned = plan(Lane {
                 tracker: &mut state.tracker,
                 approvals: &mut state.approvals,
+                acks_first: &mut state.acks_first,
             });
             self.commit(session, state, &planned, None, &aep_core::id::now_rfc3339())
         })
@@ -378,8 +384,14 @@ impl Sessions {
             let mut planned = state
                 .tracker
                 .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
+            let acks = self.answers_before_effects(&mut planned, state);
             self.dismiss_before_end(&mut planned, state);
             let events = self.commit(&session, state, &planned, delivery, &time)?;
+            for ack in acks {
+                if let Some(event) = events.iter().find(|e| e.value["id"] == ack.event.as_str()) {
+                    state.acks_first.insert(ack.command, event.clone());
+                }
+            }
             if let Some(d) = delivery {
                 state.deliveries.insert(d.to_string());
             }
@@ -720,6 +732,25 @@ impl Sessions {
         Ok(())
     }
 
+    /// What resolved an approval goes before the tool result that proves it: our answer in
+    /// flight, or a cancel's dismissal (#20, answers before their effects).
+    fn answers_before_effects(&self, planned: &mut Vec<Planned>, state: &mut SessionState) -> Vec<cline_hub::AckFirst> {
+        let attention = AttentionContext {
+            capture: &self.capture,
+            redactor: &self.redactor,
+            control: false,
+        };
+        let tracker = &state.tracker;
+        cline_hub::answers_before_effects(
+            planned,
+            &mut state.approvals,
+            &|run| tracker.cancelling(run),
+            &attention,
+            now_ms(),
+            &mut aep_core::id::new_id,
+        )
+    }
+
     /// Requests still pending when the plan ends the session are dismissed first (AEP-0002 §7.2).
     fn dismiss_before_end(&self, planned: &mut Vec<Planned>, state: &mut SessionState) {
         let attention = AttentionContext {
@@ -868,6 +899,7 @@ impl Sessions {
             sequencer: MemorySequencer::new(0),
             deliveries: BoundedSet::new(MAX_DELIVERIES),
             approvals: Approvals::new(),
+            acks_first: HashMap::new(),
             ended: None,
             touched: Instant::now(),
             parent: None,
