@@ -138,8 +138,14 @@ fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
         Err(e) => return Delivered::Retry(format!("the daemon cannot be reached ({e})")),
     };
     match post(stream, &daemon, firing, deadline) {
-        // Only the daemon that wrote the discovery file can prove it holds its token.
-        Ok(answer) if answer.proof.as_deref() != Some(&firing::proof(&daemon.token, &firing.delivery)) => {
+        // Only the daemon that wrote the discovery file can prove it holds its token (compared
+        // in constant time, like every secret).
+        Ok(answer)
+            if !answer
+                .proof
+                .as_deref()
+                .is_some_and(|p| crate::http::auth::same_token(p, &firing::proof(&daemon.token, &firing.delivery))) =>
+        {
             Delivered::Retry(format!(
                 "the program at the daemon's socket (HTTP {}) is not the daemon that wrote the discovery file",
                 answer.status
