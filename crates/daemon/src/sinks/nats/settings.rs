@@ -201,6 +201,16 @@ impl AuthArgs {
 impl Connect {
     /// Connects once (the caller retries with its backoff), naming the client `name`.
     pub async fn connect(&self, name: &str) -> anyhow::Result<async_nats::Client> {
+        self.connect_with(name, |_| {}).await
+    }
+
+    /// [`Connect::connect`], with `on_event` told each of the client's events (a server's
+    /// `-ERR`, such as a permissions violation, comes only this way).
+    pub async fn connect_with(
+        &self,
+        name: &str,
+        on_event: impl Fn(&async_nats::Event) + Send + Sync + 'static,
+    ) -> anyhow::Result<async_nats::Client> {
         let mut options = match &self.auth {
             Auth::None => ConnectOptions::new(),
             Auth::Creds(text) => ConnectOptions::with_credentials(text).context("the credentials file")?,
@@ -214,8 +224,11 @@ impl Connect {
             .require_tls(self.require_tls)
             // Our own loop reconnects and resends; the client's retries would hide a dead server.
             .max_reconnects(Some(1))
-            .event_callback(|event| async move {
-                tracing::debug!(%event, "NATS client");
+            .event_callback(move |event| {
+                on_event(&event);
+                async move {
+                    tracing::debug!(%event, "NATS client");
+                }
             });
         options
             .connect(self.servers.clone())
