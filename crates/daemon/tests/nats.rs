@@ -21,7 +21,7 @@ const SESSION: &str = "1796007203184_6l7jh";
 const WAIT: Duration = Duration::from_secs(40);
 
 /// One `nats-server -js`, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
     store: PathBuf,
@@ -30,7 +30,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Server {
+    pub(crate) fn start(args: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("js");
         let port = free_port();
@@ -50,7 +50,7 @@ impl Server {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
@@ -91,7 +91,7 @@ fn spawn_server(port: u16, store: &std::path::Path, args: &[String]) -> Child {
     child
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
