@@ -96,9 +96,13 @@ impl Source {
                     Ok(None) => bail!("the stream consumer ended at sequence {}", view.stream_seq),
                     Ok(Some(message)) => message.context("the stream consumer failed")?,
                 };
-                let seq = message.info().map(|i| i.stream_sequence).unwrap_or(view.stream_seq + 1);
+                let (seq, pending) = message
+                    .info()
+                    .map(|i| (i.stream_sequence, i.pending))
+                    .unwrap_or((view.stream_seq + 1, 1));
                 view.apply_message(seq, message.subject.as_str(), &message.payload);
-                if seq >= state.last_sequence {
+                // Nothing pending also ends it: the last message may have aged out meanwhile.
+                if seq >= state.last_sequence || pending == 0 {
                     break;
                 }
             }
