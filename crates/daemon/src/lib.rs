@@ -26,6 +26,7 @@ pub mod control;
 pub mod daemon;
 pub mod dashboard;
 pub mod firing;
+pub mod fleet;
 pub mod history;
 pub mod http;
 pub mod hub;

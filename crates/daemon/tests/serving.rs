@@ -9,6 +9,7 @@ mod dashboard_scale;
 mod endpoint_backpressure;
 mod endpoint_http;
 mod endpoint_socket;
+mod fleet;
 mod nats;
 mod nats_fleet;
 mod otlp;

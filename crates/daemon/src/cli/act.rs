@@ -337,7 +337,7 @@ fn short(id: &Value) -> String {
 }
 
 /// What a nack reason means for the person, with the daemon's detail when the log holds it.
-fn why(reason: &str, detail: &Value) -> String {
+pub(super) fn why(reason: &str, detail: &Value) -> String {
     let hint = match reason {
         "unsupported" => {
             "the daemon does not take commands: start it with AEP_CLINE_HUB_CONTROL=1 and \

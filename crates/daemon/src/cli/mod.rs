@@ -4,6 +4,9 @@ pub mod act;
 pub mod approvals;
 pub mod client;
 pub mod doctor;
+pub mod fleet;
+mod fleet_act;
+mod fleet_conn;
 pub mod hook;
 pub mod install;
 pub mod open;
@@ -63,6 +66,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     Policy(policy::PolicyArgs),
     Service(service::ServiceArgs),
+    Fleet(fleet::FleetArgs),
 }
 
 /// The binary's entry point.
@@ -106,6 +110,7 @@ pub fn main() -> std::process::ExitCode {
             Err(e) => Err(e),
         },
         Command::Policy(args) => return policy::run(args),
+        Command::Fleet(args) => return fleet::run(args),
         Command::Doctor(args) => match doctor::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

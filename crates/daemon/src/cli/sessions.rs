@@ -109,7 +109,7 @@ fn recent(time: &str, now: SystemTime) -> bool {
     out::parse_time(time).is_some_and(|t| now.duration_since(t).map_or(true, |d| d < RECENT))
 }
 
-fn row(s: &Summary, now: SystemTime) -> Vec<String> {
+pub(super) fn row(s: &Summary, now: SystemTime) -> Vec<String> {
     let state = match (s.state, s.pending.len()) {
         (State::Waiting, n) => format!("waiting({n})"),
         (other, _) => other.as_str().to_string(),

@@ -108,7 +108,7 @@ impl Control {
 
     async fn serve(self: &Arc<Self>, backoff: &mut Backoff) -> anyhow::Result<()> {
         let (said, mut server) = tokio::sync::watch::channel(None);
-        let client = self.connect.connect_watched("aep-cline control", Some(said)).await?;
+        let client = self.connect.connect_watched("aep-cline control", said).await?;
         let mut requests = client
             .subscribe(self.subject.clone())
             .await

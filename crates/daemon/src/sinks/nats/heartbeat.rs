@@ -201,10 +201,7 @@ impl Heartbeat {
     /// Connects and finds the bucket: used as is when it exists, created when missing.
     async fn bucket(&self) -> anyhow::Result<(kv::Store, Said)> {
         let (errors, said) = tokio::sync::watch::channel(None);
-        let client = self
-            .connect
-            .connect_watched("aep-cline heartbeat", Some(errors))
-            .await?;
+        let client = self.connect.connect_watched("aep-cline heartbeat", errors).await?;
         let js = jetstream::ContextBuilder::new().timeout(WRITE_TIMEOUT).build(client);
         let looked = match js.get_key_value(machine::BUCKET).await {
             Ok(bucket) => return Ok((bucket, said)),

@@ -46,9 +46,20 @@ pub fn refusal(cause: Option<&str>, reason: &str, detail: &str) -> serde_json::V
     })
 }
 
-/// The bucket key of a host's record.
+/// The bucket key of a host's record. A key-value key may hold only `A-Z a-z 0-9 - _ = / .`
+/// (a subject token's `%` escape is refused), so every other byte, and `=`, `/` and `.`, is
+/// written `=XX`: one key per host, and back.
 pub fn key(host: &str) -> String {
-    subject::token(host)
+    use std::fmt::Write as _;
+    let mut key = String::with_capacity(host.len());
+    for b in host.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            key.push(char::from(b));
+        } else {
+            let _ = write!(key, "={b:02X}");
+        }
+    }
+    key
 }
 
 /// A daemon's machine record, written every [`HEARTBEAT_EVERY`] (and once more, `stopped`,
@@ -106,7 +117,9 @@ mod tests {
     fn subjects_and_keys_name_the_host_as_one_token() {
         assert_eq!(control_subject("dev-1"), "aep-control.dev-1");
         assert_eq!(control_subject("ci.runner 7"), "aep-control.ci%2Erunner%207");
-        assert_eq!(key("a.b"), "a%2Eb");
+        assert_eq!(key("a.b"), "a=2Eb");
+        assert_eq!(key("dev-1_x"), "dev-1_x");
+        assert_eq!(key("ci runner=é/"), "ci=20runner=3D=C3=A9=2F");
     }
 
     #[test]

@@ -219,14 +219,25 @@ pub type ServerErrors = tokio::sync::watch::Sender<Option<String>>;
 impl Connect {
     /// Connects once (the caller retries with its backoff), naming the client `name`.
     pub async fn connect(&self, name: &str) -> anyhow::Result<async_nats::Client> {
-        self.connect_watched(name, None).await
+        self.connect_with(name, |_| {}).await
     }
 
     /// [`Connect::connect`], telling `errors` what the server reports as wrong.
-    pub async fn connect_watched(
+    pub async fn connect_watched(&self, name: &str, errors: ServerErrors) -> anyhow::Result<async_nats::Client> {
+        self.connect_with(name, move |event| {
+            if let async_nats::Event::ServerError(e) = event {
+                errors.send_replace(Some(e.to_string()));
+            }
+        })
+        .await
+    }
+
+    /// [`Connect::connect`], with `on_event` told each of the client's events (a server's
+    /// `-ERR`, such as a permissions violation, comes only this way).
+    pub async fn connect_with(
         &self,
         name: &str,
-        errors: Option<ServerErrors>,
+        on_event: impl Fn(&async_nats::Event) + Send + Sync + 'static,
     ) -> anyhow::Result<async_nats::Client> {
         let mut options = match &self.auth {
             Auth::None => ConnectOptions::new(),
@@ -242,11 +253,8 @@ impl Connect {
             // Our own loop reconnects and resends; the client's retries would hide a dead server.
             .max_reconnects(Some(1))
             .event_callback(move |event| {
-                let errors = errors.clone();
+                on_event(&event);
                 async move {
-                    if let (async_nats::Event::ServerError(e), Some(errors)) = (&event, errors) {
-                        errors.send_replace(Some(e.to_string()));
-                    }
                     tracing::debug!(%event, "NATS client");
                 }
             });

@@ -1,0 +1,443 @@
+//! `aep-cline fleet`: the fleet console (docs/fleet.md). Every machine's sessions, pending
+//! approvals, spend and health, read from the JetStream stream the daemons publish to and
+//! their records in the `aep-cline-machines` bucket ([`crate::fleet`]); commands to any
+//! machine over NATS ([`super::fleet_act`]). Each command reads the stream up to its last
+//! message at the moment it starts, prints, and exits.
+
+use super::fleet_act;
+use super::fleet_conn::Conn;
+use super::out;
+use crate::fleet::health::Status;
+use crate::fleet::usage::{self, Group, Point, Tally};
+use crate::fleet::view::{Approval, Session};
+use crate::people::State;
+use clap::{Subcommand, ValueEnum};
+use serde_json::json;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+/// The fleet console: every machine's sessions, approvals and spend, and commands to any of
+/// them, from the NATS JetStream stream the daemons publish to (docs/fleet.md).
+///
+/// Reads the same AEP_NATS_* settings as the daemon (server, credentials, TLS, stream). Each
+/// command reads the stream up to its last message, prints, and exits. A machine is online
+/// while its daemon's records (heartbeats, in the aep-cline-machines bucket) keep coming,
+/// offline when they lapse (--offline-after), stopped when its daemon shut down cleanly,
+/// unknown when the stream has its Events but the bucket no record.
+#[derive(clap::Args, Debug)]
+pub struct FleetArgs {
+    #[command(subcommand)]
+    command: FleetCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum FleetCommand {
+    Machines(MachinesArgs),
+    Sessions(SessionsArgs),
+    Approvals(ApprovalsArgs),
+    Usage(UsageArgs),
+    Approve(fleet_act::ApproveArgs),
+    Deny(fleet_act::DenyArgs),
+    Answer(fleet_act::AnswerArgs),
+    Cancel(fleet_act::CancelArgs),
+    Send(fleet_act::SendArgs),
+}
+
+/// Narrows what is shown.
+#[derive(clap::Args, Debug, Clone, Default)]
+struct Filters {
+    /// Only this machine (its AEP_HOST).
+    #[arg(long)]
+    host: Option<String>,
+    /// Only sessions in this workspace (its folder's name, or `#` and its digest, as listed).
+    #[arg(long)]
+    workspace: Option<String>,
+    /// Only sessions of this model.
+    #[arg(long)]
+    model: Option<String>,
+}
+
+impl Filters {
+    fn host(&self, host: &str) -> bool {
+        self.host.as_deref().is_none_or(|h| h == host)
+    }
+
+    fn takes(&self, host: &str, workspace: Option<&str>, model: Option<&str>) -> bool {
+        self.host(host)
+            && self.workspace.as_deref().is_none_or(|w| workspace == Some(w))
+            && self.model.as_deref().is_none_or(|m| model == Some(m))
+    }
+}
+
+/// Every machine: state (online, offline, stopped, unknown), last heard, version, control,
+/// sessions, approvals waiting, sinks, spool.
+///
+/// SESSIONS is what the machine's last record said is live (what the stream shows when it has
+/// no record); WAITING counts its sessions with an approval pending.
+#[derive(clap::Args, Debug)]
+struct MachinesArgs {
+    /// Only this machine.
+    #[arg(long)]
+    host: Option<String>,
+    /// Only machines in this state.
+    #[arg(long, value_enum)]
+    state: Option<MachineState>,
+    /// One JSON array, an object per machine.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum MachineState {
+    Online,
+    Offline,
+    Stopped,
+    Unknown,
+}
+
+/// Every session of every machine, one row each, with its machine (HOST); as `aep-cline
+/// sessions`.
+#[derive(clap::Args, Debug)]
+struct SessionsArgs {
+    #[command(flatten)]
+    filters: Filters,
+    /// Only sessions in this state.
+    #[arg(long, value_enum)]
+    state: Option<SessionState>,
+    /// Also the sessions that ended more than a day ago.
+    #[arg(long)]
+    all: bool,
+    /// One JSON array, a summary object (with its host) per session.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SessionState {
+    Waiting,
+    Running,
+    Idle,
+    Ended,
+}
+
+/// The approvals waiting for an answer on every machine, oldest first, with the short id to
+/// answer by (`aep-cline fleet approve ID`).
+#[derive(clap::Args, Debug)]
+struct ApprovalsArgs {
+    #[command(flatten)]
+    filters: Filters,
+    /// One JSON array, an object (with its host) per pending approval.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// What the fleet's sessions cost, from their Events: by day, week, month (UTC), session,
+/// model or host.
+///
+/// Tokens and cost as the runs reported them (`run.finished` and the like); a run whose model
+/// has no price counts its tokens and shows "no price". Days are the Events' (UTC).
+#[derive(clap::Args, Debug)]
+struct UsageArgs {
+    /// How to group.
+    #[arg(value_enum, default_value = "daily")]
+    group: UsageGroup,
+    #[command(flatten)]
+    filters: Filters,
+    /// One JSON object: {group, rows: [{key, runs, input_tokens, cache_read_tokens,
+    /// output_tokens, total_tokens, cost, currency, unpriced_runs}], totals}.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum UsageGroup {
+    Daily,
+    Weekly,
+    Monthly,
+    Session,
+    Model,
+    Host,
+}
+
+pub fn run(args: FleetArgs) -> ExitCode {
+    let result = match args.command {
+        FleetCommand::Machines(a) => machines(a),
+        FleetCommand::Sessions(a) => sessions(a),
+        FleetCommand::Approvals(a) => approvals(a),
+        FleetCommand::Usage(a) => usage_(a),
+        // A person's commands: 0 accepted, 1 rejected, 2 not sent or not decided.
+        FleetCommand::Approve(a) => return fleet_act::approve(a),
+        FleetCommand::Deny(a) => return fleet_act::deny(a),
+        FleetCommand::Answer(a) => return fleet_act::answer(a),
+        FleetCommand::Cancel(a) => return fleet_act::cancel(a),
+        FleetCommand::Send(a) => return fleet_act::send_input(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("aep-cline fleet: {}", out::terminal(&format!("{e:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn machines(args: MachinesArgs) -> anyhow::Result<()> {
+    let view = args.conn.with_view(async |_, _, view| Ok(view))?;
+    let now = SystemTime::now();
+    let all: Vec<_> = view
+        .machines(now, args.conn.offline_after)
+        .into_iter()
+        .filter(|m| args.host.as_deref().is_none_or(|h| h == m.host))
+        .filter(|m| {
+            args.state.is_none_or(|s| {
+                m.status
+                    == match s {
+                        MachineState::Online => Status::Online,
+                        MachineState::Offline => Status::Offline,
+                        MachineState::Stopped => Status::Stopped,
+                        MachineState::Unknown => Status::Unknown,
+                    }
+            })
+        })
+        .collect();
+    if args.json {
+        return out::print_json(&all);
+    }
+    if all.is_empty() {
+        return out::print("no machines: no daemon has published to this stream or written a record yet\n");
+    }
+    let mut rows = vec![[
+        "HOST", "STATE", "LAST", "VERSION", "CONTROL", "SESSIONS", "WAITING", "SINKS", "SPOOL",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for m in &all {
+        let r = m.record.as_ref();
+        rows.push(vec![
+            m.host.clone(),
+            m.status.as_str().to_string(),
+            r.map_or("-".into(), |r| out::age(&r.time, now)),
+            r.map_or("-".into(), |r| r.version.clone()),
+            r.map_or("-", |r| if r.control { "on" } else { "off" }).to_string(),
+            r.map_or(m.sessions_live, |r| r.sessions.live).to_string(),
+            m.waiting.to_string(),
+            r.map_or("-".into(), |r| {
+                r.sinks
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }),
+            r.map_or("-".into(), |r| match r.spool.files {
+                0 => "0".into(),
+                n => format!("{n} ({} bytes)", r.spool.bytes),
+            }),
+        ]);
+    }
+    out::print(&out::table(&rows))
+}
+
+/// Ended sessions older than this are hidden without --all (as `aep-cline sessions`).
+const RECENT: Duration = Duration::from_secs(24 * 3600);
+
+fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
+    let view = args.conn.with_view(async |_, _, view| Ok(view))?;
+    let now = SystemTime::now();
+    let all: Vec<Session> = view
+        .sessions()
+        .into_iter()
+        .filter(|s| {
+            args.filters
+                .takes(&s.host, s.summary.workspace.as_deref(), s.summary.model.as_deref())
+        })
+        .filter(|s| {
+            args.state.is_none_or(|st| {
+                s.summary.state
+                    == match st {
+                        SessionState::Waiting => State::Waiting,
+                        SessionState::Running => State::Running,
+                        SessionState::Idle => State::Idle,
+                        SessionState::Ended => State::Ended,
+                    }
+            })
+        })
+        .collect();
+    let total = all.len();
+    let shown: Vec<Session> = all
+        .into_iter()
+        .filter(|s| {
+            args.all
+                || s.summary.state != State::Ended
+                || out::parse_time(&s.summary.last).is_some_and(|t| now.duration_since(t).map_or(true, |d| d < RECENT))
+        })
+        .collect();
+    if args.json {
+        return out::print_json(&shown);
+    }
+    if total == 0 {
+        return out::print("no sessions\n");
+    }
+    let mut rows = vec![[
+        "HOST",
+        "SESSION",
+        "STATE",
+        "STARTED",
+        "LAST",
+        "RUNS",
+        "TOOLS",
+        "FAIL",
+        "TOKENS",
+        "COST",
+        "MODEL",
+        "WORKSPACE",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for s in &shown {
+        let mut row = vec![s.host.clone()];
+        row.extend(super::sessions::row(&s.summary, now));
+        rows.push(row);
+    }
+    let mut text = out::table(&rows);
+    if shown.len() < total {
+        text.push_str(&format!(
+            "({} ended sessions older than a day not shown: --all shows them)\n",
+            total - shown.len()
+        ));
+    }
+    out::print(&text)
+}
+
+fn approvals(args: ApprovalsArgs) -> anyhow::Result<()> {
+    let view = args.conn.with_view(async |_, _, view| Ok(view))?;
+    let all: Vec<Approval> = view
+        .approvals()
+        .into_iter()
+        .filter(|a| args.filters.takes(&a.host, a.workspace.as_deref(), a.model.as_deref()))
+        .collect();
+    if args.json {
+        return out::print_json(&all);
+    }
+    if all.is_empty() {
+        return out::print("no pending approvals\n");
+    }
+    let now = SystemTime::now();
+    let mut rows = vec![["ID", "HOST", "SESSION", "ASKS", "WAITING", "POLICY", "PROMPT"]
+        .map(String::from)
+        .to_vec()];
+    for a in &all {
+        let p = &a.pending;
+        let mut prompt = p.prompt.as_deref().map(|x| out::one_line(x, 70)).unwrap_or_default();
+        if !p.answerable {
+            prompt.push_str("  (answer in Cline: control is off)");
+        }
+        rows.push(vec![
+            p.short.clone(),
+            a.host.clone(),
+            p.session.clone(),
+            p.tool.clone().unwrap_or_else(|| p.kind.clone()),
+            out::age(&p.time, now).trim_end_matches(" ago").to_string(),
+            p.policy
+                .as_ref()
+                .map_or("-".into(), |b| format!("{} ({})", b.answer, b.rule)),
+            prompt,
+        ]);
+    }
+    let mut text = out::table(&rows);
+    text.push_str(
+        "answer: aep-cline fleet approve ID | aep-cline fleet deny ID [--reason TEXT] | aep-cline fleet answer ID TEXT\n",
+    );
+    out::print(&text)
+}
+
+fn usage_(args: UsageArgs) -> anyhow::Result<()> {
+    let view = args.conn.with_view(async |_, _, view| Ok(view))?;
+    let f = &args.filters;
+    let group = match args.group {
+        UsageGroup::Daily => Some(Group::Daily),
+        UsageGroup::Weekly => Some(Group::Weekly),
+        UsageGroup::Monthly => Some(Group::Monthly),
+        UsageGroup::Model => Some(Group::Model),
+        UsageGroup::Host => Some(Group::Host),
+        UsageGroup::Session => None,
+    };
+    let rows: Vec<(String, Tally)> = match group {
+        Some(group) => view.usage.rows(group, |k| {
+            f.takes(
+                &k.host,
+                Some(k.workspace.as_str()).filter(|w| *w != "-"),
+                Some(k.model.as_str()).filter(|m| *m != "-"),
+            )
+        }),
+        None => view
+            .sessions()
+            .into_iter()
+            .filter(|s| f.takes(&s.host, s.summary.workspace.as_deref(), s.summary.model.as_deref()))
+            .map(|s| {
+                (
+                    format!("{}/{}", s.host, s.summary.session),
+                    Point::ZERO.delta(&s.summary),
+                )
+            })
+            .filter(|(_, t)| t.runs > 0 || t.total_tokens > 0)
+            .collect(),
+    };
+    let totals = usage::total(rows.iter().map(|r| &r.1));
+    let name = args
+        .group
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    if args.json {
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|(key, t)| {
+                let mut v = json!(t);
+                v["key"] = json!(key);
+                v
+            })
+            .collect();
+        return out::print_json(&json!({"group": name, "rows": rows, "totals": totals}));
+    }
+    if rows.is_empty() {
+        return out::print("no usage reported yet\n");
+    }
+    let first = match args.group {
+        UsageGroup::Daily => "DAY",
+        UsageGroup::Weekly => "WEEK (MONDAY)",
+        UsageGroup::Monthly => "MONTH",
+        UsageGroup::Session => "HOST/SESSION",
+        UsageGroup::Model => "MODEL",
+        UsageGroup::Host => "HOST",
+    };
+    let mut table = vec![[first, "RUNS", "INPUT", "CACHE_RD", "OUTPUT", "TOTAL", "COST"]
+        .map(String::from)
+        .to_vec()];
+    let line = |key: &str, t: &Tally| {
+        let n = crate::people::numbers::tokens;
+        vec![
+            key.to_string(),
+            t.runs.to_string(),
+            n(t.input_tokens),
+            n(t.cache_read_tokens),
+            n(t.output_tokens),
+            n(t.total_tokens),
+            t.cost_text(),
+        ]
+    };
+    for (key, t) in &rows {
+        table.push(line(key, t));
+    }
+    table.push(line("TOTAL", &totals));
+    let mut text = out::table(&table);
+    text.push_str("INPUT = uncached input incl. cache writes; TOTAL = every token once; days in UTC.\n");
+    out::print(&text)
+}

@@ -1,0 +1,320 @@
+//! `aep-cline fleet approve | deny | answer | cancel | send`: a person's command to a session on
+//! any machine. The id is resolved from the fleet's view as on one machine (an approval's short
+//! id, a session id or a unique start or end of it; `--host` narrows), the command is the one
+//! `aep-cline approve` builds ([`act::command`]), sent to the owning machine's control subject
+//! ([`crate::fleet::command`]), and its ack printed. The outcome lands in the stream.
+//!
+//! Exit status as on one machine: 0 accepted; 1 rejected (the reason is printed); 2 not sent or
+//! not decided (no such approval or session, the machine offline, no daemon listening, the
+//! server's permissions, no ack in time).
+
+use super::fleet_conn::Conn;
+use super::out;
+use crate::fleet::command::{self, Sent};
+use crate::fleet::health;
+use crate::fleet::View;
+use crate::people::act::{self, Action};
+use crate::people::logs::{self, Found};
+use crate::people::State;
+use crate::sinks::nats::machine;
+use anyhow::{anyhow, bail};
+use serde_json::{json, Value};
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+/// Approve a pending approval on any machine (its id from `aep-cline fleet approvals`).
+#[derive(clap::Args, Debug)]
+pub struct ApproveArgs {
+    /// The approval: its short id (or any unique start or end of its id).
+    id: String,
+    /// A note that goes with the answer.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Deny a pending approval on any machine; --reason tells Cline why.
+#[derive(clap::Args, Debug)]
+pub struct DenyArgs {
+    /// The approval: its short id.
+    id: String,
+    /// Why, passed to Cline as the denial's reason.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Answer a pending approval on any machine in words (AEP-0008).
+#[derive(clap::Args, Debug)]
+pub struct AnswerArgs {
+    /// The approval: its short id.
+    id: String,
+    /// The answer: "approve", "deny", or any other text (which denies, with it as the reason).
+    text: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Cancel the running run of a session on any machine.
+#[derive(clap::Args, Debug)]
+pub struct CancelArgs {
+    /// The session: its id or a unique start or end of it (from `aep-cline fleet sessions`).
+    session: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Send a prompt to a session on any machine (queued, or --steer).
+#[derive(clap::Args, Debug)]
+pub struct SendArgs {
+    /// The session: its id or a unique start or end of it.
+    session: String,
+    /// The prompt (at most 4000 characters); `-` reads it from stdin.
+    text: String,
+    /// Steer the running run instead of queueing.
+    #[arg(long)]
+    steer: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+struct Common {
+    /// Only this machine's approvals and sessions (where an id is on several).
+    #[arg(long)]
+    host: Option<String>,
+    /// Print the host, the command id and the ack as one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+/// What a command is for, once resolved.
+struct Target {
+    host: String,
+    session: String,
+    /// What the person asked, for the messages.
+    what: String,
+    /// What a `refused` nack means for this session as the stream reads.
+    refusal: String,
+}
+
+pub fn approve(args: ApproveArgs) -> ExitCode {
+    let reason = args.reason;
+    on_approval(&args.common, &args.id, "approve", move |request| Action::Approve {
+        request,
+        reason,
+    })
+}
+
+pub fn deny(args: DenyArgs) -> ExitCode {
+    let reason = args.reason;
+    on_approval(&args.common, &args.id, "deny", move |request| Action::Deny {
+        request,
+        reason,
+    })
+}
+
+pub fn answer(args: AnswerArgs) -> ExitCode {
+    if args.text.trim().is_empty() {
+        eprintln!("aep-cline: the answer is empty: say approve, deny, or why not");
+        return ExitCode::from(2);
+    }
+    let text = args.text;
+    on_approval(&args.common, &args.id, "answer", move |request| Action::Answer {
+        request,
+        text,
+    })
+}
+
+pub fn cancel(args: CancelArgs) -> ExitCode {
+    on_session(&args.common, &args.session, Action::Cancel, |s| {
+        let session = &s.session;
+        (
+            format!("cancel the run of {session}"),
+            match s.state {
+                State::Ended => format!("session {session} has ended: nothing runs in it to cancel"),
+                _ if s.active_run.is_none() => format!("session {session} has no running run to cancel: it is idle"),
+                _ => String::new(),
+            },
+        )
+    })
+}
+
+pub fn send_input(args: SendArgs) -> ExitCode {
+    let text = if args.text == "-" {
+        let mut t = String::new();
+        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut t) {
+            eprintln!("aep-cline: cannot read the prompt from stdin: {e}");
+            return ExitCode::from(2);
+        }
+        t
+    } else {
+        args.text
+    };
+    let chars = text.chars().count();
+    if text.trim().is_empty() || chars > cline_hub::control::MAX_INPUT_CHARS {
+        eprintln!(
+            "aep-cline: the prompt has {chars} characters; send 1 to {}",
+            cline_hub::control::MAX_INPUT_CHARS
+        );
+        return ExitCode::from(2);
+    }
+    let action = Action::Send {
+        text,
+        steer: args.steer,
+    };
+    on_session(&args.common, &args.session, action, |s| {
+        let session = &s.session;
+        (
+            format!("send input to {session}"),
+            match s.state {
+                State::Ended => format!("session {session} has ended: Cline no longer takes input for it"),
+                _ => String::new(),
+            },
+        )
+    })
+}
+
+fn on_approval(common: &Common, id: &str, verb: &str, action: impl FnOnce(String) -> Action) -> ExitCode {
+    finish(common.conn.with_view(async |client, mut refusals, view| {
+        let list: Vec<_> = view
+            .approvals()
+            .into_iter()
+            .filter(|a| common.host.as_deref().is_none_or(|h| h == a.host))
+            .collect();
+        let a = match logs::find(list, |a| a.pending.id.as_str(), id) {
+            Found::One(a) if !a.pending.answerable => bail!(
+                "approval {} ({} on {}) can only be answered in Cline: the daemon that logged it had control off",
+                a.pending.short,
+                a.pending.session,
+                a.host
+            ),
+            Found::One(a) => a,
+            Found::None => bail!("no pending approval matches {id:?}: `aep-cline fleet approvals` lists them"),
+            Found::Many(ids) => bail!(
+                "{id:?} matches more than one pending approval ({}): type more of it, or name the machine (--host)",
+                ids.join(", ")
+            ),
+        };
+        let target = Target {
+            what: format!("{verb} {} on {}", a.pending.short, a.host),
+            host: a.host,
+            session: a.pending.session,
+            refusal: String::new(),
+        };
+        send(common, &client, &mut refusals, &view, target, action(a.pending.id)).await
+    }))
+}
+
+fn on_session(
+    common: &Common,
+    query: &str,
+    action: Action,
+    words: impl FnOnce(&crate::people::Summary) -> (String, String),
+) -> ExitCode {
+    finish(common.conn.with_view(async |client, mut refusals, view| {
+        let list: Vec<_> = view
+            .sessions()
+            .into_iter()
+            .filter(|s| common.host.as_deref().is_none_or(|h| h == s.host))
+            .collect();
+        let s = match logs::find(list, |s| s.summary.session.as_str(), query) {
+            Found::One(s) => s,
+            Found::None => bail!("no session matches {query:?}: `aep-cline fleet sessions` lists them"),
+            Found::Many(ids) => bail!(
+                "{query:?} matches more than one session ({}): type more of it, or name the machine (--host)",
+                ids.join(", ")
+            ),
+        };
+        let (what, refusal) = words(&s.summary);
+        let target = Target {
+            what: format!("{what} on {}", s.host),
+            host: s.host,
+            session: s.summary.session,
+            refusal,
+        };
+        send(common, &client, &mut refusals, &view, target, action).await
+    }))
+}
+
+/// Exit 2 with the message for anything that kept the command from being decided.
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
+    result.unwrap_or_else(|e| {
+        eprintln!("aep-cline: {}", out::terminal(&format!("{e:#}")));
+        ExitCode::from(2)
+    })
+}
+
+async fn send(
+    common: &Common,
+    client: &async_nats::Client,
+    refusals: &mut command::Refusals,
+    view: &View,
+    target: Target,
+    action: Action,
+) -> anyhow::Result<ExitCode> {
+    let Target {
+        host,
+        session,
+        what,
+        refusal,
+    } = target;
+    let now = SystemTime::now();
+    let record = view.record(&host);
+    let status = health::status(record, now, common.conn.offline_after);
+    if !status.reachable() {
+        bail!(
+            "machine {host} is {} (last heard {}): the command was not sent",
+            status.as_str(),
+            record.map_or("-".into(), |r| out::age(&r.time, now))
+        );
+    }
+    let command = act::command(&action, &session, "aep-cline-fleet", &crate::state::host());
+    let subject = machine::control_subject(&host);
+    let id = command["id"].as_str().unwrap_or_default().to_string();
+    let ack = match command::send(client, refusals, &host, &command, act::ACK_WAIT).await? {
+        Sent::Ack(ack) => ack,
+        Sent::NoResponders => bail!(
+            "no daemon answers on {subject}: machine {host} does not take commands over NATS (its daemon is down, \
+             or runs without AEP_NATS_CONTROL=1); {what} was not sent"
+        ),
+        Sent::Refused(text) => bail!(
+            "the NATS server refused to let this user command {host} ({}): it needs permission to publish on {subject}",
+            text.trim()
+        ),
+        Sent::TimedOut => bail!(
+            "no ack from {host} within {}s for {what} (command {}): it may still be decided; \
+             `aep-cline fleet sessions --host {host}` will show it",
+            act::ACK_WAIT.as_secs(),
+            crate::people::summary::short_id(&id)
+        ),
+        Sent::BadReply(text) => Err(anyhow!(
+            "{host} answered {what} with something that is no ack Event: {text}"
+        ))?,
+    };
+    if common.json {
+        out::print_json(&json!({"host": host, "command": id, "ack": ack}))?;
+    }
+    if ack["type"] == "control.accepted" {
+        if !common.json {
+            out::print(&format!(
+                "accepted: {what} (command {})\n",
+                crate::people::summary::short_id(&id)
+            ))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !common.json {
+        let reason = ack["data"]["reason"].as_str().unwrap_or("unknown");
+        let detail = match &ack["data"]["detail"] {
+            Value::Null if reason == "refused" && !refusal.is_empty() => Value::from(refusal),
+            d => d.clone(),
+        };
+        eprintln!("rejected ({reason}): {what}: {}", super::act::why(reason, &detail));
+    }
+    Ok(ExitCode::from(1))
+}

@@ -1,0 +1,361 @@
+//! The console's read model: each session of each machine summed up ([`Summary`], keyed by
+//! the host of the Event's `source` and its session), the machines' latest records, and the
+//! spend ([`Usage`]). Fed one stream message at a time; holds summaries, never Events, and
+//! lets go of the oldest ended sessions beyond [`MAX_ENDED`] (live ones always stay), so its
+//! memory follows live state, not history.
+//!
+//! Bad input is skipped and counted ([`Counts`]), never a panic: a message that is not a
+//! CloudEvent of an AEP Event, an Event without a host in its `source` or without a session,
+//! a subject outside `aep.>`, a record that does not read. Delivery into the stream is at
+//! least once: an Event at or before the last `(epoch, seq)` folded into its session is a
+//! duplicate (counted, not folded again; AEP-0001 §5.2).
+
+use super::health::{self, Status};
+use super::usage::{Point, Usage};
+use crate::people::{Pending, Summary};
+use crate::sinks::nats::{machine, machine::Machine, subject};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
+
+/// Ended sessions kept (the most recently moved), fleet-wide, as the daemon's own view keeps
+/// them ([`crate::people::index::MAX_ENDED`]).
+pub const MAX_ENDED: usize = crate::people::index::MAX_ENDED;
+
+/// Distinct reasons for skipping kept to be said (the counts go on).
+const REASONS: usize = 8;
+
+/// What was read and what was skipped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Counts {
+    /// Messages read from the stream.
+    pub messages: u64,
+    /// Events folded in.
+    pub events: u64,
+    /// Events at or before their session's last position: redeliveries.
+    pub duplicates: u64,
+    /// Messages that are not an AEP Event's CloudEvent, or on a subject outside `aep.>`.
+    pub malformed: u64,
+    /// Events without a host in `source` or without a session: nothing to fold them into.
+    pub unplaced: u64,
+    /// Machine records that do not read (not JSON, or a host that is not their key's).
+    pub bad_records: u64,
+    /// Ended sessions let go (their spend stays in the usage tallies).
+    pub forgotten: u64,
+    /// Why things were skipped, each reason once (the first few).
+    pub reasons: Vec<String>,
+}
+
+/// One session of the fleet.
+#[derive(Debug, Clone, Serialize)]
+pub struct Session {
+    pub host: String,
+    #[serde(flatten)]
+    pub summary: Summary,
+}
+
+/// One pending approval of the fleet.
+#[derive(Debug, Clone, Serialize)]
+pub struct Approval {
+    pub host: String,
+    #[serde(flatten)]
+    pub pending: Pending,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// One machine of the fleet: its record (if any) and what the stream says of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineView {
+    pub host: String,
+    pub status: Status,
+    /// Its latest record; `None` when it is known from the stream only.
+    pub record: Option<Machine>,
+    /// Sessions of it the stream shows live, and how many of them wait for a person.
+    pub sessions_live: u64,
+    pub waiting: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct View {
+    sessions: HashMap<(String, String), Summary>,
+    ended: usize,
+    machines: BTreeMap<String, Machine>,
+    pub usage: Usage,
+    pub counts: Counts,
+    /// The last stream sequence read.
+    pub stream_seq: u64,
+}
+
+/// The `{host}` of an `aep://{host}/...` source, decoded.
+pub fn host_of(source: &str) -> Option<String> {
+    let rest = source.strip_prefix("aep://")?;
+    let host = rest.split('/').next().filter(|h| !h.is_empty())?;
+    percent_encoding::percent_decode_str(host)
+        .decode_utf8()
+        .ok()
+        .map(|h| h.into_owned())
+}
+
+impl View {
+    pub fn new() -> View {
+        View::default()
+    }
+
+    fn skip(&mut self, why: String) {
+        if self.counts.reasons.len() < REASONS && !self.counts.reasons.contains(&why) {
+            self.counts.reasons.push(why);
+        }
+    }
+
+    /// Folds one stream message in (`seq`: its stream sequence).
+    pub fn apply_message(&mut self, seq: u64, subject_: &str, payload: &[u8]) {
+        self.stream_seq = self.stream_seq.max(seq);
+        self.counts.messages += 1;
+        if subject_.split('.').next() != Some(subject::ROOT) {
+            self.counts.malformed += 1;
+            self.skip(format!("a message on {subject_:?}, outside {}", subject::ALL));
+            return;
+        }
+        let event = match event_of(payload) {
+            Ok(e) => e,
+            Err(why) => {
+                self.counts.malformed += 1;
+                self.skip(why);
+                return;
+            }
+        };
+        self.apply(&event);
+    }
+
+    /// Folds one Event in.
+    pub fn apply(&mut self, event: &Value) {
+        let host = event.get("source").and_then(Value::as_str).and_then(host_of);
+        let session = event.get("session").and_then(Value::as_str);
+        let (Some(host), Some(session)) = (host, session) else {
+            self.counts.unplaced += 1;
+            self.skip("an Event without a session or an aep://host source".into());
+            return;
+        };
+        let key = (host.clone(), session.to_string());
+        let summary = self
+            .sessions
+            .entry(key)
+            .or_insert_with_key(|(_, session)| Summary::new(session));
+        if !summary.is_new(event) {
+            self.counts.duplicates += 1;
+            return;
+        }
+        let (was_live, before) = (summary.live(), Point::of(summary));
+        summary.apply(event);
+        self.counts.events += 1;
+        let time = event.get("time").and_then(Value::as_str).unwrap_or_default();
+        self.usage.note(&host, time, before, summary);
+        match (was_live, summary.live()) {
+            (true, false) => self.ended += 1,
+            (false, true) => self.ended -= 1,
+            _ => {}
+        }
+        if self.ended > MAX_ENDED {
+            self.forget_oldest_ended();
+        }
+    }
+
+    /// Lets go of ended sessions down to 90 % of the bound, the least recently moved first.
+    fn forget_oldest_ended(&mut self) {
+        let mut oldest: Vec<(String, (String, String))> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| !s.live())
+            .map(|(k, s)| (s.last.clone(), k.clone()))
+            .collect();
+        oldest.sort();
+        let drop = self.ended - MAX_ENDED * 9 / 10;
+        for (_, key) in oldest.into_iter().take(drop) {
+            self.sessions.remove(&key);
+            self.ended -= 1;
+            self.counts.forgotten += 1;
+        }
+    }
+
+    /// Takes a machine record from the bucket (`key`: its key there; `None` value: deleted).
+    pub fn apply_record(&mut self, key: &str, value: Option<&[u8]>) {
+        let Some(value) = value else {
+            self.machines.retain(|host, _| machine::key(host) != key);
+            return;
+        };
+        match serde_json::from_slice::<Machine>(value) {
+            Ok(m) if machine::key(&m.host) == key => {
+                self.machines.insert(m.host.clone(), m);
+            }
+            Ok(m) => {
+                self.counts.bad_records += 1;
+                self.skip(format!("the machine record under key {key:?} names host {:?}", m.host));
+            }
+            Err(e) => {
+                self.counts.bad_records += 1;
+                self.skip(format!("the machine record under key {key:?} is not one ({e})"));
+            }
+        }
+    }
+
+    /// Every session, the most recently moved first.
+    pub fn sessions(&self) -> Vec<Session> {
+        let mut all: Vec<Session> = self
+            .sessions
+            .iter()
+            .map(|((host, _), s)| Session {
+                host: host.clone(),
+                summary: s.clone(),
+            })
+            .collect();
+        all.sort_by(|a, b| {
+            (b.summary.last.as_str(), &a.host, &a.summary.session).cmp(&(
+                a.summary.last.as_str(),
+                &b.host,
+                &b.summary.session,
+            ))
+        });
+        all
+    }
+
+    /// Every pending approval of a live session, the oldest first.
+    pub fn approvals(&self) -> Vec<Approval> {
+        let mut all: Vec<Approval> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.live())
+            .flat_map(|((host, _), s)| {
+                s.pending.iter().map(move |p| Approval {
+                    host: host.clone(),
+                    pending: p.clone(),
+                    workspace: s.workspace.clone(),
+                    model: s.model.clone(),
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| a.pending.time.cmp(&b.pending.time));
+        all
+    }
+
+    /// A host's latest record.
+    pub fn record(&self, host: &str) -> Option<&Machine> {
+        self.machines.get(host)
+    }
+
+    /// Every machine: those with a record and those seen in the stream only, by host.
+    pub fn machines(&self, now: SystemTime, offline_after: Duration) -> Vec<MachineView> {
+        let mut all: BTreeMap<&str, MachineView> = BTreeMap::new();
+        let add = |host: &str| MachineView {
+            host: host.to_string(),
+            status: health::status(self.machines.get(host), now, offline_after),
+            record: self.machines.get(host).cloned(),
+            sessions_live: 0,
+            waiting: 0,
+        };
+        for host in self.machines.keys() {
+            all.insert(host, add(host));
+        }
+        for ((host, _), s) in &self.sessions {
+            let m = all.entry(host).or_insert_with(|| add(host));
+            if s.live() {
+                m.sessions_live += 1;
+                m.waiting += u64::from(!s.pending.is_empty());
+            }
+        }
+        all.into_values().collect()
+    }
+}
+
+/// A stream message's AEP Event (AEP-0005 §2).
+fn event_of(payload: &[u8]) -> Result<Value, String> {
+    let ce: serde_json::Map<String, Value> =
+        serde_json::from_slice(payload).map_err(|e| format!("a message that is not a JSON CloudEvent ({e})"))?;
+    let inbound = aep_core::cloudevents::inverse(&ce).map_err(|e| format!("a CloudEvent that is no AEP Event: {e}"))?;
+    Ok(Value::Object(inbound.event))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn wire(e: &Value) -> Vec<u8> {
+        serde_json::to_vec(&aep_core::cloudevents::forward(e.as_object().unwrap()).unwrap()).unwrap()
+    }
+
+    fn event(host: &str, session: &str, seq: u64, ty: &str) -> Value {
+        json!({"aep": "0.1", "id": format!("{host}-{session}-{seq}"), "type": ty, "time": format!("2026-12-01T09:00:{:02}Z", seq % 60),
+               "source": aep_core::source::session_source(host, "cline", session), "agent": "cline",
+               "session": session, "seq": seq, "run": "r"})
+    }
+
+    #[test]
+    fn two_hosts_fold_apart_duplicates_and_bad_input_are_counted() {
+        let mut view = View::new();
+        // The same session id on two machines is two sessions.
+        view.apply_message(1, "aep.cline.s", &wire(&event("a.b", "s", 1, "run.started")));
+        view.apply_message(2, "aep.cline.s", &wire(&event("c", "s", 1, "session.started")));
+        view.apply_message(3, "aep.cline.s", &wire(&event("a.b", "s", 1, "run.started")));
+        view.apply_message(4, "aep.cline.s", b"nope");
+        view.apply_message(5, "other.x", &wire(&event("c", "s", 2, "run.started")));
+        let mut no_session = event("c", "s", 3, "run.started");
+        no_session.as_object_mut().unwrap().remove("session");
+        view.apply_message(6, "aep.cline.%", &wire(&no_session));
+        let s = view.sessions();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.iter().map(|s| s.host.as_str()).collect::<Vec<_>>(), ["a.b", "c"]);
+        let c = &view.counts;
+        assert_eq!(
+            (c.messages, c.events, c.duplicates, c.malformed, c.unplaced),
+            (6, 2, 1, 2, 1)
+        );
+        assert_eq!(view.stream_seq, 6);
+        assert_eq!(c.reasons.len(), 3, "{:?}", c.reasons);
+        assert_eq!(host_of("aep://h%20x/agent/cline"), Some("h x".into()));
+        assert_eq!(host_of("http://h/agent"), None);
+    }
+
+    #[test]
+    fn records_read_and_bad_ones_are_counted() {
+        let mut view = View::new();
+        let m = Machine {
+            host: "a.b".into(),
+            time: "2026-12-01T09:00:00Z".into(),
+            state: "running".into(),
+            ..Default::default()
+        };
+        view.apply_record(&machine::key("a.b"), Some(&serde_json::to_vec(&m).unwrap()));
+        view.apply_record("x", Some(&serde_json::to_vec(&m).unwrap()));
+        view.apply_record("y", Some(b"{"));
+        view.apply_message(1, "aep.cline.s", &wire(&event("z", "s", 1, "run.started")));
+        let now = crate::cli::out::parse_time("2026-12-01T09:00:10Z").unwrap();
+        let all = view.machines(now, Duration::from_secs(30));
+        assert_eq!(
+            all.iter().map(|m| (m.host.as_str(), m.status)).collect::<Vec<_>>(),
+            [("a.b", Status::Online), ("z", Status::Unknown)]
+        );
+        assert_eq!((all[1].sessions_live, view.counts.bad_records), (1, 2));
+        view.apply_record(&machine::key("a.b"), None);
+        assert!(view.record("a.b").is_none());
+    }
+
+    #[test]
+    fn ended_sessions_are_bounded_and_live_ones_stay() {
+        let mut view = View::new();
+        view.apply(&event("h", "live", 1, "run.started"));
+        for n in 0..(MAX_ENDED + 10) {
+            let s = format!("e{n:05}");
+            view.apply(&event("h", &s, 1, "session.started"));
+            view.apply(&event("h", &s, 2, "session.ended"));
+        }
+        let all = view.sessions();
+        assert!(all.len() <= MAX_ENDED + 1, "{}", all.len());
+        assert!(all.iter().any(|s| s.summary.session == "live"));
+        assert!(view.counts.forgotten > 0);
+        assert_eq!(view.ended, all.len() - 1);
+    }
+}

@@ -1,0 +1,464 @@
+//! `aep-cline fleet` (the console) through the real binary against a real `nats-server` with
+//! JetStream: two machines' Events in one stream and their records in the machines bucket
+//! read back as machines, sessions, approvals and usage; a command by short id reaching the
+//! owning machine's control subject; an offline machine, no daemon listening, a permission
+//! the server refuses and a stream or server that is not there, each said in words; bad
+//! messages in the stream skipped and counted.
+//!
+//! Until the daemon's side of the contract (`AEP_NATS_CONTROL=1`, heartbeats) is merged, the
+//! machine records are written here as a daemon writes them ([`record`]) and the control
+//! subjects answered by a responder that replies as the daemon's intake does ([`Responders`]):
+//! the two spots to swap for real daemons.
+
+use crate::nats::{free_port, Server};
+use crate::support::daemon::{Sandbox, BIN};
+
+use aep_cline::sinks::nats::machine::{self, Machine};
+use async_nats::jetstream::{self, stream};
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+const A: &str = "dev-1";
+/// A host with a dot: its subject token is escaped (`ci%2Erunner`).
+const B: &str = "ci.runner";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An RFC 3339 time `ago` before now.
+fn time_ago(ago: Duration) -> String {
+    jiff::Timestamp::try_from(SystemTime::now() - ago).unwrap().to_string()
+}
+
+/// One Event of `host`'s session, as a daemon logs it.
+fn event(host: &str, session: &str, seq: u64, ty: &str, data: Value) -> Value {
+    json!({"aep": "0.1", "id": format!("01JFLEET{}{seq:04}{}", session.len(), &session[session.len() - 5..]).to_uppercase(),
+           "type": ty, "time": time_ago(Duration::from_secs(60)),
+           "source": aep_core::source::session_source(host, "cline", session), "agent": "cline",
+           "session": session, "seq": seq, "epoch": 1, "run": "run-1", "data": data})
+}
+
+/// Connects (as `user`, when given).
+async fn connect(url: &str, user: Option<&str>) -> async_nats::Client {
+    match user {
+        Some(u) => async_nats::ConnectOptions::with_user_and_password(u.into(), u.into())
+            .connect(url)
+            .await
+            .unwrap(),
+        None => async_nats::connect(url).await.unwrap(),
+    }
+}
+
+/// Publishes `events` into the stream the JetStream sink creates, as the sink does.
+async fn publish(js: &jetstream::Context, events: &[Value]) {
+    js.get_or_create_stream(stream::Config {
+        name: "AEP".into(),
+        subjects: vec!["aep.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for e in events {
+        let (subject, headers, payload) = aep_cline::sinks::nats::message(e).unwrap();
+        js.publish_with_headers(subject, headers, payload.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+}
+
+/// Writes `host`'s machine record as its daemon does (swap for a real daemon after the merge).
+async fn record(js: &jetstream::Context, host: &str, state: &str, heard: Duration) {
+    // The bucket's stream as `create_key_value` makes it: that call asks for the account's
+    // info first, which async-nats 0.51 cannot parse from nats-server 2.9 (Debian's).
+    js.get_or_create_stream(stream::Config {
+        name: format!("KV_{}", machine::BUCKET),
+        subjects: vec![format!("$KV.{}.>", machine::BUCKET)],
+        max_messages_per_subject: 1,
+        max_age: machine::KEEP,
+        discard: stream::DiscardPolicy::New,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let kv = js.get_key_value(machine::BUCKET).await.unwrap();
+    let m = Machine {
+        host: host.into(),
+        version: "0.1.0".into(),
+        time: time_ago(heard),
+        started: time_ago(Duration::from_secs(3600)),
+        state: state.into(),
+        control: true,
+        sinks: [("nats".to_string(), "ok".to_string())].into(),
+        sessions: machine::Sessions {
+            live: 1,
+            running: 1,
+            waiting: 1,
+        },
+        ..Default::default()
+    };
+    kv.put(machine::key(host), serde_json::to_vec(&m).unwrap().into())
+        .await
+        .unwrap();
+}
+
+/// Control subjects answered as the daemon's intake answers (swap for real daemons with
+/// `AEP_NATS_CONTROL=1` after the merge): `accepted` on `accept`'s hosts, `rejected (refused)`
+/// on the others; every command heard is kept.
+struct Responders {
+    heard: Arc<Mutex<Vec<(String, Value)>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Responders {
+    fn start(url: &str, user: Option<&str>, hosts: &[(&str, bool)]) -> Responders {
+        let rt = runtime();
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let client = rt.block_on(connect(url, user));
+        for (host, accept) in hosts {
+            let (host, accept, client, heard) = (host.to_string(), *accept, client.clone(), heard.clone());
+            let mut sub = rt.block_on(client.subscribe(machine::control_subject(&host))).unwrap();
+            rt.spawn(async move {
+                while let Some(m) = sub.next().await {
+                    let command: Value = serde_json::from_slice(&m.payload).unwrap();
+                    heard.lock().unwrap().push((host.clone(), command.clone()));
+                    let (ty, data) = if accept {
+                        ("control.accepted", json!({}))
+                    } else {
+                        ("control.rejected", json!({"reason": "refused"}))
+                    };
+                    let ack = json!({"aep": "0.1", "id": aep_core::id::new_id(), "type": ty, "time": aep_core::id::now_rfc3339(),
+                                     "source": aep_core::source::agent_source(&host, "cline"), "agent": "cline",
+                                     "session": command["session"], "cause": command["id"], "data": data});
+                    client
+                        .publish(m.reply.unwrap(), serde_json::to_vec(&ack).unwrap().into())
+                        .await
+                        .unwrap();
+                }
+            });
+        }
+        rt.block_on(client.flush()).unwrap();
+        Responders { heard, _runtime: rt }
+    }
+
+    fn heard(&self) -> Vec<(String, Value)> {
+        self.heard.lock().unwrap().clone()
+    }
+}
+
+/// `aep-cline fleet ARGS` against `url`.
+fn fleet(sandbox: &Sandbox, url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut all = vec!["fleet"];
+    all.extend_from_slice(args);
+    let mut with = vec![("AEP_NATS_URL", url)];
+    with.extend_from_slice(env);
+    sandbox.run(&all, &with)
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn json_of(sandbox: &Sandbox, url: &str, args: &[&str]) -> Value {
+    let o = fleet(sandbox, url, args, &[]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+const S1: &str = "1796007203184_aaaaa";
+const S2: &str = "1796007203184_bbbbb";
+const S3: &str = "1796007203184_ccccc";
+const S4: &str = "1796007203184_ddddd";
+const S5: &str = "1796007203184_eeeee";
+
+/// Two machines' sessions (an approval waiting on each), an ended one, a session on a machine
+/// gone quiet and one on a machine without control; and what a stream may also hold: a
+/// redelivery, a message that is no Event, an Event of no session.
+fn fleet_events() -> Vec<Value> {
+    let usage = |input: u64, cost: Option<f64>| {
+        let mut d = json!({"gen_ai.usage.input_tokens": input, "gen_ai.usage.output_tokens": 10});
+        if let Some(c) = cost {
+            d["cost"] = json!({"total": c, "currency": "USD"});
+        }
+        d
+    };
+    let ask =
+        |tool: &str| json!({"kind": "tool", "prompt": format!("run {tool}?"), "respond_via": ["control", "cline"]});
+    let mut a_ask = event(A, S1, 4, "attention.requested", ask("execute_command"));
+    a_ask["subject"] = json!("execute_command");
+    let mut b_ask = event(B, S2, 4, "attention.requested", ask("write_to_file"));
+    b_ask["subject"] = json!("write_to_file");
+    vec![
+        event(A, S1, 1, "session.started", json!({"cwd": "/home/ana/shop"})),
+        event(A, S1, 2, "run.started", json!({"gen_ai.request.model": "m-large"})),
+        event(A, S1, 3, "run.finished", usage(1000, Some(0.25))),
+        a_ask,
+        event(B, S2, 1, "session.started", json!({"cwd": "/srv/ci/build"})),
+        event(B, S2, 2, "run.started", json!({"gen_ai.request.model": "m-small"})),
+        event(B, S2, 3, "run.finished", usage(500, None)),
+        b_ask,
+        event(B, S2, 5, "run.started", json!({})),
+        event(B, S3, 1, "session.started", json!({})),
+        event(B, S3, 2, "session.ended", json!({"reason": "normal"})),
+        event("gone", S4, 1, "session.started", json!({})),
+        event("quiet", S5, 1, "session.started", json!({})),
+        event("quiet", S5, 2, "run.started", json!({})),
+    ]
+}
+
+#[test]
+fn the_console_shows_every_machine_and_commands_the_one_that_owns_the_session() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    rt.block_on(async {
+        let client = connect(&url, None).await;
+        let js = jetstream::new(client.clone());
+        let events = fleet_events();
+        publish(&js, &events).await;
+        // A redelivery past the server's dedupe (another message id), a message that is no
+        // Event, an Event of no session.
+        let again = &events[1];
+        let (subject, _, payload) = aep_cline::sinks::nats::message(again).unwrap();
+        js.publish(subject, payload.into()).await.unwrap().await.unwrap();
+        js.publish("aep.cline.x", "not an event".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        let mut agentwide = event(A, S1, 9, "x.note", json!({}));
+        agentwide.as_object_mut().unwrap().remove("session");
+        agentwide["source"] = json!(aep_core::source::agent_source(A, "cline"));
+        publish(&js, &[agentwide]).await;
+        record(&js, A, "running", Duration::from_secs(2)).await;
+        record(&js, B, "running", Duration::from_secs(2)).await;
+        record(&js, "gone", "running", Duration::from_secs(120)).await;
+        record(&js, "down", "stopped", Duration::from_secs(5)).await;
+        record(&js, "quiet", "running", Duration::from_secs(1)).await;
+    });
+    let sandbox = Sandbox::new();
+
+    // Machines: each state in words, and what the read skipped said on stderr.
+    let o = fleet(&sandbox, &url, &["machines", "--json"], &[]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("skipped 1 messages that are no AEP Event, 1 Events without a session or host"),
+        "{err}"
+    );
+    let machines: Value = serde_json::from_str(&out).unwrap();
+    let states: Vec<(&str, &str)> = machines
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["host"].as_str().unwrap(), m["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            (B, "online"),
+            (A, "online"),
+            ("down", "stopped"),
+            ("gone", "offline"),
+            ("quiet", "online")
+        ]
+    );
+    assert_eq!(machines[1]["record"]["version"], "0.1.0");
+    assert_eq!(
+        (machines[1]["sessions_live"].as_u64(), machines[1]["waiting"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let o = fleet(&sandbox, &url, &["machines", "--state", "offline"], &[]);
+    let (out, _) = text(&o);
+    assert!(
+        out.starts_with("HOST") && out.contains("gone") && !out.contains(A),
+        "{out}"
+    );
+
+    // Sessions: one per (host, session), folded once despite the redelivery.
+    let sessions = json_of(&sandbox, &url, &["sessions", "--json"]);
+    let list = sessions.as_array().unwrap();
+    assert_eq!(list.len(), 5, "{sessions:#}");
+    let s1 = list.iter().find(|s| s["session"] == S1).unwrap();
+    assert_eq!(
+        (s1["host"].as_str(), s1["state"].as_str(), s1["runs"].as_u64()),
+        (Some(A), Some("waiting"), Some(1))
+    );
+    assert_eq!(
+        (s1["workspace"].as_str(), s1["model"].as_str()),
+        (Some("shop"), Some("m-large"))
+    );
+    let on_b = json_of(&sandbox, &url, &["sessions", "--json", "--host", B]);
+    assert_eq!(on_b.as_array().unwrap().len(), 2);
+    let ended = json_of(&sandbox, &url, &["sessions", "--json", "--state", "ended"]);
+    assert_eq!(ended[0]["session"], S3);
+    let table = text(&fleet(&sandbox, &url, &["sessions", "--workspace", "build"], &[])).0;
+    assert!(
+        table.starts_with("HOST") && table.contains(B) && table.contains(S2) && !table.contains(S1),
+        "{table}"
+    );
+
+    // Approvals: both machines', with their host.
+    let approvals = json_of(&sandbox, &url, &["approvals", "--json"]);
+    let hosts: Vec<&str> = approvals
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts.len(), 2);
+    assert!(hosts.contains(&A) && hosts.contains(&B));
+    let a_short = approvals.as_array().unwrap().iter().find(|a| a["host"] == A).unwrap()["short"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Usage by host and by model.
+    let usage = json_of(&sandbox, &url, &["usage", "host", "--json"]);
+    let rows = usage["rows"].as_array().unwrap();
+    let row = |key: &str| rows.iter().find(|r| r["key"] == key).unwrap().clone();
+    assert_eq!(
+        (row(A)["input_tokens"].as_u64(), row(A)["cost"].as_f64()),
+        (Some(1000), Some(0.25))
+    );
+    assert_eq!(
+        (row(B)["total_tokens"].as_u64(), row(B)["unpriced_runs"].as_u64()),
+        (Some(510), Some(1))
+    );
+    assert_eq!(usage["totals"]["total_tokens"], 1520);
+    let by_model = json_of(&sandbox, &url, &["usage", "model", "--json", "--model", "m-small"]);
+    assert_eq!(by_model["rows"][0]["key"], "m-small");
+    assert_eq!(by_model["rows"].as_array().unwrap().len(), 1);
+
+    // A console started again shows the same view.
+    assert_eq!(json_of(&sandbox, &url, &["sessions", "--json"]), sessions);
+
+    // Commands: by short id to the owning machine only.
+    let responders = Responders::start(&url, None, &[(A, true), (B, false)]);
+    let o = fleet(&sandbox, &url, &["approve", &a_short], &[]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.contains(&format!("accepted: approve {a_short} on {A}")), "{out}");
+    let heard = responders.heard();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0].0, A);
+    let command = &heard[0].1;
+    assert_eq!(
+        (command["type"].as_str(), command["session"].as_str()),
+        (Some("control.attention.respond"), Some(S1))
+    );
+    assert!(command["subject"].as_str().unwrap().to_lowercase().ends_with(&a_short));
+    assert_eq!(command["data"]["answer"]["option"], "approve");
+
+    // Rejected by the machine: exit 1, the reason in words.
+    let o = fleet(&sandbox, &url, &["cancel", "bbbbb"], &[]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("rejected (refused): cancel the run of"), "{err}");
+    assert_eq!(responders.heard()[1].0, B);
+
+    // Not sent: an ambiguous id, a machine offline, a machine with nobody listening.
+    for (args, needle) in [
+        (&["cancel", "1796007203184"][..], "matches more than one session"),
+        (&["send", "ddddd", "go on"], "machine gone is offline"),
+        (&["cancel", "eeeee"], "no daemon answers on aep-control.quiet"),
+        (&["approve", "zzzzzz"], "no pending approval matches"),
+    ] {
+        let o = fleet(&sandbox, &url, args, &[]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert_eq!(responders.heard().len(), 2, "nothing more was sent");
+}
+
+/// A NATS configuration with the fleet's roles: a viewer who reads but may not command, an
+/// operator who may (the daemons' own user is docs/fleet.md's).
+const PERMISSIONS: &str = r#"
+authorization {
+  users = [
+    { user: viewer, password: viewer, permissions: { publish: { deny: ["aep-control.>"] } } }
+    { user: operator, password: operator }
+  ]
+}
+"#;
+
+#[test]
+fn the_servers_permissions_refuse_a_viewers_command_in_words_and_missing_things_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("nats.conf");
+    std::fs::write(&conf, PERMISSIONS).unwrap();
+    let server = Server::start(&["-c", conf.to_str().unwrap()]);
+    let url = server.url();
+    let sandbox = Sandbox::new();
+    let as_user = |u: &'static str| [("AEP_NATS_USER", u), ("AEP_NATS_PASSWORD", u)];
+
+    // No stream yet: said, with what to check.
+    let o = fleet(&sandbox, &url, &["sessions"], &as_user("viewer"));
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("no JetStream stream \"AEP\""), "{err}");
+
+    runtime().block_on(async {
+        let js = jetstream::new(connect(&url, Some("operator")).await);
+        let mut ask = event(A, S1, 1, "attention.requested", json!({"kind": "tool"}));
+        ask["subject"] = json!("execute_command");
+        publish(&js, &[ask]).await;
+        record(&js, A, "running", Duration::from_secs(1)).await;
+    });
+    let responders = Responders::start(&url, Some("operator"), &[(A, true)]);
+    let short = aep_cline::people::summary::short_id(event(A, S1, 1, "x", json!({}))["id"].as_str().unwrap());
+
+    let o = fleet(&sandbox, &url, &["approve", &short], &as_user("viewer"));
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the NATS server refused to let this user command dev-1") && err.contains("Permissions Violation"),
+        "{err}"
+    );
+    assert!(responders.heard().is_empty());
+    let o = fleet(&sandbox, &url, &["approve", &short], &as_user("operator"));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    assert_eq!(responders.heard().len(), 1);
+
+    // Bad credentials, and no server at all.
+    let o = fleet(
+        &sandbox,
+        &url,
+        &["machines"],
+        &[("AEP_NATS_USER", "viewer"), ("AEP_NATS_PASSWORD", "wrong")],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("refused the credentials"), "{err}");
+    let nobody = format!("nats://127.0.0.1:{}", free_port());
+    let o = fleet(&sandbox, &nobody, &["machines"], &[]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("cannot connect to NATS") && err.contains("is nats-server running"),
+        "{err}"
+    );
+    let o = std::process::Command::new(BIN)
+        .args(["fleet", "machines"])
+        .env_remove("AEP_NATS_URL")
+        .output()
+        .unwrap();
+    assert!(text(&o).1.contains("set AEP_NATS_URL"), "{}", text(&o).1);
+}
