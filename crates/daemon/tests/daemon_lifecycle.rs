@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::daemon::{http, real_payload, try_http, Sandbox};
+use support::daemon::{http, project, real_payload, try_http, Sandbox};
 
 /// A real Cline 3.0.65 hook payload, moved to `session`.
 fn payload(dir: &str, hook: &str, session: &str) -> Vec<u8> {
@@ -458,10 +458,10 @@ fn the_registry_never_hands_out_a_position_twice_while_it_sweeps() {
 
 /// A stand-in for the Cline process that runs a session's hooks: the daemon watches it by pid
 /// and start time, as it watches the real one.
-struct Cline(std::process::Child);
+pub(crate) struct Cline(std::process::Child);
 
 impl Cline {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Cline(std::process::Command::new("sleep").arg("600").spawn().unwrap())
     }
 
@@ -471,7 +471,7 @@ impl Cline {
         aep_cline::firing::parent_header(pid, aep_cline::lane::parent::start_time(pid))
     }
 
-    fn exit(&mut self) {
+    pub(crate) fn exit(&mut self) {
         self.0.kill().unwrap();
         self.0.wait().unwrap();
     }
@@ -485,7 +485,7 @@ impl Drop for Cline {
 }
 
 /// `POST /hook` as the shim sends it from `cline`'s hook, naming Cline's data folder `data`.
-fn post_from(
+pub(crate) fn post_from(
     addr: &str,
     token: &str,
     body: &[u8],
@@ -518,30 +518,8 @@ fn feed_open_run(addr: &str, token: &str, session: &str, cline: &Cline, data: Op
     }
 }
 
-/// What a consumer makes of a session's Events, by the spec's rules alone (AEP-0002 §2: a run
-/// is open from `run.started` until its one terminal; the session is over at `session.ended`):
-/// `(ended, open runs)`.
-fn project(events: &[Value]) -> (bool, usize) {
-    let mut open = HashSet::new();
-    let mut ended = false;
-    for e in events {
-        let run = e["run"].as_str().unwrap_or_default();
-        match e["type"].as_str().unwrap() {
-            "run.started" => {
-                open.insert(run);
-            }
-            "run.finished" | "run.failed" | "run.cancelled" => {
-                open.remove(run);
-            }
-            "session.ended" => ended = true,
-            _ => {}
-        }
-    }
-    (ended, open.len())
-}
-
 /// `aep-cline sessions --json`, by session.
-fn sessions_json(sb: &Sandbox) -> std::collections::HashMap<String, Value> {
+pub(crate) fn sessions_json(sb: &Sandbox) -> std::collections::HashMap<String, Value> {
     let out = sb.run(&["sessions", "--json", "--all"], &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();

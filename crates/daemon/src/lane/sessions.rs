@@ -497,9 +497,18 @@ impl Sessions {
                 }
                 _ => None,
             };
+            let parent_alive = state.parent.map(|p| p.alive());
+            // Cline 2.x's record of the task says how it ended once its process is gone.
+            let task = match state.cline_data.as_deref() {
+                Some(dir) if parent_alive == Some(false) || (parent_alive.is_none() && due) => {
+                    crate::lane::store2::read(std::path::Path::new(dir), session)
+                }
+                _ => None,
+            };
             let evidence = Evidence {
-                parent_alive: state.parent.map(|p| p.alive()),
+                parent_alive,
                 store: store.as_ref(),
+                task: task.as_ref(),
                 hub_hosts: hub && state.tracker.is_hosted(),
                 last_hook: state.last_hook.as_deref(),
                 quiet_for: state.quiet_since.elapsed().unwrap_or_default(),
@@ -903,6 +912,7 @@ fn outcome(event: &mut cline_hooks::Mapped, run: &RunOutcome, command: Option<(&
             event.ty = "run.finished".into();
             event.severity = None;
         }
+        RunOutcome::ApiFailed(failure) => *event = failure.fail(event.clone()),
         RunOutcome::Failed { status, exit_code } => {
             data.remove("by");
             data.insert("reason".into(), status.clone().into());

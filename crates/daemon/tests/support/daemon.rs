@@ -312,3 +312,25 @@ pub fn has(events: &[Value], ty: &str) -> bool {
 pub fn of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == ty).collect()
 }
+
+/// What a consumer makes of a session's Events, by the spec's rules alone (AEP-0002 §2: a run
+/// is open from `run.started` until its one terminal; the session is over at `session.ended`):
+/// `(ended, open runs)`.
+pub fn project(events: &[Value]) -> (bool, usize) {
+    let mut open = std::collections::HashSet::new();
+    let mut ended = false;
+    for e in events {
+        let run = e["run"].as_str().unwrap_or_default();
+        match e["type"].as_str().unwrap() {
+            "run.started" => {
+                open.insert(run);
+            }
+            "run.finished" | "run.failed" | "run.cancelled" => {
+                open.remove(run);
+            }
+            "session.ended" => ended = true,
+            _ => {}
+        }
+    }
+    (ended, open.len())
+}
