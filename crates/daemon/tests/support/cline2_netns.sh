@@ -6,7 +6,8 @@
 #
 # env: CLINE2 (the 2.18 CLI), AEP (the aep-cline binary), FAKE (fake_cline2.py), SANDBOX (an
 # empty folder: everything goes under it), PORT (the fake model's), RUNS ("scenario:prompt"
-# lines: one CLI run each, against the fake model started with that scenario), INSTALL (optional:
+# lines: one CLI run each, against the fake model started with that scenario; `errorNNN` answers
+# HTTP NNN), INSTALL (optional:
 # the arguments of an `install-hooks` made before the global one).
 # Leaves in SANDBOX: logs/ (the daemon's), install.out, <n>.stdout.jsonl/.stderr/.rc per run,
 # home/.cline/data (Cline's own history), daemon.err, fake.err.
@@ -19,7 +20,11 @@ mkdir -p "$HOME" "$SANDBOX/proj"
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_fake() {
-  FAKE_SCENARIO="$1" FAKE_LOG="$SANDBOX/fake-requests.jsonl" python3 "$FAKE" "$PORT" 2>>"$SANDBOX/fake.err" &
+  # `error429`, `error500`: the `error` scenario answering every request with that HTTP status.
+  local scenario="$1" status=500
+  case "$scenario" in error[0-9]*) status="${scenario#error}" scenario=error ;; esac
+  FAKE_SCENARIO="$scenario" FAKE_ERROR_STATUS="$status" FAKE_LOG="$SANDBOX/fake-requests.jsonl" \
+    python3 "$FAKE" "$PORT" 2>>"$SANDBOX/fake.err" &
   FPID=$!
   for _ in $(seq 1 100); do listening "$PORT" && return 0; sleep 0.05; done
   echo "the fake model did not start" >&2; exit 1
