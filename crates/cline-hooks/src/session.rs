@@ -42,7 +42,8 @@
 //!   ([`SessionTracker::release_held`]): then it is `run.cancelled {by: "user"}`, unless the run's
 //!   model request failed for good first (a `Notification {source: "api_req_failed"}`, which 2.x
 //!   fires when it gives up on a 429 or 500, before or racing the `TaskCancel` it then fires
-//!   though no user acted): then the run failed, `run.failed {reason: "api_req_failed", error:
+//!   though no user acted; or the task's record says so, [`SessionTracker::note_api_failure`]):
+//!   then the run failed, `run.failed {reason: "api_req_failed", error:
 //!   {type, status}}` with the provider's error type and HTTP status. The hold is
 //!   memory only: a daemon restarted during it forgets the cancel, and the run ends when Cline's
 //!   process does.
@@ -247,6 +248,13 @@ impl SessionTracker {
     /// with [`SessionTracker::release_held`] once it has waited long enough for the completion.
     pub fn holds_cancel(&self) -> bool {
         self.held.is_some()
+    }
+
+    /// Cline 2.x's own record of the task says its model request failed for good (its `ask:
+    /// api_req_failed`), read by the caller when the `Notification` that says so is late or lost:
+    /// a held cancel is then that failure, as if the `Notification` had come.
+    pub fn note_api_failure(&mut self, failure: ApiFailure) {
+        self.api_failed.get_or_insert(failure);
     }
 
     /// Applies the held `TaskCancel`: `run.cancelled {by: "user"}` for its run if that is still

@@ -405,6 +405,56 @@ fn a_2x_task_that_completed_while_the_daemon_was_down_ends_finished_not_idle() {
     assert_eq!(crate::daemon_lifecycle::sessions_json(&sb)[task]["state"], "ended");
 }
 
+#[test]
+fn a_2x_model_failure_whose_notification_is_lost_still_fails_its_run() {
+    use crate::daemon_lifecycle::{post_from, Cline};
+    let task = "1796103205397";
+    let sb = Sandbox::new();
+    let data = sb.root.path().join("cline-data");
+    // 2.18 writes its record as the task goes: `ask: api_req_failed` is in it by the cancel.
+    task_record("d-error500", task, &data);
+    let daemon = sb.start();
+    let mut cline = Cline::start();
+    // Every firing but the `Notification {source: api_req_failed}` (late, or lost).
+    for (i, (_, payload)) in firings("d-error500")
+        .iter()
+        .filter(|(label, p)| {
+            label == "workspace" && serde_json::from_slice::<Value>(p).unwrap()["hookName"] != "Notification"
+        })
+        .enumerate()
+    {
+        let status = post_from(
+            &daemon.addr(),
+            &daemon.token,
+            payload,
+            &format!("{task}-{i}"),
+            &cline,
+            Some(&data),
+        );
+        assert_eq!(status, 200);
+    }
+    let log = sb.wait_log(task, "the held TaskCancel applied", Duration::from_secs(20), |e| {
+        terminals(e).len() == 1
+    });
+    assert_eq!(
+        terminals(&log),
+        ["run.failed"],
+        "nobody cancelled it: {:?}",
+        types(&log)
+    );
+    let failed = of(&log, "run.failed")[0];
+    assert_eq!(failed["data"]["reason"], "api_req_failed");
+    assert_eq!(failed["data"]["error"], json!({"type": "server_error", "status": 500}));
+    assert_eq!(failed["time"], "2026-12-01T05:33:46.650Z", "the TaskCancel's own time");
+    cline.exit();
+    let log = sb.wait_log(task, "session.ended", Duration::from_secs(20), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_eq!(of(&log, "session.ended")[0]["data"]["reason"], "error");
+    assert_valid_stream(&log);
+    drop(daemon);
+}
+
 fn terminals(log: &[Value]) -> Vec<&str> {
     types(log)
         .into_iter()

@@ -389,7 +389,8 @@ impl Sessions {
     }
 
     /// Applies the Cline 2.x `TaskCancel`s held longer than [`CANCEL_HOLD`] with no completion
-    /// after them: each cancels its run (`run.cancelled {by: "user"}`, at the hook's time).
+    /// after them: each cancels its run (`run.cancelled {by: "user"}`, at the hook's time), or
+    /// fails it when the model failed for good (said by a `Notification` or the task's record).
     /// Returns how many it applied.
     pub fn release_held(&self, now: Instant) -> usize {
         let due: Vec<String> = self
@@ -414,6 +415,19 @@ impl Sessions {
                 };
                 if now.saturating_duration_since(since) < CANCEL_HOLD {
                     return Ok(false);
+                }
+                // No user cancels a 2.x run whose record says the model failed for good: the
+                // `Notification` that says so may be late (its process outlives the CLI) or lost.
+                let record = state
+                    .cline_data
+                    .as_deref()
+                    .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), &session));
+                if let Some(End {
+                    run: RunOutcome::ApiFailed(failure),
+                    ..
+                }) = record
+                {
+                    state.tracker.note_api_failure(failure);
                 }
                 let planned = state.tracker.release_held(&mut aep_core::id::new_id);
                 self.commit(&session, state, &planned, None, &time)?;
