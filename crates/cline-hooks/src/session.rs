@@ -42,7 +42,8 @@
 //!   ([`SessionTracker::release_held`]): then it is `run.cancelled {by: "user"}`, unless the run's
 //!   model request failed for good first (a `Notification {source: "api_req_failed"}`, which 2.x
 //!   fires when it gives up on a 429 or 500, before or racing the `TaskCancel` it then fires
-//!   though no user acted): then the run failed, `run.failed {reason: "api_req_failed", error:
+//!   though no user acted; or the task's record says so, [`SessionTracker::note_api_failure`]):
+//!   then the run failed, `run.failed {reason: "api_req_failed", error:
 //!   {type, status}}` with the provider's error type and HTTP status. The hold is
 //!   memory only: a daemon restarted during it forgets the cancel, and the run ends when Cline's
 //!   process does.
@@ -127,9 +128,10 @@ pub struct SessionTracker {
 }
 
 /// What a 2.x `Notification {source: "api_req_failed"}` said of the failure: its `message` is the
-/// provider error's JSON (`status`, `details.type`).
-#[derive(Debug, Clone, PartialEq)]
-struct ApiFailure {
+/// provider error's JSON (`status`, `details.type`), the same text as the task's `ask:
+/// api_req_failed` message in its `ui_messages.json` (which the daemon's reconciler reads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiFailure {
     status: Option<u64>,
     kind: Option<String>,
 }
@@ -140,24 +142,27 @@ impl ApiFailure {
         if n.source.as_deref() != Some("api_req_failed") {
             return None;
         }
-        let said: Value = n
-            .message
-            .as_deref()
-            .and_then(|m| serde_json::from_str(m).ok())
-            .unwrap_or_default();
+        Some(ApiFailure::said(n.message.as_deref().unwrap_or_default()))
+    }
+
+    /// The failure 2.x's error text `message` describes; a text that is not its JSON says
+    /// neither status nor type.
+    pub fn said(message: &str) -> ApiFailure {
+        let said: Value = serde_json::from_str(message).unwrap_or_default();
         let token = |v: Option<&Value>| {
             v.and_then(Value::as_str)
                 .filter(|t| !t.is_empty() && t.len() <= 64 && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
                 .map(str::to_string)
         };
-        Some(ApiFailure {
+        ApiFailure {
             status: said.get("status").and_then(Value::as_u64),
             kind: token(said.pointer("/details/type")).or_else(|| token(said.pointer("/error/type"))),
-        })
+        }
     }
 
-    /// The held `TaskCancel`'s `run.cancelled {by: "user"}` as the failure it was.
-    fn fail(&self, mut event: Mapped) -> Mapped {
+    /// A run's `run.cancelled` (the held `TaskCancel`'s, or one the daemon synthesized) as the
+    /// failure it was.
+    pub fn fail(&self, mut event: Mapped) -> Mapped {
         event.ty = "run.failed".to_string();
         event.severity = Some(aep_core::Severity::Error);
         if let Some(data) = event.data.as_mut() {
@@ -243,6 +248,13 @@ impl SessionTracker {
     /// with [`SessionTracker::release_held`] once it has waited long enough for the completion.
     pub fn holds_cancel(&self) -> bool {
         self.held.is_some()
+    }
+
+    /// Cline 2.x's own record of the task says its model request failed for good (its `ask:
+    /// api_req_failed`), read by the caller when the `Notification` that says so is late or lost:
+    /// a held cancel is then that failure, as if the `Notification` had come.
+    pub fn note_api_failure(&mut self, failure: ApiFailure) {
+        self.api_failed.get_or_insert(failure);
     }
 
     /// Applies the held `TaskCancel`: `run.cancelled {by: "user"}` for its run if that is still

@@ -302,3 +302,162 @@ fn a_bad_2x_payload_is_refused_with_the_field_named_and_not_spooled() {
     assert_eq!(types(&sb.log("18")), ["session.started", "run.started"]);
     drop(daemon);
 }
+
+// ---- When does a 2.x session end: its task record (README "When does a session end") ----
+
+/// The storage 2.18 left for a captured case: its `tasks/<id>/` folder copied into `data`.
+fn task_record(case: &str, task: &str, data: &std::path::Path) {
+    let from = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../cline-usage/tests/data/cline2")
+        .join(case)
+        .join("tasks")
+        .join(task);
+    let to = data.join("tasks").join(task);
+    std::fs::create_dir_all(&to).unwrap();
+    for file in std::fs::read_dir(from).unwrap() {
+        let file = file.unwrap();
+        std::fs::copy(file.path(), to.join(file.file_name())).unwrap();
+    }
+}
+
+/// A 2.18 task's firings (the workspace folder's copies) up to, not including, `until`, posted
+/// from `cline` as its shim does (its process, its data folder `data`); then the daemon stops,
+/// 2.18 ends the task and writes its record while no daemon runs, its last hooks reach no
+/// daemon (the hook processes died with the CLI), the CLI exits, and the daemon starts again.
+/// Returns the session's log once it has ended.
+fn ended_while_down(case: &str, task: &str, until: &str) -> (Sandbox, Vec<Value>) {
+    use crate::daemon_lifecycle::{post_from, Cline};
+    let sb = Sandbox::new();
+    let data = sb.root.path().join("cline-data");
+    let daemon = sb.start();
+    let mut cline = Cline::start();
+    for (i, (_, payload)) in firings(case)
+        .iter()
+        .filter(|(label, _)| label == "workspace")
+        .take_while(|(_, p)| serde_json::from_slice::<Value>(p).unwrap()["hookName"] != until)
+        .enumerate()
+    {
+        let status = post_from(
+            &daemon.addr(),
+            &daemon.token,
+            payload,
+            &format!("{task}-{i}"),
+            &cline,
+            Some(&data),
+        );
+        assert_eq!(status, 200);
+    }
+    assert!(daemon.stop().0.success());
+    task_record(case, task, &data);
+    cline.exit();
+    let _daemon = sb.start();
+    let log = sb.wait_log(task, "session.ended", Duration::from_secs(20), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_valid_stream(&log);
+    (sb, log)
+}
+
+#[test]
+fn a_2x_task_that_failed_while_the_daemon_was_down_ends_failed_as_its_record_says() {
+    let task = "1796103205397";
+    let (sb, log) = ended_while_down("d-error500", task, "Notification");
+    assert_eq!(
+        types(&log),
+        [
+            "session.started",
+            "run.started",
+            "x.cline.prompt.submitted",
+            "run.failed",
+            "session.ended"
+        ],
+        "never run.cancelled: the model failed"
+    );
+    let failed = of(&log, "run.failed")[0];
+    assert_eq!(failed["data"]["reason"], "api_req_failed");
+    assert_eq!(failed["data"]["error"], json!({"type": "server_error", "status": 500}));
+    let ended = &log[4];
+    assert_eq!(ended["data"]["reason"], "error");
+    assert_eq!(ended["data"]["detected"]["by"], "cline_store");
+    for e in &log[3..] {
+        assert_eq!(
+            e["time"], "2026-12-01T05:33:46.823Z",
+            "at the task's last message, not when the daemon found out: {e}"
+        );
+    }
+    assert_eq!(support::daemon::project(&log), (true, 0));
+    let listed = sb.sessions_json();
+    assert_eq!(listed[task]["state"], "ended", "{}", listed[task]);
+    assert_eq!(listed[task]["failures"], 1, "{}", listed[task]);
+}
+
+#[test]
+fn a_2x_task_that_completed_while_the_daemon_was_down_ends_finished_not_idle() {
+    let task = "1796103184924";
+    let (sb, log) = ended_while_down("a-cmd", task, "TaskComplete");
+    assert_eq!(terminals(&log), ["run.finished"], "{:?}", types(&log));
+    assert!(of(&log, "run.cancelled").is_empty());
+    let ended = of(&log, "session.ended")[0];
+    assert_eq!(ended["data"]["reason"], "normal");
+    assert_eq!(ended["data"]["detected"]["by"], "cline_store");
+    assert_eq!(ended["time"], "2026-12-01T05:33:07.963Z");
+    assert_eq!(of(&log, "run.finished")[0]["time"], "2026-12-01T05:33:07.963Z");
+    assert_eq!(sb.sessions_json()[task]["state"], "ended");
+}
+
+#[test]
+fn a_2x_model_failure_whose_notification_is_lost_still_fails_its_run() {
+    use crate::daemon_lifecycle::{post_from, Cline};
+    let task = "1796103205397";
+    let sb = Sandbox::new();
+    let data = sb.root.path().join("cline-data");
+    // 2.18 writes its record as the task goes: `ask: api_req_failed` is in it by the cancel.
+    task_record("d-error500", task, &data);
+    let daemon = sb.start();
+    let mut cline = Cline::start();
+    // Every firing but the `Notification {source: api_req_failed}` (late, or lost).
+    for (i, (_, payload)) in firings("d-error500")
+        .iter()
+        .filter(|(label, p)| {
+            label == "workspace" && serde_json::from_slice::<Value>(p).unwrap()["hookName"] != "Notification"
+        })
+        .enumerate()
+    {
+        let status = post_from(
+            &daemon.addr(),
+            &daemon.token,
+            payload,
+            &format!("{task}-{i}"),
+            &cline,
+            Some(&data),
+        );
+        assert_eq!(status, 200);
+    }
+    let log = sb.wait_log(task, "the held TaskCancel applied", Duration::from_secs(20), |e| {
+        terminals(e).len() == 1
+    });
+    assert_eq!(
+        terminals(&log),
+        ["run.failed"],
+        "nobody cancelled it: {:?}",
+        types(&log)
+    );
+    let failed = of(&log, "run.failed")[0];
+    assert_eq!(failed["data"]["reason"], "api_req_failed");
+    assert_eq!(failed["data"]["error"], json!({"type": "server_error", "status": 500}));
+    assert_eq!(failed["time"], "2026-12-01T05:33:46.650Z", "the TaskCancel's own time");
+    cline.exit();
+    let log = sb.wait_log(task, "session.ended", Duration::from_secs(20), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_eq!(of(&log, "session.ended")[0]["data"]["reason"], "error");
+    assert_valid_stream(&log);
+    drop(daemon);
+}
+
+fn terminals(log: &[Value]) -> Vec<&str> {
+    types(log)
+        .into_iter()
+        .filter(|t| matches!(*t, "run.finished" | "run.cancelled" | "run.failed"))
+        .collect()
+}

@@ -458,10 +458,10 @@ fn the_registry_never_hands_out_a_position_twice_while_it_sweeps() {
 
 /// A stand-in for the Cline process that runs a session's hooks: the daemon watches it by pid
 /// and start time, as it watches the real one.
-struct Cline(std::process::Child);
+pub(crate) struct Cline(std::process::Child);
 
 impl Cline {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Cline(std::process::Command::new("sleep").arg("600").spawn().unwrap())
     }
 
@@ -471,7 +471,7 @@ impl Cline {
         aep_cline::firing::parent_header(pid, aep_cline::lane::parent::start_time(pid))
     }
 
-    fn exit(&mut self) {
+    pub(crate) fn exit(&mut self) {
         self.0.kill().unwrap();
         self.0.wait().unwrap();
     }
@@ -485,7 +485,7 @@ impl Drop for Cline {
 }
 
 /// `POST /hook` as the shim sends it from `cline`'s hook, naming Cline's data folder `data`.
-fn post_from(
+pub(crate) fn post_from(
     addr: &str,
     token: &str,
     body: &[u8],

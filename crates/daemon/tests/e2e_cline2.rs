@@ -13,7 +13,7 @@ use crate::support;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use support::daemon::{assert_valid_stream, of, types, BIN};
+use support::daemon::{assert_valid_stream, of, project, types, BIN};
 
 fn cli() -> PathBuf {
     let path = std::env::var_os("AEP_CLINE2_TEST_CLI")
@@ -30,7 +30,8 @@ fn cli() -> PathBuf {
     path
 }
 
-/// Runs `runs` (`scenario:prompt`, one CLI run each) in a fresh sandbox inside `unshare -n`;
+/// Runs `runs` (`scenario:prompt`, one CLI run each; scenario `error429` or `error500`: the model
+/// answers every request with that HTTP status) in a fresh sandbox inside `unshare -n`;
 /// returns the sandbox and the daemon's session logs, oldest first.
 fn in_private_network(runs: &[&str], install: &str) -> (tempfile::TempDir, Vec<Vec<Value>>) {
     let sandbox = tempfile::Builder::new().prefix("aep-cline-e2e2-").tempdir().unwrap();
@@ -58,11 +59,13 @@ fn in_private_network(runs: &[&str], install: &str) -> (tempfile::TempDir, Vec<V
         said("install.out"),
         said("daemon.err")
     );
-    for n in 1..=runs.len() {
+    for (n, run) in (1..).zip(runs) {
+        // 2.18 exits 1 when it gives up on the model.
+        let rc = if run.starts_with("error") { "1" } else { "0" };
         assert_eq!(
             said(&format!("{n}.rc")).trim(),
-            "0",
-            "cline run {n} failed: {}",
+            rc,
+            "cline run {n} ({run}): {}",
             said(&format!("{n}.stderr"))
         );
     }
@@ -151,7 +154,17 @@ fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
         assert_eq!(requested[0]["subject"], "execute_command");
         assert!(of(events, "run.cancelled").is_empty());
         assert_eq!(kinds.last(), Some(&"session.ended"), "the CLI exited: the session ends");
-        assert_eq!(of(events, "session.ended")[0]["data"]["reason"], "normal");
+        let ended = of(events, "session.ended")[0];
+        assert_eq!(ended["data"]["reason"], "normal");
+        assert_eq!(
+            ended["data"]["detected"]["by"], "cline_store",
+            "2.18's own record: {ended}"
+        );
+        assert_eq!(
+            project(events),
+            (true, 0),
+            "a consumer's projection: ended, no run open"
+        );
         assert!(kinds.contains(&"x.cline.notification.sent"));
         // Each firing is one record.
         let deliveries: Vec<&str> = events.iter().filter_map(|e| e["clinehook"].as_str()).collect();
@@ -287,6 +300,7 @@ fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
             row["output_tokens"].as_u64().unwrap_or(0) > 0,
             "tokens for every 2.x session: {row}"
         );
+        assert_eq!(row["state"], "ended", "a completed task is over, never idle: {row}");
     }
 }
 
@@ -323,4 +337,69 @@ fn real_cline_2_18_runs_global_and_project_hooks_and_each_firing_is_recorded_onc
         "two folders ran every hook; each firing is one record"
     );
     assert_eq!(terminals(events), ["run.finished"]);
+}
+
+#[test]
+fn real_cline_2_18_model_failures_are_failed_runs_said_why_first_and_ended() {
+    // 2.18 retries three times (2, 4, 8 s), then gives up: `ask: api_req_failed`, exit 1, and its
+    // `Notification {source: api_req_failed}` and `TaskCancel` hooks, though nobody cancelled.
+    let (sandbox, sessions) = in_private_network(&["error429:Say hello.", "error500:Say hello."], "");
+    assert_eq!(
+        sessions.len(),
+        2,
+        "one session per task: {:?}",
+        sessions.iter().map(|s| types(s)).collect::<Vec<_>>()
+    );
+    for (events, (status, kind)) in sessions.iter().zip([(429, "rate_limit_error"), (500, "server_error")]) {
+        let kinds = types(events);
+        eprintln!("2.18 failing session ({status}): {kinds:?}");
+        assert_valid_stream(events);
+        assert_eq!(terminals(events), ["run.failed"], "never run.cancelled: {kinds:?}");
+        let failed = of(events, "run.failed")[0];
+        assert_eq!(failed["data"]["reason"], "api_req_failed", "{failed}");
+        assert_eq!(
+            failed["data"]["error"],
+            serde_json::json!({"type": kind, "status": status}),
+            "the provider's error type and HTTP status: {failed}"
+        );
+        // Why, then the terminal, then the end.
+        let why = events
+            .iter()
+            .position(|e| e["type"] == "x.cline.notification.sent" && e["data"]["source"] == "api_req_failed")
+            .unwrap_or_else(|| panic!("the Notification that said why: {kinds:?}"));
+        let terminal = kinds.iter().position(|t| *t == "run.failed").unwrap();
+        assert!(why < terminal, "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"session.ended"), "{kinds:?}");
+        let ended = of(events, "session.ended")[0];
+        assert_eq!(ended["data"]["reason"], "error", "{ended}");
+        assert_eq!(
+            ended["data"]["detected"]["by"], "cline_store",
+            "2.18's own record: {ended}"
+        );
+        assert!(
+            ended["time"].as_str() < ended["data"]["detected"]["at"].as_str(),
+            "when it ended, not when the daemon found out: {ended}"
+        );
+        assert_eq!(
+            project(events),
+            (true, 0),
+            "a consumer's projection: ended, no run open"
+        );
+    }
+    let out = Command::new(BIN)
+        .args(["sessions", "--all", "--json"])
+        .env("AEP_LOG_DIR", sandbox.path().join("logs"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = listed.as_array().expect("a list of sessions");
+    assert_eq!(rows.len(), 2, "{listed}");
+    for row in rows {
+        assert_eq!(
+            (row["state"].as_str(), row["failures"].as_u64()),
+            (Some("ended"), Some(1)),
+            "{row}"
+        );
+    }
 }

@@ -5,6 +5,7 @@
 //! - [`journal`]: the JSONL log, the first sink, written before a hook is answered.
 //! - [`spool`]: hooks the shim could not deliver, drained into the lane in order.
 //! - [`bus`]: what the live sinks hear after the log has it.
+//! - [`reconcile`], [`store2`]: whether a session no hook ended is over (Cline 2.x's task record).
 //! - [`usage`]: a run's tokens and cost, read from Cline's own store for the mapping.
 //! - [`local`]: what only the owner sees, from memory: what an approval asks, a session's title.
 
@@ -15,6 +16,7 @@ pub mod parent;
 pub mod reconcile;
 pub mod sessions;
 pub mod spool;
+pub mod store2;
 pub mod usage;
 
 pub use bus::{Bus, Note, Published};

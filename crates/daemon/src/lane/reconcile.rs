@@ -9,6 +9,10 @@
 //!    tap).
 //! 2. The process that ran the session's hooks (pid and start time, kept in the log): gone means
 //!    the session is over; the time is the last hook the session fired (nothing better is known).
+//!    A Cline 2.x task's own record ([`crate::lane::store2`]) then says how its run ended, and
+//!    when: at its last message, or its last hook if that came later (`detected.by:
+//!    cline_store`). With no process known, a 2.x record that says the run finished or failed
+//!    ends the session too.
 //! 3. Time: a session with no evidence of life at all (no process known, no store) that has been
 //!    quiet for [`STALE`] (by the daemon's clock: nothing reached its log) has ended
 //!    (`timeout`), at its last hook's time.
@@ -62,6 +66,9 @@ pub enum RunOutcome {
         exit_code: Option<i64>,
     },
     CancelledByUser,
+    /// Cline 2.x gave up on a model request (its `api_req_failed`): `run.failed` as the hook
+    /// mapping writes it.
+    ApiFailed(cline_hooks::session::ApiFailure),
     /// Not known: `run.cancelled {by: shutdown}` (the process went away under it).
     Shutdown,
 }
@@ -85,6 +92,9 @@ pub struct Evidence<'a> {
     pub parent_alive: Option<bool>,
     /// What Cline's store says of it, if it was read.
     pub store: Option<&'a StoreSession>,
+    /// What Cline 2.x's record of the task says of its end, if it was read
+    /// ([`crate::lane::store2`]).
+    pub task: Option<&'a End>,
     /// A connected hub hosts it: the hub will say when it ends.
     pub hub_hosts: bool,
     /// When it last fired a hook (RFC 3339).
@@ -101,21 +111,39 @@ pub fn judge(evidence: &Evidence<'_>) -> Option<End> {
             return Some(end);
         }
     }
+    // A 2.x task's record, at its last message or its last hook, whichever came later.
+    let task = evidence.task.map(|task| End {
+        time: match (&task.time, &last) {
+            (Some(t), Some(l)) => Some(later(t, l).to_string()),
+            (t, l) => t.clone().or_else(|| l.clone()),
+        },
+        ..task.clone()
+    });
     match evidence.parent_alive {
-        Some(false) => Some(End {
+        Some(false) => Some(task.unwrap_or(End {
             time: last,
             detected: Detected::ProcessGone,
             run: RunOutcome::Shutdown,
             reason: None,
-        }),
+        })),
         Some(true) => None,
-        None if evidence.hub_hosts || evidence.store.is_some() => None,
+        None if evidence.hub_hosts => None,
+        None if task.as_ref().is_some_and(|t| t.run != RunOutcome::Shutdown) => task,
+        None if evidence.store.is_some() => None,
         None => (evidence.quiet_for >= STALE).then_some(End {
             time: last,
             detected: Detected::Stale,
             run: RunOutcome::Shutdown,
             reason: Some("timeout"),
         }),
+    }
+}
+
+/// The later of two RFC 3339 times (`a` when they cannot be compared).
+fn later<'t>(a: &'t str, b: &'t str) -> &'t str {
+    match (aep_core::time::epoch_ms(a, true), aep_core::time::epoch_ms(b, true)) {
+        (Some(x), Some(y)) if y > x => b,
+        _ => a,
     }
 }
 
@@ -251,6 +279,7 @@ mod tests {
             hub_hosts: true,
             last_hook: last,
             quiet_for: STALE,
+            task: None,
         };
         assert_eq!(judge(&hosted), None);
         let running = StoreSession {
@@ -361,6 +390,56 @@ mod tests {
             StoreSession::of_hub(&serde_json::json!("not an object")),
             StoreSession::default()
         );
+    }
+
+    #[test]
+    fn a_2x_task_record_says_how_once_the_process_is_gone() {
+        let finished = End {
+            time: Some("2026-12-01T05:33:07.963Z".into()),
+            detected: Detected::Store,
+            run: RunOutcome::Finished,
+            reason: Some("normal"),
+        };
+        let evidence = |parent_alive, last_hook| Evidence {
+            parent_alive,
+            task: Some(&finished),
+            last_hook,
+            ..Evidence::default()
+        };
+        assert_eq!(
+            judge(&evidence(Some(true), None)),
+            None,
+            "2.x's TUI takes feedback on a completed task"
+        );
+        assert_eq!(judge(&evidence(Some(false), None)).as_ref(), Some(&finished));
+        assert_eq!(
+            judge(&evidence(None, None)).as_ref(),
+            Some(&finished),
+            "no process known"
+        );
+        // A hook after the last message (2.x's Notification hooks outlive the CLI): then.
+        let end = judge(&evidence(Some(false), Some("2026-12-01T05:33:08.165Z"))).unwrap();
+        assert_eq!(end.time.as_deref(), Some("2026-12-01T05:33:08.165Z"));
+        let end = judge(&evidence(Some(false), Some("2026-12-01T05:33:01Z"))).unwrap();
+        assert_eq!(end.time, finished.time, "never before its last message");
+        // A record that decides nothing: with no process known it is no evidence of an end.
+        let open = End {
+            run: RunOutcome::Shutdown,
+            reason: None,
+            ..finished.clone()
+        };
+        let unknown = Evidence {
+            task: Some(&open),
+            quiet_for: STALE / 2,
+            ..Evidence::default()
+        };
+        assert_eq!(judge(&unknown), None);
+        let gone = judge(&Evidence {
+            parent_alive: Some(false),
+            ..unknown
+        })
+        .unwrap();
+        assert_eq!((gone.detected, gone.run), (Detected::Store, RunOutcome::Shutdown));
     }
 
     #[allow(unsafe_code)] // mkfifo, to make a FIFO where a file should be

@@ -414,7 +414,8 @@ impl Sessions {
     }
 
     /// Applies the Cline 2.x `TaskCancel`s held longer than [`CANCEL_HOLD`] with no completion
-    /// after them: each cancels its run (`run.cancelled {by: "user"}`, at the hook's time).
+    /// after them: each cancels its run (`run.cancelled {by: "user"}`, at the hook's time), or
+    /// fails it when the model failed for good (said by a `Notification` or the task's record).
     /// Returns how many it applied.
     pub fn release_held(&self, now: Instant) -> usize {
         let due: Vec<String> = self
@@ -439,6 +440,19 @@ impl Sessions {
                 };
                 if now.saturating_duration_since(since) < CANCEL_HOLD {
                     return Ok(false);
+                }
+                // No user cancels a 2.x run whose record says the model failed for good: the
+                // `Notification` that says so may be late (its process outlives the CLI) or lost.
+                let record = state
+                    .cline_data
+                    .as_deref()
+                    .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), &session));
+                if let Some(End {
+                    run: RunOutcome::ApiFailed(failure),
+                    ..
+                }) = record
+                {
+                    state.tracker.note_api_failure(failure);
                 }
                 let planned = state.tracker.release_held(&mut aep_core::id::new_id);
                 self.commit(&session, state, &planned, None, &time)?;
@@ -517,9 +531,17 @@ impl Sessions {
                     .as_deref()
                     .filter(|_| *due)
                     .and_then(|dir| StoreSession::read(std::path::Path::new(dir), session));
+                let parent_alive = w.parent.map(|p| p.alive());
+                // Cline 2.x's task record, as for a session in memory ([`Sessions::reconcile`]).
+                let task = w
+                    .cline_data
+                    .as_deref()
+                    .filter(|_| parent_alive == Some(false) || (parent_alive.is_none() && *due))
+                    .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), session));
                 let evidence = Evidence {
-                    parent_alive: w.parent.map(|p| p.alive()),
+                    parent_alive,
                     store: store.as_ref(),
+                    task: task.as_ref(),
                     hub_hosts: hub && self.hosted.lock().contains(session),
                     last_hook: w.last_hook.as_deref(),
                     quiet_for: w.quiet_since.elapsed().unwrap_or_default(),
@@ -554,9 +576,18 @@ impl Sessions {
                 }
                 _ => None,
             };
+            let parent_alive = state.parent.map(|p| p.alive());
+            // Cline 2.x's record of the task says how it ended once its process is gone.
+            let task = match state.cline_data.as_deref() {
+                Some(dir) if parent_alive == Some(false) || (parent_alive.is_none() && due) => {
+                    crate::lane::store2::read(std::path::Path::new(dir), session)
+                }
+                _ => None,
+            };
             let evidence = Evidence {
-                parent_alive: state.parent.map(|p| p.alive()),
+                parent_alive,
                 store: store.as_ref(),
+                task: task.as_ref(),
                 hub_hosts: hub && state.tracker.is_hosted(),
                 last_hook: state.last_hook.as_deref(),
                 quiet_for: state.quiet_since.elapsed().unwrap_or_default(),
@@ -994,6 +1025,7 @@ fn outcome(event: &mut cline_hooks::Mapped, run: &RunOutcome, command: Option<(&
             event.ty = "run.finished".into();
             event.severity = None;
         }
+        RunOutcome::ApiFailed(failure) => *event = failure.fail(event.clone()),
         RunOutcome::Failed { status, exit_code } => {
             data.remove("by");
             data.insert("reason".into(), status.clone().into());

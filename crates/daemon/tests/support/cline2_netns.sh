@@ -6,7 +6,8 @@
 #
 # env: CLINE2 (the 2.18 CLI), AEP (the aep-cline binary), FAKE (fake_cline2.py), SANDBOX (an
 # empty folder: everything goes under it), PORT (the fake model's), RUNS ("scenario:prompt"
-# lines: one CLI run each, against the fake model started with that scenario), INSTALL (optional:
+# lines: one CLI run each, against the fake model started with that scenario; `errorNNN` answers
+# HTTP NNN), INSTALL (optional:
 # the arguments of an `install-hooks` made before the global one).
 # Leaves in SANDBOX: logs/ (the daemon's), install.out, <n>.stdout.jsonl/.stderr/.rc per run,
 # home/.cline/data (Cline's own history), daemon.err, fake.err.
@@ -18,16 +19,25 @@ unset XDG_CONFIG_HOME XDG_DOCUMENTS_DIR
 mkdir -p "$HOME" "$SANDBOX/proj"
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# Whatever way this script ends, nothing it started outlives it: an orphan holding the test's
+# stdout would hang the test instead of failing it.
+FPID="" DPID=""
+trap 'kill $FPID $DPID 2>/dev/null' EXIT
 start_fake() {
-  FAKE_SCENARIO="$1" FAKE_LOG="$SANDBOX/fake-requests.jsonl" python3 "$FAKE" "$PORT" 2>>"$SANDBOX/fake.err" &
+  # `error429`, `error500`: the `error` scenario answering every request with that HTTP status.
+  local scenario="$1" status=500
+  case "$scenario" in error[0-9]*) status="${scenario#error}" scenario=error ;; esac
+  FAKE_SCENARIO="$scenario" FAKE_ERROR_STATUS="$status" FAKE_LOG="$SANDBOX/fake-requests.jsonl" \
+    python3 "$FAKE" "$PORT" 2>>"$SANDBOX/fake.err" &
   FPID=$!
-  for _ in $(seq 1 100); do listening "$PORT" && return 0; sleep 0.05; done
-  echo "the fake model did not start" >&2; exit 1
+  # Generous: python's start on a loaded machine has taken more than 5 s.
+  for _ in $(seq 1 600); do listening "$PORT" && return 0; sleep 0.1; done
+  echo "the fake model did not start within 60 s: $(tail -3 "$SANDBOX/fake.err")" >&2; exit 1
 }
 
 AEP_LISTEN=127.0.0.1:0 "$AEP" daemon 2>"$SANDBOX/daemon.err" &
 DPID=$!
-for _ in $(seq 1 200); do [ -s "$AEP_CLINE_STATE_DIR/daemon.json" ] && break; sleep 0.05; done
+for _ in $(seq 1 600); do [ -s "$AEP_CLINE_STATE_DIR/daemon.json" ] && break; sleep 0.1; done
 [ -s "$AEP_CLINE_STATE_DIR/daemon.json" ] || { echo "the daemon did not start" >&2; exit 1; }
 
 # Configure 2.18 as the recipe does: the OpenAI-compatible provider (`openai`), telemetry off,
@@ -69,8 +79,9 @@ while IFS= read -r run; do
   # 2.18's last hooks (TaskComplete, TaskCancel, Notification) outlive the CLI; the daemon
   # holds a TaskCancel 2 s and reaps a session a second after its process is gone.
   sleep 4
-  kill "$FPID" 2>/dev/null; wait "$FPID" 2>/dev/null
+  kill "$FPID" 2>/dev/null; wait "$FPID" 2>/dev/null; FPID=""
 done <<<"$RUNS"
 
 kill -TERM "$DPID"; wait "$DPID"
 echo "daemon exited $?" >>"$SANDBOX/daemon.err"
+DPID=""
