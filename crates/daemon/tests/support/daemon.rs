@@ -313,9 +313,11 @@ pub fn assert_cut_short(events: &[Value]) {
     assert_valid_stream(events);
 }
 
-/// What a consumer makes of a session's Events, by the spec's rules alone (AEP-0002 §2: a run
-/// is open from `run.started` until its one terminal; the session is over at `session.ended`):
-/// `(ended, open runs)`.
+/// What a consumer makes of a session's Events: `(ended, open runs)`, by the spec's rules
+/// (AEP-0002 §2: a run is open from `run.started` until its one terminal; the session is over at
+/// `session.ended`) and, as a real consumer, by the public AEP SDK's `project_state` (PyPI
+/// `agenteventprotocol-sdk`, installed once by `.ci/install-aep-sdk.sh`), which must agree and
+/// find no violation (terminals exclusive, positions in order, no attention stranded).
 pub fn project(events: &[Value]) -> (bool, usize) {
     let mut open = std::collections::HashSet::new();
     let mut ended = false;
@@ -332,7 +334,55 @@ pub fn project(events: &[Value]) -> (bool, usize) {
             _ => {}
         }
     }
+    let sdk = sdk_projection(events);
+    assert_eq!(
+        sdk["violations"],
+        serde_json::json!([]),
+        "the AEP SDK's projection: {sdk}"
+    );
+    let sessions = sdk["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "one session: {sdk}");
+    assert_eq!(
+        (
+            sessions[0]["ended"].as_bool().unwrap(),
+            sessions[0]["running"].as_u64().unwrap() as usize
+        ),
+        (ended, open.len()),
+        "the AEP SDK's projection agrees with the spec's: {sdk}"
+    );
     (ended, open.len())
+}
+
+/// The public AEP SDK's projection of `events` (`tests/aep_project.py`).
+fn sdk_projection(events: &[Value]) -> Value {
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let python = PYTHON.get_or_init(|| {
+        let install = Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../.ci/install-aep-sdk.sh"))
+            .output()
+            .unwrap();
+        assert!(
+            install.status.success(),
+            "installing PyPI agenteventprotocol-sdk: {}",
+            String::from_utf8_lossy(&install.stderr)
+        );
+        String::from_utf8(install.stdout).unwrap().trim().to_string()
+    });
+    let mut child = Command::new(python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/aep_project.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    serde_json::to_writer(child.stdin.take().unwrap(), events).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the AEP SDK: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Whether any Event is of type `ty`.
