@@ -713,4 +713,23 @@ fn the_console_refuses_to_serve_beyond_loopback_without_a_tls_proxy() {
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(err.contains(needle) && err.contains("--behind-proxy"), "{err}");
     }
+    // With the proxy named, it goes on (and here finds no server).
+    let o = std::process::Command::new(BIN)
+        .args([
+            "fleet",
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--behind-proxy",
+            "https://fleet.example",
+        ])
+        .env("AEP_NATS_URL", format!("nats://127.0.0.1:{}", free_port()))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is nats-server running") && !err.contains("refusing"),
+        "{err}"
+    );
 }
