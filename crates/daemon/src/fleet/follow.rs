@@ -1,6 +1,7 @@
 //! Keeps a console's [`View`] current after its catch-up (`aep-cline fleet serve`): an ordered
 //! consumer goes on reading the stream from the view's next sequence, each message folded in
-//! under the view's lock, and the machine records are read again every [`RECORDS_EVERY`]. A
+//! under the view's lock, and the machine records are read again every [`RECORDS_EVERY`] (those the bucket let
+//! go of dropped, as a console started then would not see them). A
 //! consumer or read that fails is said on stderr and started again from where the view is, so
 //! nothing is folded twice or skipped. Memory stays the view's own bound.
 
@@ -33,6 +34,7 @@ pub async fn follow(source: Source, client: async_nats::Client, view: Shared) {
                 match source.read_records(&js).await {
                     Ok(all) => {
                         let mut v = view.write();
+                        v.keep_records(&all.iter().map(|(key, _)| key.clone()).collect::<Vec<_>>());
                         for (key, value) in all {
                             v.apply_record(&key, value.as_deref());
                         }
