@@ -643,6 +643,23 @@ fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_own
     let (status, _, refused) = post(&[("Cookie", &cookie), json_type, ("Origin", "http://evil.example")]);
     assert_eq!(status, 403, "{refused}");
     assert_eq!(post(&[json_type, ("Origin", &origin)]).0, 401);
+    let signed = [("Cookie", cookie.as_str()), ("Origin", origin.as_str())];
+    assert_eq!(post(&signed).0, 415, "not JSON");
+    for bad in [
+        "{",
+        r#"{"host": "dev-1", "session": "s", "action": "explode"}"#,
+        r#"{"action": "approve"}"#,
+    ] {
+        let (status, _, said) = request(
+            &console.addr,
+            "POST",
+            "/api/act",
+            &[signed[0], signed[1], json_type],
+            bad.as_bytes(),
+        );
+        assert_eq!(status, 400, "{bad}: {said}");
+        assert!(said.contains("want {host, session, action"), "{said}");
+    }
     assert!(responders.heard().is_empty());
     let (status, _, answer) = post(&[("Cookie", &cookie), json_type, ("Origin", &origin)]);
     assert_eq!(status, 200, "{answer}");
