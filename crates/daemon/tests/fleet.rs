@@ -3,7 +3,8 @@
 //! read back as machines, sessions, approvals and usage; a command by short id reaching the
 //! owning machine's control subject; an offline machine, no daemon listening, a permission
 //! the server refuses and a stream or server that is not there, each said in words; bad
-//! messages in the stream skipped and counted.
+//! messages in the stream skipped and counted; `fleet serve`'s page and API behind its one-time
+//! sign-in, following the stream live and answering through the owning host.
 //!
 //! Until the daemon's side of the contract (`AEP_NATS_CONTROL=1`, heartbeats) is merged, the
 //! machine records are written here as a daemon writes them ([`record`]) and the control
@@ -12,6 +13,7 @@
 
 use crate::nats::{free_port, Server};
 use crate::support::daemon::{Sandbox, BIN};
+use crate::support::endpoint::request;
 
 use aep_cline::sinks::nats::machine::{self, Machine};
 use async_nats::jetstream::{self, stream};
@@ -461,4 +463,290 @@ fn the_servers_permissions_refuse_a_viewers_command_in_words_and_missing_things_
         .output()
         .unwrap();
     assert!(text(&o).1.contains("set AEP_NATS_URL"), "{}", text(&o).1);
+}
+
+/// `aep-cline fleet serve` against `url` on a free loopback port, stopped when dropped.
+struct Console {
+    child: std::process::Child,
+    addr: String,
+    link: String,
+}
+
+impl Console {
+    /// Starts it and waits for the sign-in link it prints once it has caught up.
+    fn start(url: &str) -> Console {
+        use std::io::BufRead;
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut child = std::process::Command::new(BIN)
+            .args(["fleet", "serve", "--listen", &addr])
+            .env("AEP_NATS_URL", url)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the console prints its link");
+        let link = line.trim().to_string();
+        assert!(link.starts_with(&format!("http://{addr}/login?code=")), "{link:?}");
+        Console { child, addr, link }
+    }
+
+    fn get(&self, path: &str, cookie: &str) -> (u16, String, String) {
+        request(&self.addr, "GET", path, &[("Cookie", cookie)], b"")
+    }
+
+    fn api(&self, path: &str, cookie: &str) -> Value {
+        let (status, _, body) = self.get(path, cookie);
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Reads `path` until `done` holds (the console follows the stream and the records).
+    fn wait_for(&self, path: &str, cookie: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.api(path, cookie);
+            if done(&v) {
+                return v;
+            }
+            assert!(std::time::Instant::now() < deadline, "{path} never showed it: {v:#}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_owning_host() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    let js = rt.block_on(async {
+        let js = jetstream::new(connect(&url, None).await);
+        publish(&js, &fleet_events()).await;
+        record(&js, A, "running", Duration::from_secs(2)).await;
+        record(&js, B, "running", Duration::from_secs(2)).await;
+        record(&js, "gone", "running", Duration::from_secs(120)).await;
+        js
+    });
+    let console = Console::start(&url);
+
+    // Without the sign-in: the page is the sign-in page, the API refuses.
+    let (status, _, body) = console.get("/", "");
+    assert_eq!(status, 401);
+    assert!(body.contains("aep-cline fleet serve"), "{body}");
+    for path in ["/api/machines", "/api/sessions", "/api/approvals"] {
+        assert_eq!(console.get(path, "").0, 401, "{path}");
+        assert_eq!(console.get(path, "aep_cline_fleet=guess").0, 401, "{path}");
+    }
+    // A wrong code, then the link: once.
+    let path = console
+        .link
+        .trim_start_matches(&format!("http://{}", console.addr))
+        .to_string();
+    assert_eq!(console.get("/login?code=nope", "").0, 403);
+    let (status, head, _) = console.get(&path, "");
+    assert_eq!(status, 303, "{head}");
+    let set = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .unwrap_or_else(|| panic!("{head}"));
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    let cookie = set.split(';').next().unwrap().to_string();
+    assert_eq!(console.get(&path, "").0, 403, "the link works once");
+    let (status, _, page) = console.get("/", &cookie);
+    assert_eq!(status, 200);
+    assert!(page.contains("/assets/fleet.js"), "{page}");
+
+    // What the stream and the bucket hold.
+    let machines = console.api("/api/machines", &cookie);
+    let states: Vec<(&str, &str)> = machines["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["host"].as_str().unwrap(), m["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [(B, "online"), (A, "online"), ("gone", "offline"), ("quiet", "unknown")]
+    );
+    assert_eq!(machines["machines"][1]["record"]["version"], "0.1.0");
+    let approvals = console.api("/api/approvals", &cookie);
+    let list = approvals["approvals"].as_array().unwrap();
+    assert_eq!(list.len(), 2, "{approvals:#}");
+    let on_a = list.iter().find(|a| a["host"] == A).unwrap().clone();
+    assert_eq!(
+        (on_a["session"].as_str(), on_a["tool"].as_str()),
+        (Some(S1), Some("execute_command"))
+    );
+    assert_eq!(
+        console.api(&format!("/api/approvals?host={B}"), &cookie)["approvals"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let on_b = console.api(&format!("/api/sessions?host={B}"), &cookie);
+    assert_eq!((on_b["total"].as_u64(), on_b["matching"].as_u64()), (Some(5), Some(2)));
+
+    // Followed: an Event and a machine record written after the start show up.
+    const S6: &str = "1796007203184_fffff";
+    rt.block_on(async {
+        let mut ask = event(
+            "late",
+            S6,
+            2,
+            "attention.requested",
+            json!({"kind": "tool", "respond_via": ["control"]}),
+        );
+        ask["subject"] = json!("read_file");
+        publish(&js, &[event("late", S6, 1, "session.started", json!({})), ask]).await;
+        record(&js, "late", "running", Duration::from_secs(0)).await;
+    });
+    console.wait_for("/api/approvals", &cookie, |v| {
+        v["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["host"] == "late" && a["session"] == S6)
+    });
+    console.wait_for("/api/machines", &cookie, |v| {
+        v["machines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["host"] == "late" && m["status"] == "online")
+    });
+
+    // Approve: to the owning host's responder, its ack returned; a POST needs the page's Origin.
+    let responders = Responders::start(&url, None, &[(A, true), (B, false)]);
+    let origin = format!("http://{}", console.addr);
+    let body = json!({"host": A, "session": S1, "action": "approve", "request": on_a["id"]}).to_string();
+    let post = |headers: &[(&str, &str)]| request(&console.addr, "POST", "/api/act", headers, body.as_bytes());
+    let json_type = ("Content-Type", "application/json");
+    let (status, _, refused) = post(&[("Cookie", &cookie), json_type]);
+    assert_eq!(status, 403, "{refused}");
+    let (status, _, refused) = post(&[("Cookie", &cookie), json_type, ("Origin", "http://evil.example")]);
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(post(&[json_type, ("Origin", &origin)]).0, 401);
+    let signed = [("Cookie", cookie.as_str()), ("Origin", origin.as_str())];
+    assert_eq!(post(&signed).0, 415, "not JSON");
+    for bad in [
+        "{",
+        r#"{"host": "dev-1", "session": "s", "action": "explode"}"#,
+        r#"{"action": "approve"}"#,
+    ] {
+        let (status, _, said) = request(
+            &console.addr,
+            "POST",
+            "/api/act",
+            &[signed[0], signed[1], json_type],
+            bad.as_bytes(),
+        );
+        assert_eq!(status, 400, "{bad}: {said}");
+        assert!(said.contains("want {host, session, action"), "{said}");
+    }
+    assert!(responders.heard().is_empty());
+    let (status, _, answer) = post(&[("Cookie", &cookie), json_type, ("Origin", &origin)]);
+    assert_eq!(status, 200, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        (answer["host"].as_str(), answer["ack"]["type"].as_str()),
+        (Some(A), Some("control.accepted"))
+    );
+    let heard = responders.heard();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0].0, A);
+    assert_eq!(
+        (
+            heard[0].1["type"].as_str(),
+            heard[0].1["subject"].as_str(),
+            heard[0].1["data"]["answer"]["option"].as_str()
+        ),
+        (Some("control.attention.respond"), on_a["id"].as_str(), Some("approve"))
+    );
+    assert_eq!(answer["command"], heard[0].1["id"]);
+
+    // Not sent, in words: an approval that is not pending, a machine offline.
+    let (status, _, said) = request(
+        &console.addr,
+        "POST",
+        "/api/act",
+        &[("Cookie", &cookie), json_type, ("Origin", &origin)],
+        json!({"host": B, "session": S1, "action": "deny", "request": on_a["id"]})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(status, 409, "{said}");
+    assert!(said.contains("no pending approval"), "{said}");
+    let (status, _, said) = request(
+        &console.addr,
+        "POST",
+        "/api/act",
+        &[("Cookie", &cookie), json_type, ("Origin", &origin)],
+        json!({"host": "gone", "session": S4, "action": "cancel"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(status, 409, "{said}");
+    assert!(said.contains("machine gone is offline"), "{said}");
+    assert_eq!(responders.heard().len(), 1, "nothing more was sent");
+}
+
+#[test]
+fn the_console_refuses_to_serve_beyond_loopback_without_a_tls_proxy() {
+    for (args, needle) in [
+        (
+            &["--listen", "0.0.0.0:0"][..],
+            "refusing to serve the console on 0.0.0.0:0: it is not a loopback address",
+        ),
+        (
+            &["--listen", "0.0.0.0:0", "--behind-proxy", "http://fleet.example"],
+            "give the https:// URL",
+        ),
+    ] {
+        let mut all = vec!["fleet", "serve"];
+        all.extend_from_slice(args);
+        let o = std::process::Command::new(BIN)
+            .args(&all)
+            .env("AEP_NATS_URL", "nats://127.0.0.1:1")
+            .output()
+            .unwrap();
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(needle) && err.contains("--behind-proxy"), "{err}");
+    }
+    // With the proxy named, it goes on (and here finds no server).
+    let o = std::process::Command::new(BIN)
+        .args([
+            "fleet",
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--behind-proxy",
+            "https://fleet.example",
+        ])
+        .env("AEP_NATS_URL", format!("nats://127.0.0.1:{}", free_port()))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is nats-server running") && !err.contains("refusing"),
+        "{err}"
+    );
 }

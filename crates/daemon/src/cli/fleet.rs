@@ -6,6 +6,7 @@
 
 use super::fleet_act;
 use super::fleet_conn::Conn;
+use super::fleet_serve;
 use super::out;
 use crate::fleet::health::Status;
 use crate::fleet::usage::{self, Group, Point, Tally};
@@ -20,7 +21,8 @@ use std::time::{Duration, SystemTime};
 /// them, from the NATS JetStream stream the daemons publish to (docs/fleet.md).
 ///
 /// Reads the same AEP_NATS_* settings as the daemon (server, credentials, TLS, stream). Each
-/// command reads the stream up to its last message, prints, and exits. A machine is online
+/// command reads the stream up to its last message, prints, and exits; `serve` follows it and
+/// serves a page. A machine is online
 /// while its daemon's records (heartbeats, in the aep-cline-machines bucket) keep coming,
 /// offline when they lapse (--offline-after), stopped when its daemon shut down cleanly,
 /// unknown when the stream has its Events but the bucket no record.
@@ -41,6 +43,7 @@ enum FleetCommand {
     Answer(fleet_act::AnswerArgs),
     Cancel(fleet_act::CancelArgs),
     Send(fleet_act::SendArgs),
+    Serve(fleet_serve::ServeArgs),
 }
 
 /// Narrows what is shown.
@@ -173,6 +176,7 @@ pub fn run(args: FleetArgs) -> ExitCode {
         FleetCommand::Sessions(a) => sessions(a),
         FleetCommand::Approvals(a) => approvals(a),
         FleetCommand::Usage(a) => usage_(a),
+        FleetCommand::Serve(a) => fleet_serve::run(a),
         // A person's commands: 0 accepted, 1 rejected, 2 not sent or not decided.
         FleetCommand::Approve(a) => return fleet_act::approve(a),
         FleetCommand::Deny(a) => return fleet_act::deny(a),

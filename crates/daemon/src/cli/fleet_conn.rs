@@ -36,7 +36,7 @@ fn duration(value: &str) -> Result<Duration, String> {
 }
 
 impl Conn {
-    fn source(&self) -> anyhow::Result<Source> {
+    pub(super) fn source(&self) -> anyhow::Result<Source> {
         let connect = self.auth.resolve(self.url.as_deref(), "AEP_NATS_URL")?.ok_or_else(|| {
             anyhow!("no NATS server named: set AEP_NATS_URL (or --nats-url) to the server the daemons publish to")
         })?;
@@ -69,7 +69,7 @@ impl Conn {
 }
 
 /// What the read skipped, on stderr.
-fn say_skipped(view: &View) {
+pub(super) fn say_skipped(view: &View) {
     let c = &view.counts;
     let mut parts = Vec::new();
     for (n, what) in [

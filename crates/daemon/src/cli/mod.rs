@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod fleet;
 mod fleet_act;
 mod fleet_conn;
+mod fleet_serve;
 pub mod hook;
 pub mod install;
 pub mod open;

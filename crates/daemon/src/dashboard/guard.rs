@@ -22,17 +22,18 @@ pub fn cookie_value(token: &str) -> String {
 
 /// The request carries the login cookie or the token as its bearer.
 pub fn signed_in(headers: &HeaderMap, token: &str, cookie: &str) -> bool {
-    authorized(headers, token) || cookie_of(headers).is_some_and(|c| same_token(c, cookie))
+    authorized(headers, token) || cookie_of(headers, COOKIE).is_some_and(|c| same_token(c, cookie))
 }
 
-fn cookie_of(headers: &HeaderMap) -> Option<&str> {
+/// The value of the cookie `name` the request carries (the fleet console has its own).
+pub fn cookie_of<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
 }
 

@@ -110,15 +110,23 @@ impl Source {
         self.records(&js, view).await
     }
 
-    /// Every machine record of the bucket; none when no daemon has written one yet.
+    /// Every machine record of the bucket, into `view`.
     async fn records(&self, js: &jetstream::Context, view: &mut View) -> anyhow::Result<()> {
+        for (key, value) in self.read_records(js).await? {
+            view.apply_record(&key, value.as_deref());
+        }
+        Ok(())
+    }
+
+    /// Every machine record of the bucket, by key; none when no daemon has written one yet.
+    pub async fn read_records(&self, js: &jetstream::Context) -> anyhow::Result<Vec<(String, Option<bytes::Bytes>)>> {
         match js.get_stream(format!("KV_{}", machine::BUCKET)).await {
             Ok(_) => {}
             Err(e)
                 if matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(j)
                     if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND) =>
             {
-                return Ok(())
+                return Ok(Vec::new())
             }
             Err(e) => return Err(anyhow!(e).context(format!("cannot look up the bucket {}", machine::BUCKET))),
         }
@@ -134,13 +142,14 @@ impl Source {
         while let Some(key) = keys.next().await {
             all.push(key.with_context(|| format!("cannot list the bucket {}", machine::BUCKET))?);
         }
+        let mut records = Vec::with_capacity(all.len());
         for key in all {
             let value = kv
                 .get(&key)
                 .await
                 .with_context(|| format!("cannot read {key:?} in the bucket {}", machine::BUCKET))?;
-            view.apply_record(&key, value.as_deref());
+            records.push((key, value));
         }
-        Ok(())
+        Ok(records)
     }
 }

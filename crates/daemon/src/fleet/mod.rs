@@ -2,12 +2,15 @@
 //! back from the JetStream stream the daemons publish to, folded into one read model
 //! ([`view`]) with the machine records of the key-value bucket ([`health`]), its spend
 //! ([`usage`]); filled from the server by [`catch_up`], and commands sent to the owning
-//! machine's control subject by [`command`]. Sessions are summed up by the same fold as on one
+//! machine's control subject by [`command`]; `fleet serve` keeps it current
+//! ([`follow`]) and serves it as a page ([`serve`]). Sessions are summed up by the same fold as on one
 //! machine ([`crate::people::summary`]), so both tell the same story.
 
 pub mod catch_up;
 pub mod command;
+pub mod follow;
 pub mod health;
+pub mod serve;
 pub mod usage;
 pub mod view;
 

@@ -241,6 +241,12 @@ impl View {
         all
     }
 
+    /// Lets go of the records whose key the bucket no longer holds (expired or purged), as a
+    /// console started now would not see them.
+    pub fn keep_records(&mut self, keys: &[String]) {
+        self.machines.retain(|host, _| keys.contains(&machine::key(host)));
+    }
+
     /// A host's latest record.
     pub fn record(&self, host: &str) -> Option<&Machine> {
         self.machines.get(host)
@@ -341,6 +347,11 @@ mod tests {
         assert_eq!((all[1].sessions_live, view.counts.bad_records), (1, 2));
         view.apply_record(&machine::key("a.b"), None);
         assert!(view.record("a.b").is_none());
+        view.apply_record(&machine::key("a.b"), Some(&serde_json::to_vec(&m).unwrap()));
+        view.keep_records(&[machine::key("a.b")]);
+        assert!(view.record("a.b").is_some());
+        view.keep_records(&[]);
+        assert!(view.record("a.b").is_none(), "a key the bucket no longer holds");
     }
 
     #[test]

@@ -1,0 +1,154 @@
+// The fleet console's page: reads /api/approvals, /api/machines and /api/sessions every few
+// seconds (the console follows the stream, so each read is current) and answers approvals
+// through /api/act, showing the owning host's ack. Text only goes in through textContent.
+
+const $ = (id) => document.getElementById(id);
+const REFRESH_MS = 2000;
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(c ?? ""));
+  return e;
+}
+
+function ago(time, now) {
+  const t = Date.parse(time);
+  if (Number.isNaN(t)) return "-";
+  const s = Math.max(0, Math.round(((now ? Date.parse(now) : Date.now()) - t) / 1000));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+async function get(path) {
+  const r = await fetch(path, { credentials: "same-origin" });
+  if (r.status === 401) { location.reload(); throw new Error("signed out"); }
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.json();
+}
+
+function say(text, ok) {
+  const p = el("p", { class: ok ? "ok" : "bad" }, text);
+  $("feedback").prepend(p);
+  while ($("feedback").children.length > 5) $("feedback").lastChild.remove();
+}
+
+async function act(a, body, buttons) {
+  buttons.forEach((b) => (b.disabled = true));
+  try {
+    const r = await fetch("/api/act", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ host: a.host, session: a.session, request: a.id, ...body }),
+    });
+    const v = await r.json();
+    if (!r.ok) say(`${body.action} ${a.short} on ${a.host}: not sent: ${v.detail ?? v.error ?? r.status}`, false);
+    else if (v.ack?.type === "control.accepted") say(`${body.action} ${a.short} on ${a.host}: accepted`, true);
+    else say(`${body.action} ${a.short} on ${a.host}: rejected (${v.ack?.data?.reason ?? "unknown"})`, false);
+  } catch (e) {
+    say(`${body.action} ${a.short} on ${a.host}: ${e.message}`, false);
+  } finally {
+    buttons.forEach((b) => (b.disabled = false));
+    refresh();
+  }
+}
+
+function renderApprovals(v) {
+  const list = $("approval-list");
+  list.replaceChildren();
+  $("approval-count").textContent = v.approvals.length ? `(${v.approvals.length})` : "";
+  $("no-approvals").hidden = v.approvals.length > 0;
+  for (const a of v.approvals) {
+    const what = el("div", { class: "what" }, `${a.host} · ${a.tool ?? a.kind} · ${a.short}`);
+    const facts = el("div", { class: "muted" }, `session ${a.session} · waiting ${ago(a.time, v.now)}`
+      + (a.workspace ? ` · ${a.workspace}` : "") + (a.policy ? ` · policy ${a.policy.answer} (${a.policy.rule})` : ""));
+    const row = el("div", { class: "row" });
+    if (a.answerable) {
+      const yes = el("button", { class: "approve", type: "button" }, "Approve");
+      const no = el("button", { class: "deny", type: "button" }, "Deny");
+      yes.onclick = () => act(a, { action: "approve" }, [yes, no]);
+      no.onclick = () => act(a, { action: "deny" }, [yes, no]);
+      row.append(yes, no);
+    } else {
+      row.append(el("span", { class: "muted" }, "answer in Cline: control is off on that machine"));
+    }
+    const li = el("li", {}, what, facts);
+    if (a.prompt) li.append(el("pre", { class: "command" }, a.prompt));
+    li.append(row);
+    list.append(li);
+  }
+}
+
+function renderMachines(v) {
+  const rows = $("machine-rows");
+  rows.replaceChildren();
+  for (const m of v.machines) {
+    const r = m.record;
+    const sinks = r ? Object.entries(r.sinks ?? {}).map(([k, s]) => `${k}=${s}`).join(", ") : "-";
+    const spool = r ? (r.spool?.files ? `${r.spool.files} (${r.spool.bytes} bytes)` : "0") : "-";
+    rows.append(el("tr", {},
+      el("td", {}, m.host),
+      el("td", {}, el("span", { class: `badge status-${m.status === "online" ? "accepted" : m.status === "offline" ? "failed" : "pending"}` }, m.status)),
+      el("td", {}, r ? `${ago(r.time, v.now)} ago` : "-"),
+      el("td", {}, r?.version ?? "-"),
+      el("td", {}, r ? (r.control ? "on" : "off") : "-"),
+      el("td", { class: "num" }, String(r ? r.sessions?.live ?? 0 : m.sessions_live)),
+      el("td", { class: "num" }, String(m.waiting)),
+      el("td", {}, sinks),
+      el("td", {}, spool)));
+  }
+}
+
+function renderSessions(v) {
+  const select = $("host");
+  const chosen = select.value;
+  const known = [...select.options].map((o) => o.value);
+  for (const h of v.hosts) if (!known.includes(h)) select.append(el("option", { value: h }, h));
+  $("count").textContent = `(${v.matching} of ${v.total})`;
+  const rows = $("session-rows");
+  rows.replaceChildren();
+  for (const s of v.sessions) {
+    const tokens = (s.input_tokens ?? 0) + (s.cache_read_tokens ?? 0) + (s.output_tokens ?? 0);
+    rows.append(el("tr", {},
+      el("td", {}, s.host),
+      el("td", { class: "mono" }, s.session),
+      el("td", {}, el("span", { class: `badge state-${s.state}` }, s.state)),
+      el("td", {}, s.workspace ?? "-"),
+      el("td", {}, `${ago(s.last)} ago`),
+      el("td", { class: "num" }, String(s.runs)),
+      el("td", { class: "num" }, String(s.tool_calls)),
+      el("td", { class: "num" }, String(s.failures)),
+      el("td", { class: "num" }, tokens ? String(tokens) : "-"),
+      el("td", {}, s.model ?? "-")));
+  }
+  select.value = chosen;
+}
+
+async function refresh() {
+  const host = encodeURIComponent($("host").value);
+  const ended = $("show-ended").checked ? "" : "&ended=0";
+  try {
+    const [a, m, s] = await Promise.all([
+      get("/api/approvals"), get("/api/machines"), get(`/api/sessions?host=${host}${ended}`),
+    ]);
+    renderApprovals(a);
+    renderMachines(m);
+    renderSessions(s);
+    $("conn").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    $("conn").classList.remove("down");
+  } catch (e) {
+    $("conn").textContent = `not current: ${e.message}`;
+    $("conn").classList.add("down");
+  }
+}
+
+$("host").onchange = refresh;
+$("show-ended").onchange = refresh;
+refresh();
+setInterval(refresh, REFRESH_MS);

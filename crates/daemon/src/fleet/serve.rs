@@ -1,0 +1,392 @@
+//! The fleet console's page (`aep-cline fleet serve`, docs/fleet.md): the global queue of
+//! pending approvals first, the machines with their health, the sessions with their host; read
+//! from the shared [`View`](super::View) the follower keeps current ([`super::follow`]), and
+//! answers sent to the owning host ([`super::command`]) with its ack shown.
+//!
+//! Access as the daemon's dashboard ([`crate::dashboard`]): a one-time link printed at start
+//! (`/login?code=...`) sets an HttpOnly, SameSite=Strict cookie (its own name, so the daemon's
+//! dashboard on the same machine keeps its own); every `/api` route wants it; `Host` must name
+//! the console and an `Origin` its own; a POST must carry that `Origin`. Behind a proxy that
+//! terminates TLS, its https URL is the console's too and the cookie is `Secure`.
+
+use super::command::{self, Refusals, Sent};
+use super::follow::Shared;
+use super::health;
+use crate::dashboard::guard;
+use crate::http::auth::same_token;
+use crate::http::error::error;
+use crate::people::act::{self, Action};
+use axum::extract::{Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+const INDEX_HTML: &str = include_str!("../../assets/fleet/index.html");
+const FLEET_JS: &str = include_str!("../../assets/fleet/fleet.js");
+const APP_CSS: &str = include_str!("../../assets/dashboard/app.css");
+const SIGN_IN_HTML: &str = include_str!("../../assets/fleet/sign-in.html");
+
+/// The console's cookie.
+pub const COOKIE: &str = "aep_cline_fleet";
+/// Sessions per answer of `/api/sessions` (the most recently moved).
+const LIST_PAGE: usize = 500;
+
+pub struct Console {
+    view: Shared,
+    client: async_nats::Client,
+    refusals: tokio::sync::Mutex<Refusals>,
+    offline_after: Duration,
+    /// The origins the page is served under (`http://127.0.0.1:8790`, a proxy's `https://...`).
+    origins: Vec<String>,
+    /// The one-time sign-in code, until spent.
+    code: Mutex<Option<String>>,
+    /// The cookie's value: random per start, so a restarted console asks for a new sign-in.
+    cookie: String,
+    secure: bool,
+}
+
+impl Console {
+    /// `origins`: the first is where the sign-in link points. Returns the console and the link.
+    pub fn new(
+        view: Shared,
+        client: async_nats::Client,
+        refusals: Refusals,
+        offline_after: Duration,
+        origins: Vec<String>,
+    ) -> (Arc<Console>, String) {
+        let random = || format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+        let code = random();
+        let link = format!("{}/login?code={code}", origins[0]);
+        let secure = origins[0].starts_with("https://");
+        let console = Console {
+            view,
+            client,
+            refusals: tokio::sync::Mutex::new(refusals),
+            offline_after,
+            origins,
+            code: Mutex::new(Some(code)),
+            cookie: random(),
+            secure,
+        };
+        (Arc::new(console), link)
+    }
+
+    fn signed_in(&self, headers: &HeaderMap) -> bool {
+        guard::cookie_of(headers, COOKIE).is_some_and(|c| same_token(c, &self.cookie))
+    }
+
+    /// `None` when `Host` names the console and an `Origin` (required on a POST) is its own.
+    fn refuse(&self, headers: &HeaderMap, method: &Method) -> Option<Response> {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        let ours = |o: &str| self.origins.iter().any(|x| x.eq_ignore_ascii_case(o));
+        if !self.origins.iter().any(|o| {
+            o.split_once("://")
+                .is_some_and(|(_, authority)| authority.eq_ignore_ascii_case(host))
+        }) {
+            return Some(error(
+                StatusCode::FORBIDDEN,
+                "forbidden-host",
+                format!(
+                    "the console answers only requests addressed to {}",
+                    self.origins.join(" or ")
+                ),
+            ));
+        }
+        match headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or_default()) {
+            Some(o) if ours(o) => None,
+            None if method == Method::GET || method == Method::HEAD => None,
+            None => Some(error(
+                StatusCode::FORBIDDEN,
+                "no-origin",
+                "a change needs the Origin header of the console's own page",
+            )),
+            Some(_) => Some(error(
+                StatusCode::FORBIDDEN,
+                "forbidden-origin",
+                "requests from another site's pages are refused",
+            )),
+        }
+    }
+}
+
+pub fn routes(c: Arc<Console>) -> Router {
+    let api = Router::new()
+        .route("/api/machines", get(machines))
+        .route("/api/sessions", get(sessions))
+        .route("/api/approvals", get(approvals))
+        .route("/api/act", post(act_on))
+        .layer(axum::middleware::from_fn_with_state(c.clone(), signed_in));
+    Router::new()
+        .route("/", get(page))
+        .route("/login", get(login))
+        .route(
+            "/assets/fleet.js",
+            get(|| asset(FLEET_JS, "text/javascript; charset=utf-8")),
+        )
+        .route("/assets/app.css", get(|| asset(APP_CSS, "text/css; charset=utf-8")))
+        .merge(api)
+        .layer(axum::middleware::from_fn_with_state(c.clone(), same_origin))
+        .with_state(c)
+}
+
+/// Every route: the console's own Host and Origin only, and hardened headers.
+async fn same_origin(State(c): State<Arc<Console>>, request: Request, next: Next) -> Response {
+    if let Some(refused) = c.refuse(request.headers(), request.method()) {
+        return refused;
+    }
+    let mut response = next.run(request).await;
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
+             form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn signed_in(State(c): State<Arc<Console>>, request: Request, next: Next) -> Response {
+    if !c.signed_in(request.headers()) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "sign in with the link `aep-cline fleet serve` printed at start",
+        );
+    }
+    next.run(request).await
+}
+
+async fn asset(body: &'static str, content_type: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+fn html(status: StatusCode, body: &'static str) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+async fn page(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    if c.signed_in(&headers) {
+        html(StatusCode::OK, INDEX_HTML)
+    } else {
+        html(StatusCode::UNAUTHORIZED, SIGN_IN_HTML)
+    }
+}
+
+#[derive(Deserialize)]
+struct LoginQuery {
+    code: Option<String>,
+}
+
+/// The one-time link: the code works once, then the cookie signs this browser in.
+async fn login(State(c): State<Arc<Console>>, Query(q): Query<LoginQuery>) -> Response {
+    let spent = {
+        let mut code = c.code.lock();
+        let good =
+            matches!((code.as_deref(), q.code.as_deref()), (Some(ours), Some(theirs)) if same_token(ours, theirs));
+        if good {
+            *code = None;
+        }
+        good
+    };
+    if !spent {
+        return html(StatusCode::FORBIDDEN, SIGN_IN_HTML);
+    }
+    let cookie = format!(
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=2592000{}",
+        c.cookie,
+        if c.secure { "; Secure" } else { "" }
+    );
+    let mut response = Redirect::to("/").into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+#[derive(Deserialize, Default)]
+struct Filter {
+    host: Option<String>,
+    /// `0` leaves ended sessions out.
+    ended: Option<u8>,
+}
+
+impl Filter {
+    fn host(&self, host: &str) -> bool {
+        self.host.as_deref().is_none_or(|h| h.is_empty() || h == host)
+    }
+}
+
+async fn machines(State(c): State<Arc<Console>>) -> Response {
+    let all = c.view.read().machines(SystemTime::now(), c.offline_after);
+    Json(json!({"now": aep_core::id::now_rfc3339(), "machines": all})).into_response()
+}
+
+async fn sessions(State(c): State<Arc<Console>>, Query(f): Query<Filter>) -> Response {
+    let (all, hosts) = {
+        let v = c.view.read();
+        let hosts: Vec<String> = v
+            .machines(SystemTime::now(), c.offline_after)
+            .into_iter()
+            .map(|m| m.host)
+            .collect();
+        (v.sessions(), hosts)
+    };
+    let total = all.len();
+    let kept: Vec<_> = all
+        .into_iter()
+        .filter(|s| f.host(&s.host) && (f.ended != Some(0) || s.summary.live()))
+        .collect();
+    let matching = kept.len();
+    let page: Vec<_> = kept.into_iter().take(LIST_PAGE).collect();
+    Json(json!({"total": total, "matching": matching, "hosts": hosts, "sessions": page})).into_response()
+}
+
+async fn approvals(State(c): State<Arc<Console>>, Query(f): Query<Filter>) -> Response {
+    let all: Vec<_> = c
+        .view
+        .read()
+        .approvals()
+        .into_iter()
+        .filter(|a| f.host(&a.host))
+        .collect();
+    Json(json!({"now": aep_core::id::now_rfc3339(), "approvals": all})).into_response()
+}
+
+#[derive(Deserialize)]
+struct ActBody {
+    host: String,
+    session: String,
+    #[serde(flatten)]
+    action: Action,
+}
+
+/// A button: the command is built as `aep-cline fleet approve` builds it, sent to the owning
+/// host's control subject, and answered with that daemon's ack (200, accepted or rejected);
+/// what kept it from being decided is said in words (409 not sendable, 502 nobody or the
+/// server's permissions, 504 no ack in time).
+async fn act_on(State(c): State<Arc<Console>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json_body {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "send application/json",
+        );
+    }
+    let ActBody { host, session, action } = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad-request",
+                format!("want {{host, session, action: approve|deny|answer|cancel|send, ...}}: {e}"),
+            )
+        }
+    };
+    let status = {
+        let v = c.view.read();
+        let request = match &action {
+            Action::Approve { request, .. } | Action::Deny { request, .. } | Action::Answer { request, .. } => {
+                Some(request.as_str())
+            }
+            _ => None,
+        };
+        if let Some(request) = request {
+            let found = v
+                .approvals()
+                .into_iter()
+                .find(|a| a.host == host && a.pending.session == session && a.pending.id == request);
+            match found {
+                None => {
+                    return error(
+                        StatusCode::CONFLICT,
+                        "no-approval",
+                        format!(
+                            "no pending approval {request} of session {session} on {host}: it may have been answered"
+                        ),
+                    )
+                }
+                Some(a) if !a.pending.answerable => {
+                    return error(
+                        StatusCode::CONFLICT,
+                        "not-answerable",
+                        format!("this approval can only be answered in Cline on {host}: its daemon has control off"),
+                    )
+                }
+                Some(_) => {}
+            }
+        } else if !v
+            .sessions()
+            .iter()
+            .any(|s| s.host == host && s.summary.session == session)
+        {
+            return error(
+                StatusCode::CONFLICT,
+                "no-session",
+                format!("no session {session} on {host}"),
+            );
+        }
+        health::status(v.record(&host), SystemTime::now(), c.offline_after)
+    };
+    if !status.reachable() {
+        return error(
+            StatusCode::CONFLICT,
+            "machine-unreachable",
+            format!("machine {host} is {}: the command was not sent", status.as_str()),
+        );
+    }
+    let command = act::command(&action, &session, "aep-cline-fleet", &crate::state::host());
+    let id = command["id"].as_str().unwrap_or_default().to_string();
+    let subject = crate::sinks::nats::machine::control_subject(&host);
+    let sent = {
+        let mut refusals = c.refusals.lock().await;
+        command::send(&c.client, &mut refusals, &host, &command, act::ACK_WAIT).await
+    };
+    let (status, code, detail) = match sent {
+        Ok(Sent::Ack(ack)) => return Json(json!({"host": host, "command": id, "ack": ack})).into_response(),
+        Ok(Sent::NoResponders) => (
+            StatusCode::BAD_GATEWAY,
+            "no-responders",
+            format!("no daemon answers on {subject}: {host} does not take commands over NATS (down, or AEP_NATS_CONTROL is off)"),
+        ),
+        Ok(Sent::Refused(text)) => (
+            StatusCode::BAD_GATEWAY,
+            "not-permitted",
+            format!(
+                "the NATS server refused to let the console command {host} ({}): its user needs permission to publish on {subject}",
+                text.trim()
+            ),
+        ),
+        Ok(Sent::TimedOut) => (
+            StatusCode::GATEWAY_TIMEOUT,
+            "no-ack",
+            format!("no ack from {host} within {}s: it may still be decided", act::ACK_WAIT.as_secs()),
+        ),
+        Ok(Sent::BadReply(text)) => (
+            StatusCode::BAD_GATEWAY,
+            "bad-reply",
+            format!("{host} answered with something that is no ack Event: {text}"),
+        ),
+        Err(e) => (StatusCode::BAD_GATEWAY, "not-sent", format!("{e:#}")),
+    };
+    error(status, code, detail)
+}
