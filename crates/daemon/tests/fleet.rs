@@ -316,6 +316,25 @@ fn the_console_shows_every_machine_and_commands_the_one_that_owns_the_session() 
         "{table}"
     );
 
+    // One session's detail, fetched from its subject on demand: that host's Events only.
+    let shown = json_of(&sandbox, &url, &["show", S1, "--host", A, "--json"]);
+    assert_eq!(
+        (shown["host"].as_str(), shown["summary"]["session"].as_str()),
+        (Some(A), Some(S1))
+    );
+    let kinds: Vec<&str> = shown["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"run") && kinds.contains(&"approval"), "{shown:#}");
+    let o = fleet(&sandbox, &url, &["show", "no-such-session"], &[]);
+    assert!(
+        !o.status.success() && text(&o).1.contains("no session matches"),
+        "{o:?}"
+    );
+
     // Approvals: both machines', with their host.
     let approvals = json_of(&sandbox, &url, &["approvals", "--json"]);
     let hosts: Vec<&str> = approvals

@@ -38,6 +38,7 @@ enum FleetCommand {
     Sessions(SessionsArgs),
     Approvals(ApprovalsArgs),
     Usage(UsageArgs),
+    Show(ShowArgs),
     Approve(fleet_act::ApproveArgs),
     Deny(fleet_act::DenyArgs),
     Answer(fleet_act::AnswerArgs),
@@ -176,6 +177,7 @@ pub fn run(args: FleetArgs) -> ExitCode {
         FleetCommand::Sessions(a) => sessions(a),
         FleetCommand::Approvals(a) => approvals(a),
         FleetCommand::Usage(a) => usage_(a),
+        FleetCommand::Show(a) => show(a),
         FleetCommand::Serve(a) => fleet_serve::run(a),
         // A person's commands: 0 accepted, 1 rejected, 2 not sent or not decided.
         FleetCommand::Approve(a) => return fleet_act::approve(a),
@@ -191,6 +193,67 @@ pub fn run(args: FleetArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One session's timeline, read from the stream when asked: its runs, tool calls, approvals,
+/// commands and their acks, as `aep-cline show` prints them on its machine.
+///
+/// The console keeps summaries only; the detail comes from the session's own subject in the
+/// stream (a server-side filter). SESSION is its id or a unique start or end of it, as
+/// `fleet sessions` lists it; --host names the machine when two have the same id.
+#[derive(clap::Args, Debug)]
+struct ShowArgs {
+    /// The session: its id or a unique start or end of it.
+    session: String,
+    /// The machine (its AEP_HOST), when the id is on more than one.
+    #[arg(long)]
+    host: Option<String>,
+    /// One JSON object: `host`, `summary` and `timeline`.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: Conn,
+}
+
+fn show(args: ShowArgs) -> anyhow::Result<()> {
+    let source = args.conn.source()?;
+    let (host, summary, events) = args.conn.with_view(async |client, _, view| {
+        let list: Vec<Session> = view
+            .sessions()
+            .into_iter()
+            .filter(|s| args.host.as_deref().is_none_or(|h| h == s.host))
+            .collect();
+        let s = match crate::people::logs::find(list, |s| s.summary.session.as_str(), &args.session) {
+            crate::people::logs::Found::One(s) => s,
+            crate::people::logs::Found::None => {
+                anyhow::bail!(
+                    "no session matches {:?}: `aep-cline fleet sessions --all` lists them",
+                    args.session
+                )
+            }
+            crate::people::logs::Found::Many(ids) => anyhow::bail!(
+                "{:?} matches more than one session ({}): type more of it, or name the machine (--host)",
+                args.session,
+                ids.join(", ")
+            ),
+        };
+        let events = source.session_events(&client, &s.host, &s.summary.session).await?;
+        Ok((s.host, s.summary, events))
+    })?;
+    let entries = crate::people::timeline::timeline(&events);
+    if args.json {
+        return out::print_json(&serde_json::json!({"host": host, "summary": summary, "timeline": entries}));
+    }
+    out::print(&format!(
+        "host      {host}\n{}",
+        super::show::render(
+            &summary,
+            &Default::default(),
+            &entries,
+            SystemTime::now(),
+            "aep-cline fleet"
+        )
+    ))
 }
 
 fn machines(args: MachinesArgs) -> anyhow::Result<()> {

@@ -24,15 +24,8 @@ pub struct Conn {
     stream: String,
     /// A machine whose latest record is older than this is offline.
     #[arg(long, env = "AEP_FLEET_OFFLINE_AFTER", default_value = "30s", value_name = "DURATION",
-          value_parser = duration)]
+          value_parser = crate::setting::duration("AEP_FLEET_OFFLINE_AFTER", Duration::from_secs(1), "30s or 2m"))]
     pub offline_after: Duration,
-}
-
-fn duration(value: &str) -> Result<Duration, String> {
-    match aep_core::time::duration(value) {
-        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
-        _ => Err(format!("{value:?}: give a duration of at least 1s, e.g. 30s or 2m")),
-    }
 }
 
 impl Conn {

@@ -41,13 +41,13 @@ pub fn run(args: ShowArgs) -> anyhow::Result<()> {
     if args.json {
         return out::print_json(&json!({"summary": summary, "about": local.about, "timeline": entries}));
     }
-    out::print(&render(&summary, &local, &entries, SystemTime::now()))
+    out::print(&render(&summary, &local, &entries, SystemTime::now(), "aep-cline"))
 }
 
 /// What the running daemon's local view says of a session: its title and folder, and what
 /// its pending approvals ask (by request id).
 #[derive(Default)]
-struct Local {
+pub(super) struct Local {
     about: Option<Value>,
     asked: HashMap<String, Value>,
 }
@@ -84,7 +84,9 @@ pub fn find_session(journal: &crate::lane::Journal, query: &str) -> anyhow::Resu
     }
 }
 
-fn render(s: &Summary, local: &Local, entries: &[Entry], now: SystemTime) -> String {
+/// `commands` is how a person runs the answer shown for a pending approval (`aep-cline`, or
+/// `aep-cline fleet` on the console).
+pub(super) fn render(s: &Summary, local: &Local, entries: &[Entry], now: SystemTime, commands: &str) -> String {
     let mut t = String::new();
     t.push_str(&format!("session   {}\n", s.session));
     let about = |k: &str| local.about.as_ref().and_then(|a| a[k].as_str());
@@ -129,7 +131,7 @@ fn render(s: &Summary, local: &Local, entries: &[Entry], now: SystemTime) -> Str
     }
     for p in &s.pending {
         t.push_str(&format!(
-            "PENDING   {} asks: {}   answer: aep-cline approve {} | deny {} [--reason TEXT]\n",
+            "PENDING   {} asks: {}   answer: {commands} approve {} | deny {} [--reason TEXT]\n",
             p.tool.as_deref().unwrap_or(&p.kind),
             p.prompt.as_deref().map(|x| out::one_line(x, 80)).unwrap_or_default(),
             p.short,

@@ -8,6 +8,7 @@
 
 pub mod catch_up;
 pub mod command;
+pub mod detail;
 pub mod follow;
 pub mod health;
 pub mod serve;

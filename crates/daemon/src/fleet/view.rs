@@ -277,7 +277,7 @@ impl View {
 }
 
 /// A stream message's AEP Event (AEP-0005 §2).
-fn event_of(payload: &[u8]) -> Result<Value, String> {
+pub fn event_of(payload: &[u8]) -> Result<Value, String> {
     let ce: serde_json::Map<String, Value> =
         serde_json::from_slice(payload).map_err(|e| format!("a message that is not a JSON CloudEvent ({e})"))?;
     let inbound = aep_core::cloudevents::inverse(&ce).map_err(|e| format!("a CloudEvent that is no AEP Event: {e}"))?;
