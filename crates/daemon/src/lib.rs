@@ -10,7 +10,8 @@
 //! - [`sinks`]: what the bus feeds, the embedded AEP endpoint and the relay binding.
 //! - [`history`]: the logs read back (replays reaching past memory) and their retention.
 //! - [`notify`]: a person told when Cline waits, with links that answer from another device.
-//! - [`daemon`]: settings, start order and supervision; [`cli`]: the user commands.
+//! - [`daemon`]: settings, the composition root (the start order; each subsystem's start) and
+//!   supervision; [`cli`]: the user commands.
 //!
 //! Lints: `unsafe` is denied; each use (a libc call the standard library lacks: signal
 //! dispositions, `flock`, `SO_PEERCRED`, `CLOCK_BOOTTIME`, rlimits, malloc tuning) is allowed

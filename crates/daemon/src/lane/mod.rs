@@ -1,7 +1,8 @@
 //! The session lane: where every source's work for a session is serialized, sequenced and
 //! written, and the one owner of each session's life.
 //!
-//! - [`sessions`]: the registry: opens a session (from its log), serializes its work, closes it.
+//! - [`sessions`]: the registry: opens a session (from its log), serializes its work, closes it;
+//!   its children hold the reconciler's passes, ending a session, the 2.x cancel hold, hub hosting.
 //! - [`journal`]: the JSONL log, the first sink, written before a hook is answered.
 //! - [`spool`]: hooks the shim could not deliver, drained into the lane in order.
 //! - [`bus`]: what the live sinks hear after the log has it.

@@ -9,13 +9,28 @@
 //! path can hand out a position twice (AEP-0001 §7).
 //!
 //! Everything here is synchronous (small file appends); async callers come from a blocking task.
+//!
+//! The registry's other work on a session's life is in its own files, each an `impl Sessions`
+//! beside the state it reads (children of this module, so the state stays private to the lane):
+//! - [`watch`]: the reconciler's passes and the watch list of open sessions that left memory.
+//! - [`end`]: ending a session no hook ended (the reconciler, the hub, a person).
+//! - [`hold`]: the Cline 2.x `TaskCancel` hold.
+//! - [`hub`]: the sessions Cline's hub hosts, whose end is the hub's to say.
+
+mod end;
+mod hold;
+mod hub;
+mod watch;
+
+pub use hold::CANCEL_HOLD;
+use hub::MAX_HOSTED;
+use watch::Watched;
 
 use crate::firing::Firing;
 use crate::lane::bus::{Bus, Published};
 use crate::lane::journal::Journal;
 use crate::lane::local::Local;
 use crate::lane::parent::{Parent, PARENT_EXTENSION};
-use crate::lane::reconcile::{self, Detected, End, Evidence, RunOutcome, StoreSession};
 use aep_core::bounded::BoundedSet;
 use aep_core::redact::Redactor;
 use aep_core::sequence::{MemorySequencer, Position, Sequencer};
@@ -27,7 +42,7 @@ use dashmap::DashMap;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -40,18 +55,8 @@ pub const DELIVERY_EXTENSION: &str = "clinehook";
 /// changed), so a restarted daemon still reads the session's store.
 pub const CLINE_DATA_EXTENSION: &str = "clinedata";
 
-/// How often a session's store file is read to see whether Cline recorded its end, and how long
-/// a session must have been quiet before it is.
-const STORE_EVERY: Duration = Duration::from_secs(5);
-
 /// Delivery ids remembered per session.
 const MAX_DELIVERIES: usize = 4096;
-
-/// How long a Cline 2.x `TaskCancel` is held before it cancels its run: 2.x fires one 60-200 ms
-/// after every successful `TaskComplete`, and the two hook processes race, so the completion
-/// may reach the daemon after it (see `cline_hooks::session`). A spooled completion is ingested
-/// within the spool drain's second.
-pub const CANCEL_HOLD: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -99,7 +104,7 @@ struct SessionState {
     /// Since when nothing reached its log (the daemon's clock; after a load, the log's
     /// modification time): how long a session with no other evidence has been quiet.
     quiet_since: SystemTime,
-    /// When Cline's store was last read for this session ([`STORE_EVERY`]).
+    /// When Cline's store was last read for this session ([`watch::STORE_EVERY`]).
     store_read: Option<Instant>,
     /// Since when the tracker holds a 2.x `TaskCancel`, and that hook's time.
     held: Option<(Instant, String)>,
@@ -153,21 +158,6 @@ pub struct Sessions {
     /// The owner's local view (never logged, never published).
     local: Local,
 }
-
-/// What the reconciler keeps of an open session that left memory: what it needs to judge it
-/// ([`Evidence`]) without loading its log.
-#[derive(Debug, Clone)]
-struct Watched {
-    parent: Option<Parent>,
-    cline_data: Option<String>,
-    last_hook: Option<String>,
-    quiet_since: SystemTime,
-    /// When Cline's store was last read for it ([`STORE_EVERY`]).
-    store_read: Option<Instant>,
-}
-
-/// Hub-hosted sessions remembered.
-const MAX_HOSTED: usize = 4096;
 
 /// `None` until loaded from the log, and again after a failed write (the next use reloads).
 type Slot = Arc<Mutex<Option<SessionState>>>;
@@ -413,213 +403,6 @@ impl Sessions {
         })
     }
 
-    /// Applies the Cline 2.x `TaskCancel`s held longer than [`CANCEL_HOLD`] with no completion
-    /// after them: each cancels its run (`run.cancelled {by: "user"}`, at the hook's time), or
-    /// fails it when the model failed for good (said by a `Notification` or the task's record).
-    /// Returns how many it applied.
-    pub fn release_held(&self, now: Instant) -> usize {
-        let due: Vec<String> = self
-            .live
-            .iter()
-            .filter(|entry| {
-                let Some(guard) = entry.value().try_lock() else {
-                    return false;
-                };
-                guard
-                    .as_ref()
-                    .and_then(|s| s.held.as_ref())
-                    .is_some_and(|(since, _)| now.saturating_duration_since(*since) >= CANCEL_HOLD)
-            })
-            .map(|entry| entry.key().clone())
-            .collect();
-        let mut released = 0;
-        for session in due {
-            let done = self.with(&session, |state| {
-                let Some((since, time)) = state.held.clone() else {
-                    return Ok(false);
-                };
-                if now.saturating_duration_since(since) < CANCEL_HOLD {
-                    return Ok(false);
-                }
-                // No user cancels a 2.x run whose record says the model failed for good: the
-                // `Notification` that says so may be late (its process outlives the CLI) or lost.
-                let record = state
-                    .cline_data
-                    .as_deref()
-                    .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), &session));
-                if let Some(End {
-                    run: RunOutcome::ApiFailed(failure),
-                    ..
-                }) = record
-                {
-                    state.tracker.note_api_failure(failure);
-                }
-                let planned = state.tracker.release_held(&mut aep_core::id::new_id);
-                self.commit(&session, state, &planned, None, &time)?;
-                state.held = None;
-                Ok(true)
-            });
-            match done {
-                Ok(true) => released += 1,
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::error!(%session, error = %e, "a held TaskCancel could not be applied; retried next tick")
-                }
-            }
-        }
-        released
-    }
-
-    /// The reconciler's pass ([`crate::lane::reconcile`]): judges every open session in memory
-    /// by the evidence (Cline's store, the process that ran its hooks, time) and ends the ones
-    /// that are over, once each, at the time the evidence shows. Returns how many it ended.
-    pub fn reap(&self) -> usize {
-        let open: Vec<String> = self
-            .live
-            .iter()
-            .filter(|entry| {
-                let Some(guard) = entry.value().try_lock() else {
-                    return false; // in use: its process is evidently talking
-                };
-                // A held 2.x cancel is applied first ([`Sessions::release_held`]): Cline's
-                // process may exit before the completion's hook process has spoken.
-                guard.as_ref().is_some_and(|s| s.ended.is_none() && s.held.is_none())
-            })
-            .map(|entry| entry.key().clone())
-            .collect::<Vec<_>>()
-            .into_iter()
-            .chain(self.watched_over())
-            .collect::<Vec<_>>();
-        let mut ended = 0;
-        for session in open {
-            match self.reconcile(&session) {
-                Ok(true) => ended += 1,
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::error!(%session, error = %e, "a session that is over could not be ended; retried next tick")
-                }
-            }
-        }
-        ended
-    }
-
-    /// The sessions that left memory that the evidence says are over (taken off the watch list,
-    /// to be taken up again and ended): judged as the sessions in memory are, the store read
-    /// off the watch list's lock.
-    fn watched_over(&self) -> Vec<String> {
-        let hub = self.hub_connected.load(Ordering::SeqCst);
-        let candidates: Vec<(String, Watched, bool)> = self
-            .watched
-            .lock()
-            .iter_mut()
-            .map(|(session, w)| {
-                let quiet = w.quiet_since.elapsed().unwrap_or_default();
-                let due = w.cline_data.is_some()
-                    && quiet >= STORE_EVERY
-                    && w.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY);
-                if due {
-                    w.store_read = Some(Instant::now());
-                }
-                (session.clone(), w.clone(), due)
-            })
-            .collect();
-        let over: Vec<String> = candidates
-            .into_iter()
-            .filter(|(session, w, due)| {
-                let store = w
-                    .cline_data
-                    .as_deref()
-                    .filter(|_| *due)
-                    .and_then(|dir| StoreSession::read(std::path::Path::new(dir), session));
-                let parent_alive = w.parent.map(|p| p.alive());
-                // Cline 2.x's task record, as for a session in memory ([`Sessions::reconcile`]).
-                let task = w
-                    .cline_data
-                    .as_deref()
-                    .filter(|_| parent_alive == Some(false) || (parent_alive.is_none() && *due))
-                    .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), session));
-                let evidence = Evidence {
-                    parent_alive,
-                    store: store.as_ref(),
-                    task: task.as_ref(),
-                    hub_hosts: hub && self.hosted.lock().contains(session),
-                    last_hook: w.last_hook.as_deref(),
-                    quiet_for: w.quiet_since.elapsed().unwrap_or_default(),
-                };
-                reconcile::judge(&evidence).is_some()
-            })
-            .map(|(session, _, _)| session)
-            .collect();
-        let mut watched = self.watched.lock();
-        for session in &over {
-            watched.remove(session);
-        }
-        over
-    }
-
-    /// Judges one session (loading it from its log if it is not in memory) and ends it if the
-    /// evidence says it is over. `true` when it ended it.
-    pub fn reconcile(&self, session: &str) -> Result<bool, IngestError> {
-        let hub = self.hub_connected.load(Ordering::SeqCst);
-        self.with_touch(session, false, |state| {
-            if state.ended.is_some() || state.tracker.has_ended() || state.held.is_some() {
-                return Ok(false);
-            }
-            // The hooks speak first: the store is read once the session has been quiet a while,
-            // so a session's own end hooks (with their usage) are not beaten by the store.
-            let quiet = state.quiet_since.elapsed().unwrap_or_default();
-            let due = quiet >= STORE_EVERY && state.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY);
-            let store = match state.cline_data.as_deref() {
-                Some(dir) if due => {
-                    state.store_read = Some(Instant::now());
-                    StoreSession::read(std::path::Path::new(dir), session)
-                }
-                _ => None,
-            };
-            let parent_alive = state.parent.map(|p| p.alive());
-            // Cline 2.x's record of the task says how it ended once its process is gone.
-            let task = match state.cline_data.as_deref() {
-                Some(dir) if parent_alive == Some(false) || (parent_alive.is_none() && due) => {
-                    crate::lane::store2::read(std::path::Path::new(dir), session)
-                }
-                _ => None,
-            };
-            let evidence = Evidence {
-                parent_alive,
-                store: store.as_ref(),
-                task: task.as_ref(),
-                hub_hosts: hub && state.tracker.is_hosted(),
-                last_hook: state.last_hook.as_deref(),
-                quiet_for: state.quiet_since.elapsed().unwrap_or_default(),
-            };
-            let Some(end) = reconcile::judge(&evidence) else {
-                return Ok(false);
-            };
-            tracing::info!(%session, by = end.detected.as_str(), at = ?end.time, "the session is over; ending it");
-            self.end_now(session, state, &end)?;
-            Ok(true)
-        })
-    }
-
-    /// A person ends a session the reconciler could not decide (`aep-cline end`, a
-    /// `control.cancel {scope: "session"}`): its open runs are `run.cancelled {by: "control"}`,
-    /// then `session.ended`, now, each caused by `command`. `false` when it had ended already.
-    pub fn end_by_person(&self, session: &str, command: &str, reason: Option<&str>) -> Result<bool, IngestError> {
-        self.with(session, |state| {
-            if state.ended.is_some() || state.tracker.has_ended() {
-                return Ok(false);
-            }
-            let end = End {
-                time: None,
-                detected: Detected::Person,
-                run: RunOutcome::CancelledByUser,
-                reason: None,
-            };
-            self.end_now_with(session, state, &end, Some((command, reason)))?;
-            Ok(true)
-        })
-    }
-
     /// Whether `session` has ended (`None`: it has no log here).
     pub fn has_ended(&self, session: &str) -> Option<bool> {
         if !self.owns(session) {
@@ -629,138 +412,6 @@ impl Sessions {
             Ok(state.ended.is_some() || state.tracker.has_ended())
         })
         .ok()
-    }
-
-    /// Says whether the hub tap is connected (a hosted session's end is then the hub's to say).
-    pub fn hub_connected(&self, connected: bool) {
-        self.hub_connected.store(connected, Ordering::SeqCst);
-    }
-
-    /// At start: judges every session whose log has no `session.ended`, so a session whose
-    /// Cline exited while the daemon was down ends now, at the time it ended. The ones still
-    /// alive stay in memory, watched by [`Sessions::reap`]. `logged`: the sessions with a log
-    /// (`history::logged_sessions`). Returns how many it ended.
-    pub fn reconcile_logs(&self, logged: Vec<String>) -> usize {
-        let mut ended = 0;
-        for session in logged {
-            if self.live.contains_key(&session) || ends_logged(&self.journal.path(&session)) {
-                continue;
-            }
-            match self.reconcile(&session) {
-                Ok(true) => ended += 1,
-                Ok(false) => {}
-                Err(e) => tracing::error!(%session, error = %e, "a logged session could not be judged"),
-            }
-        }
-        ended
-    }
-
-    /// Cline's hub hosts `session`: its `session_shutdown` hook (a `run.abort`, an Esc) closes
-    /// the open runs, and the session goes on until the hub says it is over. Only remembered
-    /// here; a session's state is never created for it.
-    pub fn hosted_by_hub(&self, session: &str) {
-        {
-            let mut hosted = self.hosted.lock();
-            if hosted.contains(session) {
-                return;
-            }
-            hosted.insert(session.to_string());
-        }
-        let slot = self.live.get(session).map(|s| s.value().clone());
-        if let Some(slot) = slot {
-            if let Some(state) = slot.lock().as_mut() {
-                state.tracker.set_hosted(true);
-            }
-        }
-    }
-
-    /// The hub says a session it hosted is over (at `at`, its `endedAt`, when it says): it ends
-    /// here too (once), its open run as the hub's snapshot says (`said`), else as Cline's store
-    /// says, else `run.cancelled {by: "shutdown"}`.
-    pub fn hub_ended(&self, session: &str, at: Option<String>, said: &StoreSession) -> Result<bool, IngestError> {
-        self.hosted.lock().remove(session);
-        if !self.owns(session) {
-            return Ok(false);
-        }
-        self.with(session, |state| {
-            if state.ended.is_some() || state.tracker.has_ended() {
-                return Ok(false);
-            }
-            state.tracker.set_hosted(false);
-            // The hub's snapshot of an interrupted session may carry no final status; the
-            // store's record of it does (a Ctrl+C: `failed`, exit code 1).
-            let recorded = said.end().or_else(|| {
-                let dir = state.cline_data.as_deref()?;
-                StoreSession::read(std::path::Path::new(dir), session)?.end()
-            });
-            let end = End {
-                time: at.or_else(|| state.last_hook.clone()),
-                detected: Detected::Hub,
-                run: recorded.as_ref().map_or(RunOutcome::Shutdown, |r| r.run.clone()),
-                reason: recorded.and_then(|r| r.reason),
-            };
-            self.end_now(session, state, &end)?;
-            Ok(true)
-        })
-    }
-
-    /// Ends a session no hook will end, as `end` says: each open run gets the terminal the
-    /// evidence shows (else `run.cancelled {by: "shutdown"}`), pending approvals are dismissed,
-    /// then `session.ended` says `end`'s reason, else `killed` (a run was cut short) or
-    /// `normal`. Every Event carries `end.time` (else now) and `data.detected`: how and when the
-    /// daemon found out.
-    fn end_now(&self, session: &str, state: &mut SessionState, end: &End) -> Result<(), IngestError> {
-        self.end_now_with(session, state, end, None)
-    }
-
-    fn end_now_with(
-        &self,
-        session: &str,
-        state: &mut SessionState,
-        end: &End,
-        command: Option<(&str, Option<&str>)>,
-    ) -> Result<(), IngestError> {
-        state.tracker.set_hosted(false);
-        let now = aep_core::id::now_rfc3339();
-        let time = end.time.clone().unwrap_or_else(|| now.clone());
-        let shutdown = serde_json::json!({
-            "hookName": "session_shutdown",
-            "taskId": session,
-            "timestamp": time,
-            "sessionContext": {"rootSessionId": session},
-        });
-        let payload = HookPayload::from_value(shutdown).expect("a well-formed synthetic payload");
-        let ctx = MapContext {
-            capture: &self.capture,
-            redactor: &self.redactor,
-        };
-        let usage = crate::lane::usage::read(&payload, &state.tracker, state.cline_data.as_deref());
-        let mut planned = state
-            .tracker
-            .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
-        let cut_short = planned.iter().any(|p| p.event.link == cline_hooks::Link::CloseRun);
-        let detected = serde_json::json!({"by": end.detected.as_str(), "at": now});
-        for p in &mut planned {
-            if p.event.link == cline_hooks::Link::CloseRun {
-                outcome(&mut p.event, &end.run, command);
-            } else if p.event.ty == "session.ended" {
-                if let Some(data) = p.event.data.as_mut() {
-                    let reason = end.reason.unwrap_or(if cut_short { "killed" } else { "normal" });
-                    data.insert("reason".into(), reason.into());
-                    data.insert("detected".into(), detected.clone());
-                }
-            } else {
-                continue;
-            }
-            if let Some((id, _)) = command {
-                p.cause = Some(id.to_string()); // AEP-0004 §6
-            }
-        }
-        self.dismiss_before_end(&mut planned, state);
-        self.commit(session, state, &planned, None, &time)?;
-        state.ended = Some(Instant::now());
-        state.held = None; // the plan applied it
-        Ok(())
     }
 
     /// What resolved an approval goes before the tool result that proves it: our answer in
@@ -1002,60 +653,6 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Turns a synthesized run terminal (`run.cancelled {by: "shutdown"}`) into what the evidence
-/// says the run did. `command`: the command that ended it, with its reason.
-fn outcome(event: &mut cline_hooks::Mapped, run: &RunOutcome, command: Option<(&str, Option<&str>)>) {
-    let Some(data) = event.data.as_mut() else { return };
-    if let Some((_, said)) = command {
-        data.insert("by".into(), "control".into());
-        if let Some(text) = said.filter(|_| event.capture >= aep_core::Capture::Redacted) {
-            data.insert("reason".into(), text.into());
-        }
-        return;
-    }
-    match run {
-        RunOutcome::Shutdown => {}
-        RunOutcome::CancelledByUser => {
-            data.insert("by".into(), "user".into());
-        }
-        RunOutcome::Finished => {
-            data.remove("by");
-            event.ty = "run.finished".into();
-            event.severity = None;
-        }
-        RunOutcome::ApiFailed(failure) => *event = failure.fail(event.clone()),
-        RunOutcome::Failed { status, exit_code } => {
-            data.remove("by");
-            data.insert("reason".into(), status.clone().into());
-            let mut error = serde_json::json!({"type": format!("cline_status_{status}")});
-            if let Some(code) = exit_code {
-                error["exit_code"] = (*code).into();
-            }
-            data.insert("error".into(), error);
-            event.ty = "run.failed".into();
-            event.severity = Some(aep_core::Severity::Error);
-        }
-    }
-}
-
-/// Whether a log records its session's end: `session.ended` in its last 64 KiB (where it is,
-/// but for a few late Events). A log that says nothing is loaded and judged.
-fn ends_logged(path: &std::path::Path) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    // Never blocks on a FIFO named like a log, never reads a device.
-    let Ok(mut file) = crate::lane::journal::open_log(path, false) else {
-        return false;
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let from = len.saturating_sub(64 << 10);
-    let mut tail = Vec::new();
-    if file.seek(SeekFrom::Start(from)).is_err() || file.read_to_end(&mut tail).is_err() {
-        return false;
-    }
-    let needle = br#""type":"session.ended""#;
-    tail.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]

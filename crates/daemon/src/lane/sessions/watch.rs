@@ -1,0 +1,197 @@
+//! The reconciler's side of the registry: its passes over the open sessions (in memory, and on
+//! the watch list of those that left memory idle), judged by [`crate::lane::reconcile`] and ended
+//! by [`Sessions::end_now`]. A session no hook ended must still end once its Cline is gone, so
+//! an open session that leaves memory is not forgotten but watched at less cost (its evidence,
+//! not its state), and taken up again when it is over.
+
+use super::{IngestError, Sessions};
+use crate::lane::parent::Parent;
+use crate::lane::reconcile::{self, Evidence, StoreSession};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often a session's store file is read to see whether Cline recorded its end, and how long
+/// a session must have been quiet before it is.
+pub(super) const STORE_EVERY: Duration = Duration::from_secs(5);
+
+/// What the reconciler keeps of an open session that left memory: what it needs to judge it
+/// ([`Evidence`]) without loading its log.
+#[derive(Debug, Clone)]
+pub(super) struct Watched {
+    pub(super) parent: Option<Parent>,
+    pub(super) cline_data: Option<String>,
+    pub(super) last_hook: Option<String>,
+    pub(super) quiet_since: SystemTime,
+    /// When Cline's store was last read for it ([`STORE_EVERY`]).
+    pub(super) store_read: Option<Instant>,
+}
+
+impl Sessions {
+    /// The reconciler's pass ([`crate::lane::reconcile`]): judges every open session in memory
+    /// by the evidence (Cline's store, the process that ran its hooks, time) and ends the ones
+    /// that are over, once each, at the time the evidence shows. Returns how many it ended.
+    pub fn reap(&self) -> usize {
+        let open: Vec<String> = self
+            .live
+            .iter()
+            .filter(|entry| {
+                let Some(guard) = entry.value().try_lock() else {
+                    return false; // in use: its process is evidently talking
+                };
+                // A held 2.x cancel is applied first ([`Sessions::release_held`]): Cline's
+                // process may exit before the completion's hook process has spoken.
+                guard.as_ref().is_some_and(|s| s.ended.is_none() && s.held.is_none())
+            })
+            .map(|entry| entry.key().clone())
+            .collect::<Vec<_>>()
+            .into_iter()
+            .chain(self.watched_over())
+            .collect::<Vec<_>>();
+        let mut ended = 0;
+        for session in open {
+            match self.reconcile(&session) {
+                Ok(true) => ended += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(%session, error = %e, "a session that is over could not be ended; retried next tick")
+                }
+            }
+        }
+        ended
+    }
+
+    /// The sessions that left memory that the evidence says are over (taken off the watch list,
+    /// to be taken up again and ended): judged as the sessions in memory are, the store read
+    /// off the watch list's lock.
+    fn watched_over(&self) -> Vec<String> {
+        let hub = self.hub_connected.load(Ordering::SeqCst);
+        let candidates: Vec<(String, Watched, bool)> = self
+            .watched
+            .lock()
+            .iter_mut()
+            .map(|(session, w)| {
+                let quiet = w.quiet_since.elapsed().unwrap_or_default();
+                let due = w.cline_data.is_some()
+                    && quiet >= STORE_EVERY
+                    && w.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY);
+                if due {
+                    w.store_read = Some(Instant::now());
+                }
+                (session.clone(), w.clone(), due)
+            })
+            .collect();
+        let over: Vec<String> = candidates
+            .into_iter()
+            .filter(|(session, w, due)| {
+                let store = w
+                    .cline_data
+                    .as_deref()
+                    .filter(|_| *due)
+                    .and_then(|dir| StoreSession::read(std::path::Path::new(dir), session));
+                let parent_alive = w.parent.map(|p| p.alive());
+                // Cline 2.x's task record, as for a session in memory ([`Sessions::reconcile`]).
+                let task = w
+                    .cline_data
+                    .as_deref()
+                    .filter(|_| parent_alive == Some(false) || (parent_alive.is_none() && *due))
+                    .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), session));
+                let evidence = Evidence {
+                    parent_alive,
+                    store: store.as_ref(),
+                    task: task.as_ref(),
+                    hub_hosts: hub && self.hosted.lock().contains(session),
+                    last_hook: w.last_hook.as_deref(),
+                    quiet_for: w.quiet_since.elapsed().unwrap_or_default(),
+                };
+                reconcile::judge(&evidence).is_some()
+            })
+            .map(|(session, _, _)| session)
+            .collect();
+        let mut watched = self.watched.lock();
+        for session in &over {
+            watched.remove(session);
+        }
+        over
+    }
+
+    /// Judges one session (loading it from its log if it is not in memory) and ends it if the
+    /// evidence says it is over. `true` when it ended it.
+    pub fn reconcile(&self, session: &str) -> Result<bool, IngestError> {
+        let hub = self.hub_connected.load(Ordering::SeqCst);
+        self.with_touch(session, false, |state| {
+            if state.ended.is_some() || state.tracker.has_ended() || state.held.is_some() {
+                return Ok(false);
+            }
+            // The hooks speak first: the store is read once the session has been quiet a while,
+            // so a session's own end hooks (with their usage) are not beaten by the store.
+            let quiet = state.quiet_since.elapsed().unwrap_or_default();
+            let due = quiet >= STORE_EVERY && state.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY);
+            let store = match state.cline_data.as_deref() {
+                Some(dir) if due => {
+                    state.store_read = Some(Instant::now());
+                    StoreSession::read(std::path::Path::new(dir), session)
+                }
+                _ => None,
+            };
+            let parent_alive = state.parent.map(|p| p.alive());
+            // Cline 2.x's record of the task says how it ended once its process is gone.
+            let task = match state.cline_data.as_deref() {
+                Some(dir) if parent_alive == Some(false) || (parent_alive.is_none() && due) => {
+                    crate::lane::store2::read(std::path::Path::new(dir), session)
+                }
+                _ => None,
+            };
+            let evidence = Evidence {
+                parent_alive,
+                store: store.as_ref(),
+                task: task.as_ref(),
+                hub_hosts: hub && state.tracker.is_hosted(),
+                last_hook: state.last_hook.as_deref(),
+                quiet_for: state.quiet_since.elapsed().unwrap_or_default(),
+            };
+            let Some(end) = reconcile::judge(&evidence) else {
+                return Ok(false);
+            };
+            tracing::info!(%session, by = end.detected.as_str(), at = ?end.time, "the session is over; ending it");
+            self.end_now(session, state, &end)?;
+            Ok(true)
+        })
+    }
+
+    /// At start: judges every session whose log has no `session.ended`, so a session whose
+    /// Cline exited while the daemon was down ends now, at the time it ended. The ones still
+    /// alive stay in memory, watched by [`Sessions::reap`]. `logged`: the sessions with a log
+    /// (`history::logged_sessions`). Returns how many it ended.
+    pub fn reconcile_logs(&self, logged: Vec<String>) -> usize {
+        let mut ended = 0;
+        for session in logged {
+            if self.live.contains_key(&session) || ends_logged(&self.journal.path(&session)) {
+                continue;
+            }
+            match self.reconcile(&session) {
+                Ok(true) => ended += 1,
+                Ok(false) => {}
+                Err(e) => tracing::error!(%session, error = %e, "a logged session could not be judged"),
+            }
+        }
+        ended
+    }
+}
+
+/// Whether a log records its session's end: `session.ended` in its last 64 KiB (where it is,
+/// but for a few late Events). A log that says nothing is loaded and judged.
+fn ends_logged(path: &std::path::Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    // Never blocks on a FIFO named like a log, never reads a device.
+    let Ok(mut file) = crate::lane::journal::open_log(path, false) else {
+        return false;
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let from = len.saturating_sub(64 << 10);
+    let mut tail = Vec::new();
+    if file.seek(SeekFrom::Start(from)).is_err() || file.read_to_end(&mut tail).is_err() {
+        return false;
+    }
+    let needle = br#""type":"session.ended""#;
+    tail.windows(needle.len()).any(|w| w == needle)
+}
