@@ -4,8 +4,7 @@
 # a fresh nats-server stream (JetStream, file storage, loopback), then `aep-cline fleet
 # sessions --json` and `fleet usage host --json` read the whole stream (an ordered consumer
 # from the first message) and fold it; each is timed with /usr/bin/time -v (wall time → Events/s,
-# maximum RSS). Live latency hook → console needs a console that follows the stream
-# (`fleet serve`), not built yet.
+# maximum RSS). Live latency hook → console: fleet_latency.sh.
 #
 #   crates/daemon/bench/fleet_console.sh                 # 100,000 Events, 2,000 sessions, 50 hosts
 #   crates/daemon/bench/fleet_console.sh 200000 4000 100

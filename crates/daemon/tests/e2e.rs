@@ -11,4 +11,5 @@ mod e2e_hooks;
 mod e2e_hub;
 mod e2e_session_end;
 mod e2e_usage;
+mod fleet_e2e;
 mod support;

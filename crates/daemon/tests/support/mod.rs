@@ -14,5 +14,6 @@ pub mod daemon;
 pub mod endpoint;
 pub mod fake_model;
 pub mod hub_client;
+pub mod nats_server;
 pub mod real_hub;
 pub mod stub_hub;

@@ -1,0 +1,91 @@
+//! A real `nats-server -js` (Debian's package; `.ci/run` installs it) on a free loopback port
+//! with its store in a temporary folder, killed when dropped: for the NATS sink's, the fleet's
+//! and the end-to-end suites.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One `nats-server -js`, killed when dropped.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    store: PathBuf,
+    args: Vec<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    pub fn start(args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("js");
+        let port = free_port();
+        let mut server = Server::spawn(port, store, args.iter().map(|a| a.to_string()).collect());
+        server._dir = Some(dir);
+        server
+    }
+
+    pub fn spawn(port: u16, store: PathBuf, args: Vec<String>) -> Server {
+        let child = spawn_server(port, &store, &args);
+        Server {
+            child,
+            port,
+            store,
+            args,
+            _dir: None,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Killed at once (SIGKILL: no clean shutdown), the store kept.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The same server again: same port, same store.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = spawn_server(self.port, &self.store, &self.args);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `nats-server -js` on `port` with its store in `store`, once it listens.
+fn spawn_server(port: u16, store: &std::path::Path, args: &[String]) -> Child {
+    let child = Command::new("nats-server")
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(store)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nats-server is installed (apt-get install nats-server; .ci/run does it)");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nats-server did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A current-thread runtime for the official client.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
