@@ -114,25 +114,8 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
         return out::print("no pending approvals\n");
     }
     let now = SystemTime::now();
-    let mut rows = vec![["ID", "SESSION", "ASKS", "WAITING", "POLICY", "PROMPT"]
-        .map(String::from)
-        .to_vec()];
-    for p in &all {
-        let mut prompt = p.prompt.as_deref().map(|x| out::one_line(x, 70)).unwrap_or_default();
-        if !p.answerable {
-            prompt.push_str("  (answer in Cline: control is off)");
-        }
-        rows.push(vec![
-            p.short.clone(),
-            p.session.clone(),
-            p.tool.clone().unwrap_or_else(|| p.kind.clone()),
-            out::age(&p.time, now).trim_end_matches(" ago").to_string(),
-            p.policy
-                .as_ref()
-                .map_or("-".into(), |b| format!("{} ({})", b.answer, b.rule)),
-            prompt,
-        ]);
-    }
+    let mut rows = vec![HEADER.map(String::from).to_vec()];
+    rows.extend(all.iter().map(|p| row(p, now)));
     let mut text = out::table(&rows);
     for p in &all {
         if let Some(d) = asked.get(&p.id) {
@@ -149,4 +132,25 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
     }
     text.push_str("answer: aep-cline approve ID | aep-cline deny ID [--reason TEXT] | aep-cline answer ID TEXT\n");
     out::print(&text)
+}
+
+/// The approvals table's columns (the fleet's adds HOST after ID).
+pub(super) const HEADER: [&str; 6] = ["ID", "SESSION", "ASKS", "WAITING", "POLICY", "PROMPT"];
+
+/// One pending approval as a row of [`HEADER`].
+pub(super) fn row(p: &crate::people::Pending, now: SystemTime) -> Vec<String> {
+    let mut prompt = p.prompt.as_deref().map(|x| out::one_line(x, 70)).unwrap_or_default();
+    if !p.answerable {
+        prompt.push_str("  (answer in Cline: control is off)");
+    }
+    vec![
+        p.short.clone(),
+        p.session.clone(),
+        p.tool.clone().unwrap_or_else(|| p.kind.clone()),
+        out::age(&p.time, now).trim_end_matches(" ago").to_string(),
+        p.policy
+            .as_ref()
+            .map_or("-".into(), |b| format!("{} ({})", b.answer, b.rule)),
+        prompt,
+    ]
 }

@@ -352,22 +352,10 @@ fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
     if total == 0 {
         return out::print("no sessions\n");
     }
-    let mut rows = vec![[
-        "HOST",
-        "SESSION",
-        "STATE",
-        "STARTED",
-        "LAST",
-        "RUNS",
-        "TOOLS",
-        "FAIL",
-        "TOKENS",
-        "COST",
-        "MODEL",
-        "WORKSPACE",
-    ]
-    .map(String::from)
-    .to_vec()];
+    let mut rows = vec![std::iter::once("HOST")
+        .chain(super::sessions::HEADER)
+        .map(String::from)
+        .collect::<Vec<_>>()];
     for s in &shown {
         let mut row = vec![s.host.clone()];
         row.extend(super::sessions::row(&s.summary, now));
@@ -397,27 +385,16 @@ fn approvals(args: ApprovalsArgs) -> anyhow::Result<()> {
         return out::print("no pending approvals\n");
     }
     let now = SystemTime::now();
-    let mut rows = vec![["ID", "HOST", "SESSION", "ASKS", "WAITING", "POLICY", "PROMPT"]
-        .map(String::from)
-        .to_vec()];
-    for a in &all {
-        let p = &a.pending;
-        let mut prompt = p.prompt.as_deref().map(|x| out::one_line(x, 70)).unwrap_or_default();
-        if !p.answerable {
-            prompt.push_str("  (answer in Cline: control is off)");
-        }
-        rows.push(vec![
-            p.short.clone(),
-            a.host.clone(),
-            p.session.clone(),
-            p.tool.clone().unwrap_or_else(|| p.kind.clone()),
-            out::age(&p.time, now).trim_end_matches(" ago").to_string(),
-            p.policy
-                .as_ref()
-                .map_or("-".into(), |b| format!("{} ({})", b.answer, b.rule)),
-            prompt,
-        ]);
-    }
+    // The one-machine table, with the machine after the id.
+    let with_host = |mut row: Vec<String>, host: &str| {
+        row.insert(1, host.to_string());
+        row
+    };
+    let mut rows = vec![with_host(super::approvals::HEADER.map(String::from).to_vec(), "HOST")];
+    rows.extend(
+        all.iter()
+            .map(|a| with_host(super::approvals::row(&a.pending, now), &a.host)),
+    );
     let mut text = out::table(&rows);
     text.push_str(
         "answer: aep-cline fleet approve ID | aep-cline fleet deny ID [--reason TEXT] | aep-cline fleet answer ID TEXT\n",

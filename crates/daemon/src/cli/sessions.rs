@@ -30,6 +30,21 @@ pub struct SessionsArgs {
 /// Ended sessions older than this are hidden without --all.
 const RECENT: Duration = Duration::from_secs(24 * 3600);
 
+/// The sessions table's columns (the fleet's adds HOST first).
+pub(super) const HEADER: [&str; 11] = [
+    "SESSION",
+    "STATE",
+    "STARTED",
+    "LAST",
+    "RUNS",
+    "TOOLS",
+    "FAIL",
+    "TOKENS",
+    "COST",
+    "MODEL",
+    "WORKSPACE",
+];
+
 pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
     let journal = args.logs.journal()?;
     let now = SystemTime::now();
@@ -58,21 +73,7 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
     }
     // What the running daemon's budgets say of each session (none without a daemon or budgets).
     let budgets = live_budgets();
-    let mut rows = vec![[
-        "SESSION",
-        "STATE",
-        "STARTED",
-        "LAST",
-        "RUNS",
-        "TOOLS",
-        "FAIL",
-        "TOKENS",
-        "COST",
-        "MODEL",
-        "WORKSPACE",
-    ]
-    .map(String::from)
-    .to_vec()];
+    let mut rows = vec![HEADER.map(String::from).to_vec()];
     if budgets.is_some() {
         rows[0].push("BUDGET".into());
     }

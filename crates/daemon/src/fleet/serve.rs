@@ -145,19 +145,7 @@ async fn same_origin(State(c): State<Arc<Console>>, request: Request, next: Next
         return refused;
     }
     let mut response = next.run(request).await;
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; \
-             form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.entry(header::CACHE_CONTROL)
-        .or_insert(HeaderValue::from_static("no-store"));
+    crate::dashboard::guard::harden(response.headers_mut());
     response
 }
 
