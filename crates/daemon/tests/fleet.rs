@@ -4,7 +4,8 @@
 //! owning machine's control subject; an offline machine, no daemon listening, a permission
 //! the server refuses and a stream or server that is not there, each said in words; bad
 //! messages in the stream skipped and counted; `fleet serve`'s page and API behind its one-time
-//! sign-in, following the stream live and answering through the owning host.
+//! sign-in, following the stream live and answering through the owning host, also clicked in
+//! headless Chromium.
 //!
 //! Until the daemon's side of the contract (`AEP_NATS_CONTROL=1`, heartbeats) is merged, the
 //! machine records are written here as a daemon writes them ([`record`]) and the control
@@ -12,11 +13,13 @@
 //! the two spots to swap for real daemons.
 
 use crate::nats::{free_port, Server};
+use crate::support::browser::Browser;
 use crate::support::daemon::{Sandbox, BIN};
 use crate::support::endpoint::request;
 
 use aep_cline::sinks::nats::machine::{self, Machine};
 use async_nats::jetstream::{self, stream};
+use fantoccini::Locator;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::process::Output;
@@ -549,20 +552,26 @@ impl Drop for Console {
     }
 }
 
-#[test]
-fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_owning_host() {
-    let server = Server::start(&[]);
-    let url = server.url();
-    let rt = runtime();
+/// [`fleet_events`] in the stream, A and B heard 2 s ago and "gone" 2 min ago in the bucket,
+/// and `fleet serve` caught up on them.
+fn serve_the_fleet(rt: &tokio::runtime::Runtime, url: &str) -> (jetstream::Context, Console) {
     let js = rt.block_on(async {
-        let js = jetstream::new(connect(&url, None).await);
+        let js = jetstream::new(connect(url, None).await);
         publish(&js, &fleet_events()).await;
         record(&js, A, "running", Duration::from_secs(2)).await;
         record(&js, B, "running", Duration::from_secs(2)).await;
         record(&js, "gone", "running", Duration::from_secs(120)).await;
         js
     });
-    let console = Console::start(&url);
+    (js, Console::start(url))
+}
+
+#[test]
+fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_owning_host() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    let (js, console) = serve_the_fleet(&rt, &url);
 
     // Without the sign-in: the page is the sign-in page, the API refuses.
     let (status, _, body) = console.get("/", "");
@@ -724,6 +733,79 @@ fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_own
     assert_eq!(status, 409, "{said}");
     assert!(said.contains("machine gone is offline"), "{said}");
     assert_eq!(responders.heard().len(), 1, "nothing more was sent");
+}
+
+/// The page in headless Chromium: the sign-in link, the approval and the machines drawn from
+/// the stream and the bucket, Approve clicked, the owning host's responder asked and its ack shown.
+#[test]
+fn the_console_page_in_a_browser_approves_through_the_owning_host_and_shows_its_ack() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    let (_js, console) = serve_the_fleet(&rt, &url);
+    let responders = Responders::start(&url, None, &[(A, true), (B, false)]);
+    let request = event(A, S1, 4, "attention.requested", json!({}))["id"].clone();
+    rt.block_on(async {
+        let browser = Browser::start().await;
+        browser.client.goto(&console.link).await.unwrap();
+        let shown = browser
+            .until(
+                "the approval on dev-1 and the machines",
+                30,
+                &format!(
+                    "const ask = [...document.querySelectorAll('#approval-list li')]
+                       .find(li => li.textContent.startsWith('{A} ·') && li.textContent.includes('session {S1}'));
+                     const machines = [...document.querySelectorAll('#machine-rows tr')]
+                       .map(tr => [tr.cells[0].textContent, tr.cells[1].textContent]);
+                     return ask && ask.querySelector('button.approve') && machines.length ? machines : null"
+                ),
+            )
+            .await;
+        assert_eq!(
+            shown,
+            json!([[B, "online"], [A, "online"], ["gone", "offline"], ["quiet", "unknown"]])
+        );
+        assert_eq!(browser.client.current_url().await.unwrap().path(), "/");
+        assert!(responders.heard().is_empty());
+
+        // The page redraws every few seconds: find the button again if it went stale.
+        let approve = format!("//li[div[@class='what' and starts-with(., '{A} ·')]]//button[@class='approve']");
+        for tries in 1.. {
+            let clicked = match browser.client.find(Locator::XPath(&approve)).await {
+                Ok(button) => button.click().await,
+                Err(e) => Err(e),
+            };
+            match clicked {
+                Ok(()) => break,
+                Err(e) if tries >= 5 => panic!("cannot click Approve on {A}: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        let said = browser
+            .until(
+                "the ack on the page",
+                30,
+                &format!(
+                    "return [...document.querySelectorAll('#feedback p.ok')].map(p => p.textContent)
+                       .find(t => t.startsWith('approve') && t.endsWith('on {A}: accepted'))"
+                ),
+            )
+            .await;
+        assert!(said.as_str().is_some(), "{said}");
+        browser.close().await;
+    });
+    let heard = responders.heard();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0].0, A);
+    assert_eq!(
+        (
+            heard[0].1["type"].as_str(),
+            &heard[0].1["session"],
+            &heard[0].1["subject"],
+            heard[0].1["data"]["answer"]["option"].as_str()
+        ),
+        (Some("control.attention.respond"), &json!(S1), &request, Some("approve"))
+    );
 }
 
 #[test]
