@@ -18,6 +18,10 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
+/// The words on the second line of every hook file `aep-cline install-hooks` writes: how
+/// `doctor` and the machine record tell aep-cline's hook files from others.
+pub const HOOK_FILE_MARK: &str = "aep-cline-hook:";
+
 /// Header with the firing's delivery id.
 pub const DELIVERY_HEADER: &str = "x-aep-cline-delivery";
 /// Header with the firing time, nanoseconds since the Unix epoch.

@@ -27,8 +27,7 @@ pub struct DoctorArgs {
     logs: LogArgs,
 }
 
-/// The mark of the hook files `install-hooks` writes.
-const OURS: &str = "aep-cline-hook:";
+use crate::firing::HOOK_FILE_MARK as OURS;
 /// Spooled hooks older than this while the daemon runs mean it is not draining.
 const STUCK: Duration = Duration::from_secs(10);
 

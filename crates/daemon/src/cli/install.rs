@@ -458,3 +458,11 @@ fn uninstall(scope: &[Folder]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_marker_carries_the_mark_doctor_and_the_machine_record_look_for() {
+        assert!(super::MARKER.contains(crate::firing::HOOK_FILE_MARK));
+    }
+}

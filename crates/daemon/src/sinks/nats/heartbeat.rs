@@ -28,9 +28,7 @@ pub const STOP_WITHIN: Duration = Duration::from_secs(3);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Between failed attempts: the sinks' pacing.
 const BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
-/// What `aep-cline install-hooks` writes on the second line of every hook file
-/// (`cli::install`'s marker; `doctor` looks for the same words).
-const OURS: &str = "aep-cline-hook:";
+use crate::firing::HOOK_FILE_MARK as OURS;
 /// The state folder's record of where the last global install wrote (`cli::install`).
 const INSTALLED: &str = "hook-folders";
 
