@@ -1,4 +1,4 @@
-//! How a setting's value is read, for every subsystem's clap struct (`daemon::settings`, each
+//! How a setting's value is read, for every subsystem's clap struct (`server::settings`, each
 //! sink's and the hub's `settings.rs`): gates, counts and durations, each refusal naming the
 //! setting and saying what to give instead. One set of readers, so `AEP_X=0` or `AEP_Y=5x` is
 //! refused in the same words whatever subsystem owns the setting.

@@ -361,7 +361,21 @@ fn writers_racing_a_session_end_and_the_spool_drain_never_share_a_position() {
                         spool::write(&state_dir, &spooled(&delivery, hook)).unwrap();
                         std::thread::sleep(Duration::from_millis(5));
                     } else {
-                        assert_eq!(post_hook(&addr, &token, hook, &delivery), 200);
+                        let asked = Instant::now();
+                        let status = post_hook(&addr, &token, hook, &delivery);
+                        // 0 is no answer at all: say how long it was waited for, and whether
+                        // the daemon still takes connections, so a failure says which it was.
+                        assert_eq!(
+                            status,
+                            200,
+                            "{delivery}: no 200 after {:?}; the port {}",
+                            asked.elapsed(),
+                            if std::net::TcpStream::connect(&addr).is_ok() {
+                                "still accepts"
+                            } else {
+                                "refuses"
+                            }
+                        );
                         // Seven writers of one session at a time is already far past Cline, whose
                         // hooks of a session come one after the other.
                         std::thread::sleep(Duration::from_millis(5));

@@ -447,7 +447,7 @@ fn the_servers_permissions_refuse_a_viewers_command_in_words_and_missing_things_
         record(&js, A, "running", Duration::from_secs(1)).await;
     });
     let responders = Responders::start(&url, Some("operator"), &[(A, true)]);
-    let short = aep_cline::people::summary::short_id(event(A, S1, 1, "x", json!({}))["id"].as_str().unwrap());
+    let short = aep_cline::views::summary::short_id(event(A, S1, 1, "x", json!({}))["id"].as_str().unwrap());
 
     let o = fleet(&sandbox, &url, &["approve", &short], &as_user("viewer"));
     let (_, err) = text(&o);

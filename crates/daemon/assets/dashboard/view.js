@@ -63,7 +63,7 @@ export function millis(ms) {
 
 /**
  * A token count: exact under a million, then three significant digits with M or B
- * (people/numbers.rs writes them the same way; tests/data/numbers.json holds both to it).
+ * (views/numbers.rs writes them the same way; tests/data/numbers.json holds both to it).
  */
 export function count(n) {
   if (typeof n !== 'number') return '-';
@@ -80,7 +80,7 @@ export function tokens(s) {
 
 /**
  * Money: two decimals from a cent up, four significant digits under a cent, `$1.23` for US
- * dollars and `1.23 EUR` otherwise (as people/numbers.rs).
+ * dollars and `1.23 EUR` otherwise (as views/numbers.rs).
  */
 export function money(amount, currency) {
   const abs = Math.abs(amount);

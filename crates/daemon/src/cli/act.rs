@@ -8,8 +8,8 @@
 
 use super::client::{Daemon, LogArgs};
 use super::out;
-use crate::people::act::{self, Action};
-use crate::people::logs::{self, Found};
+use crate::views::act::{self, Action};
+use crate::views::logs::{self, Found};
 use anyhow::{anyhow, bail};
 use serde_json::Value;
 use std::process::ExitCode;
@@ -167,7 +167,7 @@ pub fn cancel(args: CancelArgs) -> ExitCode {
         let session = found.session.clone();
         let what = format!("cancel the run of {session}");
         let refusal = match found.state {
-            crate::people::State::Ended => format!("session {session} has ended: nothing runs in it to cancel"),
+            crate::views::State::Ended => format!("session {session} has ended: nothing runs in it to cancel"),
             _ if found.active_run.is_none() => format!("session {session} has no running run to cancel: it is idle"),
             _ => String::new(),
         };
@@ -181,7 +181,7 @@ pub fn end(args: EndArgs) -> ExitCode {
         let session = found.session.clone();
         let what = format!("end session {session}");
         let refusal = match found.state {
-            crate::people::State::Ended => format!("session {session} has ended already: there is nothing to end"),
+            crate::views::State::Ended => format!("session {session} has ended already: there is nothing to end"),
             _ => String::new(),
         };
         send(
@@ -215,7 +215,7 @@ pub fn send_input(args: SendArgs) -> ExitCode {
         let session = found.session.clone();
         let what = format!("send input to {session}");
         let refusal = match found.state {
-            crate::people::State::Ended => format!("session {session} has ended: Cline no longer takes input for it"),
+            crate::views::State::Ended => format!("session {session} has ended: Cline no longer takes input for it"),
             _ => String::new(),
         };
         send(
@@ -239,7 +239,7 @@ fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     })
 }
 
-fn approval(common: &Common, id: &str) -> anyhow::Result<crate::people::Pending> {
+fn approval(common: &Common, id: &str) -> anyhow::Result<crate::views::Pending> {
     let journal = common.logs.journal()?;
     match logs::find(super::approvals::pending(&journal), |p| p.id.as_str(), id) {
         Found::One(p) if !p.answerable => bail!(
@@ -257,7 +257,7 @@ fn approval(common: &Common, id: &str) -> anyhow::Result<crate::people::Pending>
     }
 }
 
-fn session(common: &Common, query: &str) -> anyhow::Result<crate::people::Summary> {
+fn session(common: &Common, query: &str) -> anyhow::Result<crate::views::Summary> {
     let journal = common.logs.journal()?;
     match logs::find(logs::summaries(&journal), |s| s.session.as_str(), query) {
         Found::One(s) => Ok(s),
@@ -333,7 +333,7 @@ fn send(common: &Common, session: &str, action: Action, what: &str, refusal: &st
 }
 
 fn short(id: &Value) -> String {
-    crate::people::summary::short_id(id.as_str().unwrap_or_default())
+    crate::views::summary::short_id(id.as_str().unwrap_or_default())
 }
 
 /// What a nack reason means for the person, with the daemon's detail when the log holds it.

@@ -3,7 +3,7 @@
 
 use super::client::LogArgs;
 use super::out;
-use crate::people::{logs, Pending};
+use crate::views::{logs, Pending};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -138,7 +138,7 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
 pub(super) const HEADER: [&str; 6] = ["ID", "SESSION", "ASKS", "WAITING", "POLICY", "PROMPT"];
 
 /// One pending approval as a row of [`HEADER`].
-pub(super) fn row(p: &crate::people::Pending, now: SystemTime) -> Vec<String> {
+pub(super) fn row(p: &crate::views::Pending, now: SystemTime) -> Vec<String> {
     let mut prompt = p.prompt.as_deref().map(|x| out::one_line(x, 70)).unwrap_or_default();
     if !p.answerable {
         prompt.push_str("  (answer in Cline: control is off)");

@@ -386,7 +386,7 @@ fn logs(r: &mut Report, args: &LogArgs) {
     match std::fs::write(&probe, b"") {
         Ok(()) => {
             let _ = std::fs::remove_file(&probe);
-            let files = crate::people::logs::files(&journal);
+            let files = crate::views::logs::files(&journal);
             let bytes: u64 = files.iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum();
             r.ok(
                 "logs",

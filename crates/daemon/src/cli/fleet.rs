@@ -11,7 +11,7 @@ use super::out;
 use crate::fleet::health::Status;
 use crate::fleet::usage::{self, Group, Point, Tally};
 use crate::fleet::view::{Approval, Session};
-use crate::people::State;
+use crate::views::State;
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
 use std::process::ExitCode;
@@ -223,15 +223,15 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
             .into_iter()
             .filter(|s| args.host.as_deref().is_none_or(|h| h == s.host))
             .collect();
-        let s = match crate::people::logs::find(list, |s| s.summary.session.as_str(), &args.session) {
-            crate::people::logs::Found::One(s) => s,
-            crate::people::logs::Found::None => {
+        let s = match crate::views::logs::find(list, |s| s.summary.session.as_str(), &args.session) {
+            crate::views::logs::Found::One(s) => s,
+            crate::views::logs::Found::None => {
                 anyhow::bail!(
                     "no session matches {:?}: `aep-cline fleet sessions --all` lists them",
                     args.session
                 )
             }
-            crate::people::logs::Found::Many(ids) => anyhow::bail!(
+            crate::views::logs::Found::Many(ids) => anyhow::bail!(
                 "{:?} matches more than one session ({}): type more of it, or name the machine (--host)",
                 args.session,
                 ids.join(", ")
@@ -240,7 +240,7 @@ fn show(args: ShowArgs) -> anyhow::Result<()> {
         let events = source.session_events(&client, &s.host, &s.summary.session).await?;
         Ok((s.host, s.summary, events))
     })?;
-    let entries = crate::people::timeline::timeline(&events);
+    let entries = crate::views::timeline::timeline(&events);
     if args.json {
         return out::print_json(&serde_json::json!({"host": host, "summary": summary, "timeline": entries}));
     }
@@ -466,7 +466,7 @@ fn usage_(args: UsageArgs) -> anyhow::Result<()> {
         .map(String::from)
         .to_vec()];
     let line = |key: &str, t: &Tally| {
-        let n = crate::people::numbers::tokens;
+        let n = crate::views::numbers::tokens;
         vec![
             key.to_string(),
             t.runs.to_string(),

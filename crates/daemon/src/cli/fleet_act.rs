@@ -13,10 +13,10 @@ use super::out;
 use crate::fleet::command::{self, Sent};
 use crate::fleet::health;
 use crate::fleet::View;
-use crate::people::act::{self, Action};
-use crate::people::logs::{self, Found};
-use crate::people::State;
 use crate::sinks::nats::machine;
+use crate::views::act::{self, Action};
+use crate::views::logs::{self, Found};
+use crate::views::State;
 use anyhow::{anyhow, bail};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -214,7 +214,7 @@ fn on_session(
     common: &Common,
     query: &str,
     action: Action,
-    words: impl FnOnce(&crate::people::Summary) -> (String, String),
+    words: impl FnOnce(&crate::views::Summary) -> (String, String),
 ) -> ExitCode {
     finish(common.conn.with_view(async |client, mut refusals, view| {
         let list: Vec<_> = view
@@ -290,7 +290,7 @@ async fn send(
             "no ack from {host} within {}s for {what} (command {}): it may still be decided; \
              `aep-cline fleet sessions --host {host}` will show it",
             act::ACK_WAIT.as_secs(),
-            crate::people::summary::short_id(&id)
+            crate::views::summary::short_id(&id)
         ),
         Sent::BadReply(text) => Err(anyhow!(
             "{host} answered {what} with something that is no ack Event: {text}"
@@ -303,7 +303,7 @@ async fn send(
         if !common.json {
             out::print(&format!(
                 "accepted: {what} (command {})\n",
-                crate::people::summary::short_id(&id)
+                crate::views::summary::short_id(&id)
             ))?;
         }
         return Ok(ExitCode::SUCCESS);

@@ -1,4 +1,4 @@
-//! The user commands, one file each; `daemon` runs the sidecar itself ([`crate::daemon`]).
+//! The user commands, one file each; `daemon` runs the sidecar itself ([`crate::server`]).
 
 pub mod act;
 pub mod approvals;
@@ -22,7 +22,7 @@ mod tail_nats;
 pub mod usage;
 pub mod validate;
 
-use crate::daemon::settings::DaemonArgs;
+use crate::server::settings::DaemonArgs;
 use clap::{Parser, Subcommand};
 
 /// Makes the Cline coding agent observable and controllable through the Agent Event Protocol
@@ -85,7 +85,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Hook => return hook::run(),
         Command::Daemon(args) => {
             init_tracing();
-            crate::daemon::run(*args)
+            crate::server::run(*args)
         }
         Command::InstallHooks(args) => install::run(args),
         Command::Stream(args) => stream::run(args),

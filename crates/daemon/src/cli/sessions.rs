@@ -2,7 +2,7 @@
 
 use super::client::LogArgs;
 use super::out;
-use crate::people::{logs, State, Summary};
+use crate::views::{logs, State, Summary};
 use std::time::{Duration, SystemTime};
 
 /// List Cline's sessions (from the logs), one row each.
@@ -115,7 +115,7 @@ pub(super) fn row(s: &Summary, now: SystemTime) -> Vec<String> {
         (State::Waiting, n) => format!("waiting({n})"),
         (other, _) => other.as_str().to_string(),
     };
-    let tokens = s.total_tokens().map_or("-".to_string(), crate::people::numbers::tokens);
+    let tokens = s.total_tokens().map_or("-".to_string(), crate::views::numbers::tokens);
     let cost = s.cost_text();
     vec![
         s.session.clone(),

@@ -2,9 +2,9 @@
 
 use super::client::LogArgs;
 use super::out;
-use crate::people::logs::{self, Found};
-use crate::people::timeline::{timeline, Entry};
-use crate::people::Summary;
+use crate::views::logs::{self, Found};
+use crate::views::timeline::{timeline, Entry};
+use crate::views::Summary;
 use anyhow::bail;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -113,7 +113,7 @@ pub(super) fn render(s: &Summary, local: &Local, entries: &[Entry], now: SystemT
         s.model.as_deref().unwrap_or("-")
     ));
     if s.input_tokens.is_some() || s.output_tokens.is_some() || s.cost.is_some() {
-        let n = |v: Option<u64>| v.map_or("-".into(), crate::people::numbers::tokens);
+        let n = |v: Option<u64>| v.map_or("-".into(), crate::views::numbers::tokens);
         t.push_str(&format!(
             "tokens input {} cache read {} output {} total {}   cost {}\n",
             n(s.input_tokens),

@@ -2,7 +2,7 @@
 //! cost summary, or AEP events. The mapping lives in `cline-stream`; this is the command edge:
 //! files, standard streams, the summary table and the exit code.
 
-use crate::people::numbers;
+use crate::views::numbers;
 use anyhow::Context;
 use clap::Args;
 use cline_stream::{Format, PriceTable, StreamError, Summary, PRICES_SNAPSHOT};
@@ -219,7 +219,7 @@ fn table(s: &Summary) -> String {
         return t;
     };
     let cost = s.cost.as_ref();
-    // Written as every command writes them (`people::numbers`).
+    // Written as every command writes them (`views::numbers`).
     let usd = |f: fn(&cline_stream::Cost) -> f64| cost.map_or("?".to_string(), |c| numbers::money(f(c), "USD"));
     let count = |n: Option<u64>| n.map_or("?".to_string(), numbers::tokens);
     let mut line = |label: &str, n: String, c: String| t.push_str(&format!("  {label:<22} {n:>12} {c:>14}\n"));

@@ -262,7 +262,7 @@ async fn session(
 /// The session a person named: the one log whose id it is or uniquely starts or ends; a name no
 /// log has yet (a session still to come, or only on another machine) is followed as given.
 fn session_named(logs: &super::client::LogArgs, query: &str) -> anyhow::Result<String> {
-    use crate::people::logs::{self, Found};
+    use crate::views::logs::{self, Found};
     let Ok(journal) = logs.journal() else {
         return Ok(query.to_string());
     };
@@ -304,7 +304,7 @@ pub fn render(event: &Value, colour: bool) -> String {
     }
     if s("type") == "attention.requested" {
         // The id a person answers with: `aep-cline approve <id>`.
-        line.push_str(&format!(" id={}", crate::people::summary::short_id(s("id"))));
+        line.push_str(&format!(" id={}", crate::views::summary::short_id(s("id"))));
     }
     if let Some(Value::Object(data)) = event.get("data") {
         for (k, v) in data {
@@ -315,7 +315,7 @@ pub fn render(event: &Value, colour: bool) -> String {
                 Value::Object(o) if k == "error" => o.get("type").map(|n| n.to_string()),
                 Value::Object(o) if k == "answer" => o.get("option").or(o.get("text")).map(|n| n.to_string()),
                 Value::Object(o) if k == "cost" => match (o.get("total"), o.get("currency").and_then(Value::as_str)) {
-                    (Some(total), Some(currency)) => total.as_f64().map(|t| crate::people::numbers::money(t, currency)),
+                    (Some(total), Some(currency)) => total.as_f64().map(|t| crate::views::numbers::money(t, currency)),
                     _ => None,
                 },
                 _ => None,

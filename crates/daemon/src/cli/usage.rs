@@ -2,7 +2,7 @@
 //! manner of ccusage: by day, week, month, session or model. The reading and grouping live in
 //! `cline-usage`; this is the command edge: arguments, the table, the JSON, the warnings.
 
-use crate::people::numbers;
+use crate::views::numbers;
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use cline_stream::{LITELLM_VERSION, PRICES_SNAPSHOT, SNAPSHOT_DATE};

@@ -3,9 +3,9 @@
 //! (only where control is on and the session is live). Plain HTML, CSS and JavaScript modules,
 //! embedded in the binary (`assets/dashboard/`); nothing is loaded from elsewhere.
 //!
-//! What it shows comes from the daemon's live view of the logs ([`crate::people::index`]), so
+//! What it shows comes from the daemon's live view of the logs ([`crate::views::index`]), so
 //! it never shows content the capture level kept out of the log, except the owner's local view
-//! ([`crate::people::local`], `AEP_CLINE_LOCAL_DETAIL`): what a pending approval asks and each
+//! ([`crate::views::local`], `AEP_CLINE_LOCAL_DETAIL`): what a pending approval asks and each
 //! session's title and folder, from the daemon's memory and Cline's own store, to the signed-in
 //! owner only. Live changes come over its
 //! own SSE stream (`/api/live`); actions go through the same command intake as every other
@@ -23,9 +23,9 @@ use crate::control::Intake;
 use crate::http::error::error;
 use crate::http::origin::{Doors, Visitors};
 use crate::lane::Sessions;
-use crate::people::act::{self, Action};
-use crate::people::index::{Index, EVERYTHING};
-use crate::people::{local, logs, timeline};
+use crate::views::act::{self, Action};
+use crate::views::index::{Index, EVERYTHING};
+use crate::views::{local, logs, timeline};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};

@@ -4,7 +4,7 @@
 //! ([`usage`]); filled from the server by [`catch_up`], and commands sent to the owning
 //! machine's control subject by [`command`]; `fleet serve` keeps it current
 //! ([`follow`]) and serves it as a page ([`serve`]). Sessions are summed up by the same fold as on one
-//! machine ([`crate::people::summary`]), so both tell the same story.
+//! machine ([`crate::views::summary`]), so both tell the same story.
 
 pub mod catch_up;
 pub mod command;

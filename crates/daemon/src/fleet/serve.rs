@@ -15,7 +15,7 @@ use super::health;
 use crate::dashboard::guard;
 use crate::http::auth::same_token;
 use crate::http::error::error;
-use crate::people::act::{self, Action};
+use crate::views::act::{self, Action};
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;

@@ -3,7 +3,7 @@
 //! Event's day. So the counting is the summary's own, and it outlives the sessions the view
 //! lets go of; its size grows with days × machines × models, never with Events.
 
-use crate::people::Summary;
+use crate::views::Summary;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -51,7 +51,7 @@ impl Tally {
         let priced = self
             .currency
             .as_deref()
-            .map(|c| crate::people::numbers::money(self.cost, c));
+            .map(|c| crate::views::numbers::money(self.cost, c));
         match (priced, self.unpriced_runs) {
             (Some(p), 0) => p,
             (Some(p), _) => format!("{p} + unpriced"),

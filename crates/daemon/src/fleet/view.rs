@@ -12,16 +12,16 @@
 
 use super::health::{self, Status};
 use super::usage::{Point, Usage};
-use crate::people::{Pending, Summary};
 use crate::sinks::nats::{machine, machine::Machine, subject};
+use crate::views::{Pending, Summary};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
 /// Ended sessions kept (the most recently moved), fleet-wide, as the daemon's own view keeps
-/// them ([`crate::people::index::MAX_ENDED`]).
-pub const MAX_ENDED: usize = crate::people::index::MAX_ENDED;
+/// them ([`crate::views::index::MAX_ENDED`]).
+pub const MAX_ENDED: usize = crate::views::index::MAX_ENDED;
 
 /// Distinct reasons for skipping kept to be said (the counts go on).
 const REASONS: usize = 8;

@@ -1,5 +1,5 @@
 //! The hub tap's gates and endpoint, as resolved at start from the settings defined in
-//! `daemon::settings` (design record, "Gates"). Two grants, two gates: observing the approval
+//! `server::settings` (design record, "Gates"). Two grants, two gates: observing the approval
 //! loop (`AEP_CLINE_HUB=1`) and answering it (`AEP_CLINE_HUB_CONTROL=1`, which implies the
 //! tap). A bad value is a start error that names the variable; a hub that is absent or refuses
 //! is not (the tap retries and the hooks never notice).

@@ -24,7 +24,7 @@ pub mod settings;
 use crate::backoff::Backoff;
 use crate::control::Intake;
 use crate::lane::{Note, Sessions};
-use crate::people::index::Index;
+use crate::views::index::Index;
 use deliver::{Deliverer, Failure};
 use link::{Answer, Link, Signer, Spent};
 use parking_lot::Mutex;
@@ -362,8 +362,8 @@ impl Notifier {
             "On {}, session {session} reached {:.0}% of its {name} budget ({} of {}){done}",
             self.host,
             number("threshold") * 100.0,
-            crate::people::numbers::money(number("cost"), currency),
-            crate::people::numbers::money(number("limit"), currency),
+            crate::views::numbers::money(number("cost"), currency),
+            crate::views::numbers::money(number("limit"), currency),
         );
         let dashboard = self.dashboard_url(session);
         let body = json!({

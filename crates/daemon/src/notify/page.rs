@@ -14,7 +14,7 @@
 
 use super::link::{Answer, Link, Refused};
 use super::{now_s, Notifier};
-use crate::people::act::{self, Action};
+use crate::views::act::{self, Action};
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;

@@ -45,17 +45,17 @@ pub async fn control(
             )
         }
     };
-    let wait = match crate::people::act::wait_query(query.as_deref()) {
+    let wait = match crate::views::act::wait_query(query.as_deref()) {
         Ok(wait) => wait,
         Err(detail) => return error(StatusCode::BAD_REQUEST, "invalid-query", detail),
     };
     if let Some(wait) = wait {
-        let waited = crate::people::act::submit_and_wait(
+        let waited = crate::views::act::submit_and_wait(
             &state.sessions,
             &state.intake,
             command,
             wait,
-            crate::people::act::OUTCOME_WAIT,
+            crate::views::act::OUTCOME_WAIT,
         )
         .await;
         return match waited {

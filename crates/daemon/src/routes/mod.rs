@@ -1,5 +1,5 @@
 //! The daemon's routes on its listener: the shim's door (`POST /hook`), `GET /healthz`,
-//! `POST /control`, and the embedded AEP endpoint's routes (`sinks::endpoint`), behind the
+//! `POST /control`, and the embedded AEP endpoint's routes (`endpoint`), behind the
 //! guard against browsers ([`origin`]), served by [`crate::http::serve`] (connection cap, header
 //! timeout). It sits above the sources and sinks it puts together; the HTTP plumbing they share
 //! is [`crate::http`], below them.
@@ -10,9 +10,9 @@ mod hook;
 use crate::http::{origin, serve};
 
 use crate::control::Intake;
+use crate::endpoint::{self, Endpoint};
 use crate::lane::spool::Spool;
 use crate::lane::Sessions;
-use crate::sinks::endpoint::{self, Endpoint};
 use crate::sinks::relay::Relay;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::response::{IntoResponse, Response};

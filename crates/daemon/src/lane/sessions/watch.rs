@@ -161,7 +161,7 @@ impl Sessions {
     /// At start: judges every session whose log has no `session.ended`, so a session whose
     /// Cline exited while the daemon was down ends now, at the time it ended. The ones still
     /// alive stay in memory, watched by [`Sessions::reap`]. `logged`: the sessions with a log
-    /// (`history::logged_sessions`). Returns how many it ended.
+    /// (`archive::logged_sessions`). Returns how many it ended.
     pub fn reconcile_logs(&self, logged: Vec<String>) -> usize {
         let mut ended = 0;
         for session in logged {

@@ -15,7 +15,7 @@ use super::settings::Connect;
 use crate::backoff::Backoff;
 use crate::control::{Intake, Refusal};
 use crate::lane::Sessions;
-use crate::people::act::{self, Door};
+use crate::views::act::{self, Door};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
 use serde_json::{json, Value};

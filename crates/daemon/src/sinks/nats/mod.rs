@@ -3,7 +3,7 @@
 //! on subject `aep.<agent>.<session>` ([`subject`]), with `Nats-Msg-Id` = `source` + `id`,
 //! so the server drops a redelivery within the stream's duplicate window.
 //!
-//! Delivery is the shared durable piece ([`crate::sinks::durable`]): Events wait in a bounded
+//! Delivery is the shared durable piece ([`crate::sinks::delivery`]): Events wait in a bounded
 //! outbox; what does not fit, and everything after a session's last confirmed position after a
 //! reconnect or a restart (`$AEP_LOG_DIR/cline/.nats.json`), is resent from the JSONL logs.
 //! Memory stays bounded whatever the outage, and nothing is lost: delivery is at-least-once,
@@ -22,8 +22,8 @@ pub mod settings;
 pub mod subject;
 
 use crate::lane::{Journal, Note, Published};
-use crate::sinks::durable::deliver::{self, Batching, Health, Outcome};
-use crate::sinks::durable::{self, Durable, Overflow};
+use crate::sinks::delivery::deliver::{self, Batching, Health, Outcome};
+use crate::sinks::delivery::{self, Durable, Overflow};
 use anyhow::{anyhow, Context as _};
 use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use async_nats::HeaderMap;
@@ -62,7 +62,7 @@ struct Stats {
 impl Nats {
     pub fn new(settings: Settings, journal: Journal) -> Arc<Nats> {
         let durable = Durable::new(
-            durable::Config {
+            delivery::Config {
                 name: "nats",
                 target: format!("{} {}", settings.connect.shown, settings.stream),
                 outbox: settings.outbox,

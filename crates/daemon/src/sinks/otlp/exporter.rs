@@ -14,7 +14,7 @@
 use super::record;
 use super::settings::Settings;
 use crate::lane::Published;
-use crate::sinks::durable::deliver::{Outcome, Publisher};
+use crate::sinks::delivery::deliver::{Outcome, Publisher};
 use aep_core::gate::downlevel;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};

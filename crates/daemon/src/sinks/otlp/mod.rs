@@ -5,7 +5,7 @@
 //! - [`exporter`]: the filter (`AEP_OTLP_FILTER`) and the exporter's own capture ceiling
 //!   (`AEP_OTLP_CAPTURE`, §3.3, down-leveled by aep-core), the request, gzip, the collector's
 //!   answer.
-//! - Delivery is the shared durable piece ([`crate::sinks::durable`]): batches by size and time,
+//! - Delivery is the shared durable piece ([`crate::sinks::delivery`]): batches by size and time,
 //!   retries with a jittered backoff or the collector's `Retry-After`, confirmed positions per
 //!   session kept in `$AEP_LOG_DIR/cline/.otlp.json`, and after an outage or a restart
 //!   everything unconfirmed is resent from the JSONL logs. The outbox is bounded; what does not
@@ -20,8 +20,8 @@ pub mod record;
 pub mod settings;
 
 use crate::lane::{Journal, Note};
-use crate::sinks::durable::deliver::{self, Batching, Health};
-use crate::sinks::durable::{self, Durable, Overflow};
+use crate::sinks::delivery::deliver::{self, Batching, Health};
+use crate::sinks::delivery::{self, Durable, Overflow};
 use exporter::{Counts, Exporter};
 use serde_json::{json, Value};
 use settings::Settings;
@@ -45,7 +45,7 @@ impl Otlp {
     /// [`Otlp::pump`] fills its outbox from the bus and [`Otlp::run`] delivers.
     pub fn new(settings: Settings, journal: Journal, host: String) -> Arc<Otlp> {
         let durable = Durable::new(
-            durable::Config {
+            delivery::Config {
                 name: "otlp",
                 target: settings.shown(),
                 outbox: settings.outbox,

@@ -3,7 +3,7 @@
 //!
 //! - `hello` first: role `emitter`, `identity {agent: "cline", instance}`, the categories it
 //!   emits, its capture levels and the control block the gates decide (`accepts`, maybe `[]`).
-//! - Delivery is the shared durable piece ([`crate::sinks::durable`]): the daemon's Events (from
+//! - Delivery is the shared durable piece ([`crate::sinks::delivery`]): the daemon's Events (from
 //!   the bus) wait in a bounded outbox until the relay's `hello`, then go in order.
 //! - A WebSocket acknowledges nothing per Event, so the binding pings the relay itself: a
 //!   `pong` proves every Event sent before its `ping` arrived. After a reconnect (a jittered backoff from
@@ -27,7 +27,7 @@ pub mod tls;
 use crate::backoff::Backoff;
 use crate::control::{Intake, ACK_WINDOW_MS};
 use crate::lane::{Note, Sessions};
-use crate::sinks::durable::{self, Delivery, Durable, Overflow};
+use crate::sinks::delivery::{self, Delivery, Durable, Overflow};
 use aep_core::sequence::Position;
 use aep_core::{EventType, Scope, AEP_VERSION};
 use anyhow::{anyhow, bail, Context};
@@ -97,7 +97,7 @@ impl Relay {
         })
         .to_string();
         let durable = Durable::new(
-            durable::Config {
+            delivery::Config {
                 name: "relay",
                 target: shown(&settings.url),
                 outbox: settings.outbox,

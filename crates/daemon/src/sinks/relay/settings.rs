@@ -2,8 +2,8 @@
 //! daemon`, and what it resolves to at start; the binding is on only when `AEP_RELAY_URL` names
 //! a relay.
 
+use crate::endpoint::settings::EndpointArgs;
 use crate::setting;
-use crate::sinks::endpoint::settings::EndpointArgs;
 use anyhow::bail;
 use clap::Args;
 use std::path::PathBuf;

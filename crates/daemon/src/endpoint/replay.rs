@@ -8,7 +8,7 @@
 
 use super::feed::{Plan, Snapshot};
 use super::stored::Stored;
-use crate::history::{Chunk, Cursor};
+use crate::archive::{Chunk, Cursor};
 use crate::lane::Journal;
 use aep_core::sequence::Position;
 use std::collections::{HashMap, VecDeque};

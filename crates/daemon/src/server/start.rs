@@ -5,10 +5,10 @@
 use super::settings::{Config, DaemonArgs};
 use super::supervise::Supervisor;
 use crate::control::{self, Intake};
+use crate::endpoint::Endpoint;
 use crate::hub;
 use crate::lane::spool::Spool;
 use crate::lane::{Bus, Journal, Sessions};
-use crate::sinks::endpoint::Endpoint;
 use crate::sinks::nats::Nats;
 use crate::sinks::otlp::Otlp;
 use crate::sinks::relay::Relay;
@@ -27,7 +27,7 @@ const RETENTION_TICK: Duration = Duration::from_secs(24 * 3600);
 pub(super) struct Plan {
     pub config: Config,
     /// `None` when the endpoint is off (`AEP_ENDPOINT=0`).
-    pub endpoint: Option<crate::sinks::endpoint::settings::Settings>,
+    pub endpoint: Option<crate::endpoint::settings::Settings>,
     pub relay: Option<crate::sinks::relay::settings::Settings>,
     pub otlp: Option<crate::sinks::otlp::settings::Settings>,
     pub nats: Option<crate::sinks::nats::settings::Settings>,
@@ -221,8 +221,8 @@ impl Sinks {
 
 /// The dashboard's view of every session: from the logs, then the bus (subscribed now, so
 /// nothing the spool drain publishes is missed).
-pub(super) fn index(core: &Core) -> Arc<crate::people::index::Index> {
-    let index = crate::people::index::Index::new();
+pub(super) fn index(core: &Core) -> Arc<crate::views::index::Index> {
+    let index = crate::views::index::Index::new();
     let (view, first, sessions) = (index.clone(), subscription(&core.sessions), core.sessions.clone());
     core.supervisor.keep("dashboard view", move || {
         let bus = first.lock().take().unwrap_or_else(|| sessions.bus().subscribe());
@@ -274,7 +274,7 @@ pub(super) async fn drain_spool(core: &Core, config: &Config) -> anyhow::Result<
         // restarted are judged (in the background: a large log folder does not hold the start).
         let sessions = core.sessions.clone();
         tokio::task::spawn_blocking(move || {
-            let ended = sessions.reconcile_logs(crate::history::logged_sessions(sessions.journal().dir()));
+            let ended = sessions.reconcile_logs(crate::archive::logged_sessions(sessions.journal().dir()));
             if ended > 0 {
                 tracing::info!(ended, "sessions that ended while no daemon watched them are ended now");
             }
@@ -341,7 +341,7 @@ pub(super) fn notify(
     plan: &mut Plan,
     url: &str,
     dashboard: bool,
-    index: &Arc<crate::people::index::Index>,
+    index: &Arc<crate::views::index::Index>,
 ) -> anyhow::Result<Option<Arc<crate::notify::Notifier>>> {
     let notifier = match plan.notify.take() {
         Some(s) => Some(crate::notify::Notifier::new(
@@ -424,7 +424,7 @@ pub(super) fn fleet(
     core: &Core,
     config: &Config,
     state: &crate::routes::AppState,
-    index: &Arc<crate::people::index::Index>,
+    index: &Arc<crate::views::index::Index>,
     max_event: usize,
 ) -> Option<Arc<crate::sinks::nats::heartbeat::Heartbeat>> {
     let (sessions, intake, gate, supervisor) = (&core.sessions, &core.intake, core.gate, &core.supervisor);
@@ -468,7 +468,7 @@ fn give_back_memory() {
 fn retain_logs(sessions: &Sessions, retain: Duration) {
     let live: std::collections::HashSet<String> = sessions.live_sessions().into_iter().collect();
     let dir = sessions.journal().dir();
-    match crate::history::retain::sweep(sessions.journal(), retain, std::time::SystemTime::now(), |s| {
+    match crate::archive::retain::sweep(sessions.journal(), retain, std::time::SystemTime::now(), |s| {
         live.contains(s)
     }) {
         Ok(removed) if removed.logs > 0 => tracing::info!(

@@ -6,11 +6,11 @@
 //! these same definitions, so it cannot drift from what the code reads. A malformed value is
 //! refused at start, naming the setting. Only these structs read the environment.
 
+use crate::endpoint::settings::EndpointArgs;
 use crate::http::serve::Limits;
 use crate::hub::settings::HubArgs;
 use crate::lane::Lifetime;
 use crate::setting;
-use crate::sinks::endpoint::settings::EndpointArgs;
 use crate::sinks::relay::settings::RelayArgs;
 use aep_core::redact::RedactOptions;
 use aep_core::CapturePolicy;

@@ -10,7 +10,7 @@
 //! Everything the endpoint delivers passes through its [`feed::Feed`]: the replay buffer and
 //! the live broadcast. The daemon's own Events reach the feed from the bus, so the hook path
 //! never waits on a subscriber. A replay reaching back past what memory holds is served from
-//! the session logs ([`crate::history`], [`replay`]), so history survives a restart.
+//! the session logs ([`crate::archive`], [`replay`]), so history survives a restart.
 
 mod auth;
 mod buffer;
@@ -127,7 +127,7 @@ impl Endpoint {
             return only.to_vec();
         }
         let dir = self.journal.dir().to_path_buf();
-        tokio::task::spawn_blocking(move || crate::history::logged_sessions(&dir))
+        tokio::task::spawn_blocking(move || crate::archive::logged_sessions(&dir))
             .await
             .unwrap_or_default()
     }

@@ -6,7 +6,7 @@
 //! - Per session carried, the first position published and the last one the peer confirmed are
 //!   kept beside the logs ([`marks`], `.<sink>.json`), so after a reconnect or a restart
 //!   everything past the confirmed position is resent from the session logs
-//!   ([`crate::history::Cursor`], a chunk at a time).
+//!   ([`crate::archive::Cursor`], a chunk at a time).
 //! - Delivery is at-least-once: the peer sees an Event again only when its confirmation had not
 //!   been recorded yet.
 //!
@@ -31,7 +31,7 @@ pub mod deliver;
 mod marks;
 mod outbox;
 
-use crate::history::Cursor;
+use crate::archive::Cursor;
 use crate::lane::{Journal, Note, Published};
 use aep_core::sequence::Position;
 use marks::{Mark, Store};
@@ -341,7 +341,7 @@ impl Durable {
                 .filter_map(Result::ok)
                 .filter(|e| e.metadata().and_then(|m| m.modified()).is_ok_and(|m| m >= since))
                 .filter_map(|e| {
-                    let session = crate::history::logged_session(&e.path())?;
+                    let session = crate::archive::logged_session(&e.path())?;
                     let mut cursor = Cursor::new(e.path(), None, None);
                     while cursor.next_chunk().is_ok_and(|chunk| !chunk.done) {}
                     Some((session, cursor.first()?, cursor.high()?))
@@ -523,7 +523,7 @@ impl Resend {
             };
             let chunk = match cursor.next_chunk() {
                 Ok(chunk) => chunk,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::history::Chunk {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => crate::archive::Chunk {
                     events: Vec::new(),
                     done: true,
                 },

@@ -1,4 +1,5 @@
-//! The daemon's history: its session logs read back. They hold every Event the daemon emitted
+//! The archive: the daemon's session logs read back (not Cline's own task history, which is
+//! `cline-usage`'s). They hold every Event the daemon emitted
 //! (written before anything else sees them), so the endpoint serves a resume older than what
 //! memory holds from there, and [`retain`] keeps them from growing forever.
 //!

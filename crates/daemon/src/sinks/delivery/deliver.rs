@@ -179,7 +179,7 @@ async fn gather(
 mod tests {
     use super::*;
     use crate::lane::{Bus, Journal};
-    use crate::sinks::durable::{Config, Overflow};
+    use crate::sinks::delivery::{Config, Overflow};
     use std::io::Write;
 
     /// Refuses its first `fail` attempts (retry), refuses batches holding `refuse_seq` for

@@ -5,7 +5,7 @@
 
 use crate::lane::local::About;
 use crate::lane::Sessions;
-use crate::people::Pending;
+use crate::views::Pending;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
