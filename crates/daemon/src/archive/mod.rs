@@ -10,13 +10,12 @@
 
 pub mod retain;
 
-use crate::lane::journal::{file_stem, open_log, read_line, Line, MAX_LINE};
+use crate::lane::journal::{file_stem, Entry, Reader};
 use crate::lane::Published;
 use aep_core::sequence::Position;
 use serde::Deserialize;
 use serde_json::Value;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -31,8 +30,7 @@ pub struct Cursor {
     path: PathBuf,
     after: Option<Position>,
     before: Option<Position>,
-    reader: Option<BufReader<File>>,
-    line: Vec<u8>,
+    reader: Option<Reader<File>>,
     /// The first position in the log, once read.
     first: Option<Position>,
     /// The highest position read so far (delivered or not).
@@ -63,7 +61,6 @@ impl Cursor {
             after,
             before,
             reader: None,
-            line: Vec::new(),
             first: None,
             high: None,
             done: false,
@@ -89,23 +86,22 @@ impl Cursor {
             });
         }
         if self.reader.is_none() {
-            self.reader = Some(BufReader::with_capacity(64 * 1024, open_log(&self.path, false)?));
+            self.reader = Some(Reader::open(&self.path)?);
         }
         let reader = self.reader.as_mut().expect("opened above");
         let mut chunk = Chunk::default();
         let mut bytes = 0;
         while chunk.events.len() < CHUNK_EVENTS && bytes < CHUNK_BYTES {
-            let n = match read_line(reader, &mut self.line, MAX_LINE)? {
-                Line::Whole(n) => n as usize,
+            let raw = match reader.next_line()? {
+                Some(Entry::Whole { line, .. }) => line,
                 // Never an Event this daemon wrote: nothing to resume.
-                Line::TooLong(_) => continue,
+                Some(Entry::TooLong { .. }) => continue,
                 // The end, or a line still being written: the live feed brings it.
-                Line::End | Line::Torn(_) => {
+                None => {
                     self.done = true;
                     break;
                 }
             };
-            let raw = &self.line[..n - 1];
             let Ok(At { epoch, seq: Some(seq) }) = serde_json::from_slice::<At>(raw) else {
                 continue; // not an Event line, or unsequenced: nothing to resume
             };
@@ -171,17 +167,16 @@ pub fn logged_session(path: &Path) -> Option<String> {
     struct Named {
         session: Option<String>,
     }
-    let mut first = Vec::new();
-    BufReader::new(open_log(path, false).ok()?)
-        .take(FIRST_LINE)
-        .read_until(b'\n', &mut first)
-        .ok()?;
-    let session = serde_json::from_slice::<Named>(&first).ok()?.session?;
+    let mut reader = Reader::open(path).ok()?.with_max(FIRST_LINE);
+    let Some(Entry::Whole { line, .. }) = reader.next_line().ok()? else {
+        return None;
+    };
+    let session = serde_json::from_slice::<Named>(line).ok()?.session?;
     (file_stem(&session) == stem).then_some(session)
 }
 
 /// How much of a cut log's first line is read for its session (a `session.started`).
-const FIRST_LINE: u64 = 1 << 20;
+const FIRST_LINE: usize = 1 << 20;
 
 /// The session a log's file stem names: the inverse of [`file_stem`] for names it does not cut,
 /// `None` for any other name.

@@ -3,10 +3,9 @@
 //! read up to its last whole line.
 
 use super::summary::Summary;
-use crate::lane::journal::{open_log, read_line, Line, MAX_LINE};
+use crate::lane::journal::{Entry, Reader, MAX_LINE};
 use crate::lane::Journal;
 use serde_json::Value;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 /// The whole-line Events of one log file (a line that is not JSON, or a torn last line, is
@@ -35,20 +34,18 @@ impl Unread {
 
 /// Calls `f` with each whole line's Event; says which lines were not read.
 fn for_each_line(path: &Path, mut f: impl FnMut(Value)) -> std::io::Result<Unread> {
-    let file = open_log(path, false)?;
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let (mut line, mut unread, mut at) = (Vec::new(), Unread::default(), 0);
-    loop {
-        at += 1;
-        match read_line(&mut reader, &mut line, MAX_LINE)? {
-            Line::End | Line::Torn(_) => return Ok(unread),
-            Line::TooLong(_) => unread.add(at),
-            Line::Whole(_) => match serde_json::from_slice::<Value>(&line) {
+    let mut reader = Reader::open(path)?;
+    let mut unread = Unread::default();
+    while let Some(entry) = reader.next_line()? {
+        match entry {
+            Entry::TooLong { number } => unread.add(number),
+            Entry::Whole { number, line } => match serde_json::from_slice::<Value>(line) {
                 Ok(v) => f(v),
-                Err(_) => unread.add(at),
+                Err(_) => unread.add(number),
             },
         }
     }
+    Ok(unread)
 }
 
 /// The log files, `*.jsonl` under the journal's folder (none when it does not exist yet).

@@ -15,9 +15,13 @@ use aep_core::sequence::Position;
 use serde_json::Value;
 use sha2::Digest;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+mod read;
+use read::not_a_log;
+pub use read::{open_log, Entry, Reader, MAX_LINE};
 
 /// The session logs of one agent (`cline`).
 #[derive(Debug, Clone)]
@@ -204,109 +208,24 @@ impl Journal {
     }
 }
 
-/// The longest log line read back: twice the largest hook body the daemon takes by default
-/// (`AEP_CLINE_MAX_BODY`, 32 MiB), so no Event it wrote is refused, and a hostile file cannot
-/// make a reader hold more than this per line.
-pub const MAX_LINE: usize = 64 << 20;
-
-/// Opens a log to read (and, with `write`, to cut a torn tail) only if it is a regular file: a
-/// FIFO named like a log is opened without blocking and refused, as are a directory and a
-/// device (a symlink to `/dev/zero` would never end a line).
-pub fn open_log(path: &Path, write: bool) -> std::io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(write)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(not_a_log(path));
-    }
-    Ok(file)
-}
-
-fn not_a_log(path: &Path) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::InvalidInput,
-        format!(
-            "{} is not a regular file (a FIFO, a directory, a device?): not read as a log; move it out of the log folder",
-            path.display()
-        ),
-    )
-}
-
-/// What [`read_line`] found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Line {
-    /// A whole line (with its newline) of this many bytes is in the buffer.
-    Whole(u64),
-    /// A line longer than the limit, skipped (this many bytes); the buffer is empty.
-    TooLong(u64),
-    /// The log ends in this many bytes with no newline (torn, or being written).
-    Torn(u64),
-    End,
-}
-
-/// Reads the next line of a log into `line`, holding at most `max` bytes of it.
-pub fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> std::io::Result<Line> {
-    line.clear();
-    let (mut read, mut over) = (0u64, false);
-    loop {
-        let buf = match reader.fill_buf() {
-            Ok(buf) => buf,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            return Ok(if read == 0 { Line::End } else { Line::Torn(read) });
-        }
-        let (take, whole) = match buf.iter().position(|b| *b == b'\n') {
-            Some(at) => (at + 1, true),
-            None => (buf.len(), false),
-        };
-        if !over && line.len() + take > max {
-            over = true;
-            *line = Vec::new();
-        }
-        if !over {
-            line.extend_from_slice(&buf[..take]);
-        }
-        reader.consume(take);
-        read += take as u64;
-        if whole {
-            return Ok(if over { Line::TooLong(read) } else { Line::Whole(read) });
-        }
-    }
-}
-
 fn recover(file: &mut File, session: &str) -> std::io::Result<Recovered> {
     let mut out = Recovered::default();
     let len = file.metadata()?.len();
     file.seek(SeekFrom::Start(0))?;
-    let mut reader = BufReader::new(&*file);
-    let mut good_end = 0u64;
-    let mut line = Vec::new();
-    let mut at = 0;
-    loop {
-        let n = match read_line(&mut reader, &mut line, MAX_LINE)? {
-            Line::End | Line::Torn(_) => break,
-            Line::TooLong(n) => {
-                at += 1;
-                out.skip(at);
-                good_end += n;
-                continue;
-            }
-            Line::Whole(n) => n,
-        };
-        at += 1;
-        good_end += n;
-        match serde_json::from_slice::<Value>(&line) {
-            // Another session's line (a file copied or renamed into place) is not this one's
-            // memory: its runs and positions are not taken for this session's.
-            Ok(v) if v.get("session").and_then(Value::as_str).is_some_and(|s| s != session) => out.skip(at),
-            Ok(v) => out.events.push(v),
-            Err(_) => out.skip(at),
+    let mut reader = Reader::new(&*file);
+    while let Some(entry) = reader.next_line()? {
+        match entry {
+            Entry::TooLong { number } => out.skip(number),
+            Entry::Whole { number, line } => match serde_json::from_slice::<Value>(line) {
+                // Another session's line (a file copied or renamed into place) is not this
+                // one's memory: its runs and positions are not taken for this session's.
+                Ok(v) if v.get("session").and_then(Value::as_str).is_some_and(|s| s != session) => out.skip(number),
+                Ok(v) => out.events.push(v),
+                Err(_) => out.skip(number),
+            },
         }
     }
+    let good_end = reader.whole_bytes();
     if good_end < len {
         out.torn_bytes = len - good_end;
         file.set_len(good_end)?;
@@ -376,17 +295,7 @@ mod tests {
 
     #[allow(unsafe_code)] // mkfifo, to make a FIFO where a file should be
     #[test]
-    fn lines_are_read_bounded_and_only_from_regular_files() {
-        let mut reader = std::io::Cursor::new(b"ab\nabcdef\nxy\nz".to_vec());
-        let mut line = Vec::new();
-        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::Whole(3));
-        assert_eq!(line, b"ab\n");
-        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::TooLong(7));
-        assert!(line.is_empty());
-        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::Whole(3));
-        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::Torn(1));
-        assert_eq!(read_line(&mut reader, &mut line, 4).unwrap(), Line::End);
-
+    fn only_regular_files_are_logs_and_other_sessions_lines_are_not_memory() {
         let dir = tempfile::tempdir().unwrap();
         let journal = Journal::new(dir.path());
         std::fs::create_dir_all(journal.dir()).unwrap();
