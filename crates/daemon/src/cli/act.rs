@@ -14,28 +14,31 @@ use anyhow::{anyhow, bail};
 use serde_json::Value;
 use std::process::ExitCode;
 
+// The arguments are one set for both doors: `C` is where the command goes (this machine's
+// daemon, [`Common`]; or a machine of the fleet, `fleet_act::Common`).
+
 /// Approve a pending approval (its id from `aep-cline approvals`): the tool runs.
 #[derive(clap::Args, Debug)]
-pub struct ApproveArgs {
-    /// The approval: its short id from `aep-cline approvals` (or any unique start or end of its id).
-    id: String,
+pub struct ApproveArgs<C: clap::Args = Common> {
+    /// The approval: its short id from `approvals` (or any unique start or end of its id).
+    pub(super) id: String,
     /// A note that goes with the answer (logged only at capture `redacted` or above).
     #[arg(long, value_name = "TEXT")]
-    reason: Option<String>,
+    pub(super) reason: Option<String>,
     #[command(flatten)]
-    common: Common,
+    pub(super) common: C,
 }
 
 /// Deny a pending approval: the tool does not run; --reason tells Cline why.
 #[derive(clap::Args, Debug)]
-pub struct DenyArgs {
-    /// The approval: its short id from `aep-cline approvals`.
-    id: String,
+pub struct DenyArgs<C: clap::Args = Common> {
+    /// The approval: its short id from `approvals`.
+    pub(super) id: String,
     /// Why, passed to Cline as the denial's reason.
     #[arg(long, value_name = "TEXT")]
-    reason: Option<String>,
+    pub(super) reason: Option<String>,
     #[command(flatten)]
-    common: Common,
+    pub(super) common: C,
 }
 
 /// Answer a pending approval in words (AEP-0008).
@@ -43,22 +46,22 @@ pub struct DenyArgs {
 /// "approve" or "deny" (any case) is that answer; any other text denies, and Cline gets the
 /// text as the reason.
 #[derive(clap::Args, Debug)]
-pub struct AnswerArgs {
-    /// The approval: its short id from `aep-cline approvals`.
-    id: String,
+pub struct AnswerArgs<C: clap::Args = Common> {
+    /// The approval: its short id from `approvals`.
+    pub(super) id: String,
     /// The answer.
-    text: String,
+    pub(super) text: String,
     #[command(flatten)]
-    common: Common,
+    pub(super) common: C,
 }
 
 /// Cancel the session's running run; it ends with `run.cancelled {by: control}`.
 #[derive(clap::Args, Debug)]
-pub struct CancelArgs {
-    /// The session: its id or a unique start or end of it (from `aep-cline sessions`).
-    session: String,
+pub struct CancelArgs<C: clap::Args = Common> {
+    /// The session: its id or a unique start or end of it (from `sessions`).
+    pub(super) session: String,
     #[command(flatten)]
-    common: Common,
+    pub(super) common: C,
 }
 
 /// End a session that is stuck open (its Cline is gone but the daemon cannot tell).
@@ -83,20 +86,21 @@ pub struct EndArgs {
 /// Queued after the current run (on an idle session it starts one at once), or with --steer,
 /// given to the running run.
 #[derive(clap::Args, Debug)]
-pub struct SendArgs {
+pub struct SendArgs<C: clap::Args = Common> {
     /// The session: its id or a unique start or end of it.
-    session: String,
+    pub(super) session: String,
     /// The prompt (at most 4000 characters); `-` reads it from stdin.
-    text: String,
+    pub(super) text: String,
     /// Steer the running run instead of queueing.
     #[arg(long)]
-    steer: bool,
+    pub(super) steer: bool,
     #[command(flatten)]
-    common: Common,
+    pub(super) common: C,
 }
 
+/// Where a command goes on this machine: the daemon of this state and log folder.
 #[derive(clap::Args, Debug)]
-struct Common {
+pub struct Common {
     /// Print the command id, the ack and the outcome as one JSON object.
     #[arg(long)]
     json: bool,
@@ -166,12 +170,7 @@ pub fn cancel(args: CancelArgs) -> ExitCode {
         let found = session(&args.common, &args.session)?;
         let session = found.session.clone();
         let what = format!("cancel the run of {session}");
-        let refusal = match found.state {
-            crate::views::State::Ended => format!("session {session} has ended: nothing runs in it to cancel"),
-            _ if found.active_run.is_none() => format!("session {session} has no running run to cancel: it is idle"),
-            _ => String::new(),
-        };
-        send(&args.common, &session, Action::Cancel, &what, &refusal)
+        send(&args.common, &session, Action::Cancel, &what, &cancel_refusal(&found))
     })())
 }
 
@@ -196,28 +195,10 @@ pub fn end(args: EndArgs) -> ExitCode {
 
 pub fn send_input(args: SendArgs) -> ExitCode {
     finish((|| {
-        let text = if args.text == "-" {
-            let mut t = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
-                .map_err(|e| anyhow!("cannot read the prompt from stdin: {e}"))?;
-            t
-        } else {
-            args.text
-        };
-        let chars = text.chars().count();
-        if text.trim().is_empty() {
-            bail!("the prompt is empty");
-        }
-        if chars > MAX_TEXT {
-            bail!("the prompt has {chars} characters; send at most {MAX_TEXT}");
-        }
+        let text = prompt(args.text)?;
         let found = session(&args.common, &args.session)?;
         let session = found.session.clone();
         let what = format!("send input to {session}");
-        let refusal = match found.state {
-            crate::views::State::Ended => format!("session {session} has ended: Cline no longer takes input for it"),
-            _ => String::new(),
-        };
         send(
             &args.common,
             &session,
@@ -226,9 +207,47 @@ pub fn send_input(args: SendArgs) -> ExitCode {
                 steer: args.steer,
             },
             &what,
-            &refusal,
+            &send_refusal(&found),
         )
     })())
+}
+
+/// The prompt `send` was given (`-`: read from stdin), checked as the daemon would check it.
+pub(super) fn prompt(text: String) -> anyhow::Result<String> {
+    let text = if text == "-" {
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
+            .map_err(|e| anyhow!("cannot read the prompt from stdin: {e}"))?;
+        t
+    } else {
+        text
+    };
+    let chars = text.chars().count();
+    if text.trim().is_empty() {
+        bail!("the prompt is empty");
+    }
+    if chars > MAX_TEXT {
+        bail!("the prompt has {chars} characters; send at most {MAX_TEXT}");
+    }
+    Ok(text)
+}
+
+/// What a refused `cancel` means for this session as the log reads; empty when nothing says.
+pub(super) fn cancel_refusal(s: &crate::views::Summary) -> String {
+    let session = &s.session;
+    match s.state {
+        crate::views::State::Ended => format!("session {session} has ended: nothing runs in it to cancel"),
+        _ if s.active_run.is_none() => format!("session {session} has no running run to cancel: it is idle"),
+        _ => String::new(),
+    }
+}
+
+/// What a refused `send` means for this session as the log reads; empty when nothing says.
+pub(super) fn send_refusal(s: &crate::views::Summary) -> String {
+    match s.state {
+        crate::views::State::Ended => format!("session {} has ended: Cline no longer takes input for it", s.session),
+        _ => String::new(),
+    }
 }
 
 /// Exit 2 with the message for anything that kept the command from being decided.

@@ -39,10 +39,18 @@ enum FleetCommand {
     Approvals(ApprovalsArgs),
     Usage(UsageArgs),
     Show(ShowArgs),
+    /// Approve a pending approval on any machine (its id from `aep-cline fleet approvals`).
     Approve(fleet_act::ApproveArgs),
+    /// Deny a pending approval on any machine; --reason tells Cline why.
     Deny(fleet_act::DenyArgs),
+    /// Answer a pending approval on any machine in words (AEP-0008).
+    ///
+    /// "approve" or "deny" (any case) is that answer; any other text denies, and Cline gets the
+    /// text as the reason.
     Answer(fleet_act::AnswerArgs),
+    /// Cancel the running run of a session on any machine.
     Cancel(fleet_act::CancelArgs),
+    /// Send a prompt to a session on any machine (queued, or --steer).
     Send(fleet_act::SendArgs),
     Serve(fleet_serve::ServeArgs),
 }

@@ -16,72 +16,21 @@ use crate::fleet::View;
 use crate::sinks::nats::machine;
 use crate::views::act::{self, Action};
 use crate::views::logs::{self, Found};
-use crate::views::State;
 use anyhow::{anyhow, bail};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-/// Approve a pending approval on any machine (its id from `aep-cline fleet approvals`).
-#[derive(clap::Args, Debug)]
-pub struct ApproveArgs {
-    /// The approval: its short id (or any unique start or end of its id).
-    id: String,
-    /// A note that goes with the answer.
-    #[arg(long, value_name = "TEXT")]
-    reason: Option<String>,
-    #[command(flatten)]
-    common: Common,
-}
+// The arguments are `aep-cline approve`'s ([`super::act`]), sent to a machine of the fleet.
+pub type ApproveArgs = super::act::ApproveArgs<Common>;
+pub type DenyArgs = super::act::DenyArgs<Common>;
+pub type AnswerArgs = super::act::AnswerArgs<Common>;
+pub type CancelArgs = super::act::CancelArgs<Common>;
+pub type SendArgs = super::act::SendArgs<Common>;
 
-/// Deny a pending approval on any machine; --reason tells Cline why.
+/// Where a command goes in the fleet: the machine that owns the approval or session.
 #[derive(clap::Args, Debug)]
-pub struct DenyArgs {
-    /// The approval: its short id.
-    id: String,
-    /// Why, passed to Cline as the denial's reason.
-    #[arg(long, value_name = "TEXT")]
-    reason: Option<String>,
-    #[command(flatten)]
-    common: Common,
-}
-
-/// Answer a pending approval on any machine in words (AEP-0008).
-#[derive(clap::Args, Debug)]
-pub struct AnswerArgs {
-    /// The approval: its short id.
-    id: String,
-    /// The answer: "approve", "deny", or any other text (which denies, with it as the reason).
-    text: String,
-    #[command(flatten)]
-    common: Common,
-}
-
-/// Cancel the running run of a session on any machine.
-#[derive(clap::Args, Debug)]
-pub struct CancelArgs {
-    /// The session: its id or a unique start or end of it (from `aep-cline fleet sessions`).
-    session: String,
-    #[command(flatten)]
-    common: Common,
-}
-
-/// Send a prompt to a session on any machine (queued, or --steer).
-#[derive(clap::Args, Debug)]
-pub struct SendArgs {
-    /// The session: its id or a unique start or end of it.
-    session: String,
-    /// The prompt (at most 4000 characters); `-` reads it from stdin.
-    text: String,
-    /// Steer the running run instead of queueing.
-    #[arg(long)]
-    steer: bool,
-    #[command(flatten)]
-    common: Common,
-}
-
-#[derive(clap::Args, Debug)]
-struct Common {
+pub struct Common {
     /// Only this machine's approvals and sessions (where an id is on several).
     #[arg(long)]
     host: Option<String>,
@@ -132,50 +81,24 @@ pub fn answer(args: AnswerArgs) -> ExitCode {
 
 pub fn cancel(args: CancelArgs) -> ExitCode {
     on_session(&args.common, &args.session, Action::Cancel, |s| {
-        let session = &s.session;
         (
-            format!("cancel the run of {session}"),
-            match s.state {
-                State::Ended => format!("session {session} has ended: nothing runs in it to cancel"),
-                _ if s.active_run.is_none() => format!("session {session} has no running run to cancel: it is idle"),
-                _ => String::new(),
-            },
+            format!("cancel the run of {}", s.session),
+            super::act::cancel_refusal(s),
         )
     })
 }
 
 pub fn send_input(args: SendArgs) -> ExitCode {
-    let text = if args.text == "-" {
-        let mut t = String::new();
-        if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut t) {
-            eprintln!("aep-cline: cannot read the prompt from stdin: {e}");
-            return ExitCode::from(2);
-        }
-        t
-    } else {
-        args.text
+    let text = match super::act::prompt(args.text) {
+        Ok(text) => text,
+        Err(e) => return finish(Err(e)),
     };
-    let chars = text.chars().count();
-    if text.trim().is_empty() || chars > cline_hub::control::MAX_INPUT_CHARS {
-        eprintln!(
-            "aep-cline: the prompt has {chars} characters; send 1 to {}",
-            cline_hub::control::MAX_INPUT_CHARS
-        );
-        return ExitCode::from(2);
-    }
     let action = Action::Send {
         text,
         steer: args.steer,
     };
     on_session(&args.common, &args.session, action, |s| {
-        let session = &s.session;
-        (
-            format!("send input to {session}"),
-            match s.state {
-                State::Ended => format!("session {session} has ended: Cline no longer takes input for it"),
-                _ => String::new(),
-            },
-        )
+        (format!("send input to {}", s.session), super::act::send_refusal(s))
     })
 }
 
