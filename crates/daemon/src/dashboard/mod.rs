@@ -18,6 +18,7 @@
 //! `Host` other than the listener's get 403 and nothing else.
 
 pub mod guard;
+pub mod page;
 
 use crate::control::Intake;
 use crate::http::error::error;
@@ -28,10 +29,10 @@ use crate::views::index::{Index, EVERYTHING};
 use crate::views::{local, logs, timeline};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream::{self, Stream};
@@ -152,13 +153,16 @@ pub fn routes(d: Arc<Dashboard>) -> Router {
         .route("/api/login-code", post(login_code))
         .route(
             "/assets/app.js",
-            get(|| asset(APP_JS, "text/javascript; charset=utf-8")),
+            get(|| page::asset(APP_JS, "text/javascript; charset=utf-8")),
         )
         .route(
             "/assets/view.js",
-            get(|| asset(VIEW_JS, "text/javascript; charset=utf-8")),
+            get(|| page::asset(VIEW_JS, "text/javascript; charset=utf-8")),
         )
-        .route("/assets/app.css", get(|| asset(APP_CSS, "text/css; charset=utf-8")))
+        .route(
+            "/assets/app.css",
+            get(|| page::asset(APP_CSS, "text/css; charset=utf-8")),
+        )
         .merge(api)
         .layer(axum::middleware::from_fn_with_state(d.clone(), same_origin))
         .with_state(d)
@@ -186,19 +190,12 @@ async fn signed_in(State(d): State<Arc<Dashboard>>, request: Request, next: Next
     next.run(request).await
 }
 
-async fn asset(body: &'static str, content_type: &'static str) -> Response {
-    ([(header::CONTENT_TYPE, content_type)], body).into_response()
-}
-
 async fn page(State(d): State<Arc<Dashboard>>, headers: HeaderMap) -> Response {
-    let html = |status, body: &'static str| {
-        (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
-    };
-    if guard::signed_in(&headers, &d.token, &d.cookie) {
-        html(StatusCode::OK, INDEX_HTML)
-    } else {
-        html(StatusCode::UNAUTHORIZED, SIGN_IN_HTML)
-    }
+    page::page(
+        guard::signed_in(&headers, &d.token, &d.cookie),
+        INDEX_HTML,
+        SIGN_IN_HTML,
+    )
 }
 
 #[derive(Deserialize)]
@@ -209,24 +206,8 @@ struct LoginQuery {
 /// The one-time link: a good code sets the cookie and goes to `/` (the code is spent, so the
 /// URL left in the history opens nothing).
 async fn login(State(d): State<Arc<Dashboard>>, Query(q): Query<LoginQuery>) -> Response {
-    if !q.code.as_deref().is_some_and(|c| d.spend(c)) {
-        return (
-            StatusCode::FORBIDDEN,
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            SIGN_IN_HTML,
-        )
-            .into_response();
-    }
-    let cookie = format!(
-        "{}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=2592000",
-        guard::COOKIE,
-        d.cookie
-    );
-    let mut response = Redirect::to("/").into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    response
+    let spent = q.code.as_deref().is_some_and(|c| d.spend(c));
+    page::login(spent, guard::COOKIE, &d.cookie, false, SIGN_IN_HTML)
 }
 
 /// `aep-cline open`: the discovery token buys a one-time login code.
