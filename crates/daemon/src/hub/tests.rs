@@ -105,6 +105,14 @@ impl Default for Options {
     }
 }
 
+/// An approval answered through the intake ([`Rig::answer`]).
+struct Answered {
+    /// The AEP command the person sent.
+    respond: Value,
+    /// What the tap sent the hub.
+    sent: Value,
+}
+
 impl Rig {
     async fn start(options: Options) -> Rig {
         let hub = StubHub::start(TOKEN).await;
@@ -224,6 +232,20 @@ impl Rig {
 
     fn submit(&self, command: &Value) {
         self.intake.submit(command).expect("taken");
+    }
+
+    /// The hub asks (`frame`), the tap mirrors it, a person answers `option` through the
+    /// intake, and the tap sends the hub its `approval.respond`.
+    async fn answer(&mut self, frame: &str, option: &str) -> Answered {
+        let requested = self.request(frame).await;
+        let respond = self.command(
+            "control.attention.respond",
+            requested["id"].as_str(),
+            json!({"answer": {"option": option}}),
+        );
+        self.submit(&respond);
+        let sent = self.hub.command("approval.respond").await;
+        Answered { respond, sent }
     }
 
     fn log(&self) -> Vec<Value> {
@@ -346,14 +368,7 @@ async fn a_text_answer_that_names_no_option_denies_with_the_text_as_reason() {
 #[tokio::test]
 async fn a_denys_answer_is_written_with_its_ack_so_no_effect_comes_between() {
     let mut rig = Rig::connected(Options::default()).await;
-    let requested = rig.request("approval.requested.deny").await;
-    let respond = rig.command(
-        "control.attention.respond",
-        requested["id"].as_str(),
-        json!({"answer": {"option": "deny"}}),
-    );
-    rig.submit(&respond);
-    let sent = rig.hub.command("approval.respond").await;
+    let Answered { respond, sent } = rig.answer("approval.requested.deny", "deny").await;
     // As on the real hub: the resolution is broadcast before the reply to the responder.
     let mut resolved = real_frame("approval.resolved.denied");
     resolved["envelope"]["sessionId"] = json!(SESSION);
@@ -410,14 +425,7 @@ async fn hub_caught_up(rig: &mut Rig) {
 #[tokio::test]
 async fn a_deny_whose_effect_reaches_the_daemon_before_the_hub_s_reply_is_logged_answer_first() {
     let mut rig = Rig::connected(Options::default()).await;
-    let requested = rig.request("approval.requested.deny").await;
-    let respond = rig.command(
-        "control.attention.respond",
-        requested["id"].as_str(),
-        json!({"answer": {"option": "deny"}}),
-    );
-    rig.submit(&respond);
-    let sent = rig.hub.command("approval.respond").await;
+    let Answered { respond, sent } = rig.answer("approval.requested.deny", "deny").await;
     // The hook that reports the refused tool comes first; the hub's frames come late.
     let written = rig.ingest(&tool_result("hooks-denied"));
     assert_eq!(
@@ -468,14 +476,7 @@ async fn a_deny_whose_effect_reaches_the_daemon_before_the_hub_s_reply_is_logged
 #[tokio::test]
 async fn an_approve_whose_tool_result_comes_first_and_a_resolution_held_before_it_are_answer_first() {
     let mut rig = Rig::connected(Options::default()).await;
-    let requested = rig.request("approval.requested.approve").await;
-    let respond = rig.command(
-        "control.attention.respond",
-        requested["id"].as_str(),
-        json!({"answer": {"option": "approve"}}),
-    );
-    rig.submit(&respond);
-    let sent = rig.hub.command("approval.respond").await;
+    let Answered { respond: _, sent } = rig.answer("approval.requested.approve", "approve").await;
     // The broadcast resolution is handled (held, the reply outstanding), then the tool's result.
     rig.hub.send(&frame("approval.resolved.approved"));
     hub_caught_up(&mut rig).await;
@@ -539,14 +540,7 @@ async fn an_answer_the_guard_accepted_is_answered_before_its_effect_with_no_seco
         ..Options::default()
     })
     .await;
-    let requested = rig.request("approval.requested.deny").await;
-    let respond = rig.command(
-        "control.attention.respond",
-        requested["id"].as_str(),
-        json!({"answer": {"option": "deny"}}),
-    );
-    rig.submit(&respond);
-    let sent = rig.hub.command("approval.respond").await;
+    let Answered { respond, sent } = rig.answer("approval.requested.deny", "deny").await;
     assert_eq!(rig.next_of("control.accepted").await["cause"], respond["id"]);
     let written = rig.ingest(&tool_result("hooks-denied"));
     assert_eq!(
@@ -565,14 +559,7 @@ async fn an_answer_the_guard_accepted_is_answered_before_its_effect_with_no_seco
 #[tokio::test]
 async fn an_effect_that_contradicts_the_answer_in_flight_waits_for_the_hub_to_say_whose_it_was() {
     let mut rig = Rig::connected(Options::default()).await;
-    let requested = rig.request("approval.requested.approve").await;
-    let respond = rig.command(
-        "control.attention.respond",
-        requested["id"].as_str(),
-        json!({"answer": {"option": "deny"}}),
-    );
-    rig.submit(&respond);
-    let sent = rig.hub.command("approval.respond").await;
+    let Answered { respond, sent } = rig.answer("approval.requested.approve", "deny").await;
     // The tool ran: someone else approved it; which answer won, the hub has not said yet.
     assert_eq!(types(&rig.ingest(&tool_result("hooks-local"))), ["tool.completed"]);
     rig.hub.send(&frame("approval.resolved.approved"));
@@ -587,14 +574,7 @@ async fn an_effect_that_contradicts_the_answer_in_flight_waits_for_the_hub_to_sa
 #[tokio::test]
 async fn a_held_resolution_that_is_not_ours_is_written_out_of_band_before_the_effect() {
     let mut rig = Rig::connected(Options::default()).await;
-    let requested = rig.request("approval.requested.approve").await;
-    let respond = rig.command(
-        "control.attention.respond",
-        requested["id"].as_str(),
-        json!({"answer": {"option": "deny"}}),
-    );
-    rig.submit(&respond);
-    let sent = rig.hub.command("approval.respond").await;
+    let Answered { respond, sent } = rig.answer("approval.requested.approve", "deny").await;
     rig.hub.send(&frame("approval.resolved.approved"));
     hub_caught_up(&mut rig).await;
     let written = rig.ingest(&tool_result("hooks-local"));
@@ -640,14 +620,7 @@ async fn an_out_of_band_answer_is_mirrored_and_a_late_respond_is_refused() {
 #[tokio::test]
 async fn a_respond_racing_an_out_of_band_answer_is_refused_and_the_winner_recorded() {
     let mut rig = Rig::connected(Options::default()).await;
-    let requested = rig.request("approval.requested.approve").await;
-    let respond = rig.command(
-        "control.attention.respond",
-        requested["id"].as_str(),
-        json!({"answer": {"option": "deny"}}),
-    );
-    rig.submit(&respond);
-    let sent = rig.hub.command("approval.respond").await;
+    let Answered { respond: _, sent } = rig.answer("approval.requested.approve", "deny").await;
     // Another client approved first: its resolution, then our respond is not found.
     rig.hub.send(&frame("approval.resolved.approved"));
     rig.hub.reply(&sent, Some("approval_not_found"));
