@@ -140,12 +140,12 @@ fn a_second_daemon_on_the_same_log_folder_refuses_and_changes_nothing() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while second.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
             let _ = second.kill();
             let _ = second.wait();
-            panic!("the second daemon did not refuse within 10 s: it runs on the same logs");
+            panic!("the second daemon did not refuse within 30 s: it runs on the same logs");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -182,7 +182,13 @@ fn sigterm_finishes_in_flight_hooks_and_exits_0_without_its_discovery_file() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(20));
+    // Stopped once the writers are under way.
+    sb.wait_log(
+        "stop-0",
+        "the first writer's first hook",
+        Duration::from_secs(20),
+        |e| !e.is_empty(),
+    );
     let (status, stderr) = daemon.stop();
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("stopped"), "{stderr}");
@@ -300,7 +306,7 @@ fn ended_and_idle_sessions_leave_memory_and_come_back_from_their_logs() {
         200
     );
     assert_eq!(healthz(&addr)["sessions"], 2);
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut counts = Vec::new();
     while Instant::now() < deadline {
         let n = healthz(&addr)["sessions"].as_u64().unwrap();
@@ -373,10 +379,7 @@ fn writers_racing_a_session_end_and_the_spool_drain_never_share_a_position() {
         })
         .collect();
     let sent: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while sb.spooled() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    sb.wait_spool_empty(Duration::from_secs(30));
     let events = sb.log(session);
     assert_unique_positions(&events);
     assert!(deliveries(&events).len() <= sent && deliveries(&events).len() > sent / 5);

@@ -7,7 +7,7 @@ use crate::support;
 
 use aep_cline::lane::spool::{self, Spooled};
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::daemon::{real_payload, types, Sandbox};
 
 const SESSION: &str = "1796007203184_6l7jh";
@@ -25,12 +25,9 @@ fn payload(dir: &str, hook: &str, session: &str, timestamp: Option<&str>) -> Vec
     serde_json::to_vec(&v).unwrap()
 }
 
+/// Waits (up to 20 s) until `done` holds, naming `what` when it never does.
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::wait::wait_until(what, Duration::from_secs(20), || done().then_some(()));
 }
 
 #[test]
@@ -74,6 +71,7 @@ fn event_times_are_firing_times_not_ingest_times() {
     sb.hook(&payload("hooks-local", "tool_call", "timed", None));
     let after = aep_cline::firing::now_ns();
     assert_eq!(sb.spooled(), 2);
+    // The scenario: ingested over a second after the firing, so the two times differ.
     std::thread::sleep(Duration::from_millis(1100));
     let daemon = sb.start();
     let events = sb.wait_for_events("timed", 3);
@@ -342,9 +340,13 @@ fn state_and_log_folders_are_owner_only_whatever_the_umask() {
 /// Runs the shim as a child of a shell that stays (as Cline stays while its run goes on), and
 /// returns that shell: the shim's parent.
 fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
+    let dir = (1..)
+        .map(|n| sb.root.path().join(format!("stand-in-{n}")))
+        .find(|d| std::fs::create_dir(d).is_ok())
+        .unwrap();
     let mut script = String::new();
     for (i, p) in payloads.iter().enumerate() {
-        let file = sb.root.path().join(format!("p{i}.json"));
+        let file = dir.join(format!("p{i}.json"));
         std::fs::write(&file, p).unwrap();
         script.push_str(&format!("\"$0\" hook < '{}'; ", file.display()));
     }
@@ -359,6 +361,24 @@ fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
         .unwrap()
 }
 
+/// Waits until the reconciler has judged every session open so far (a later marker, not a
+/// sleep): a stand-in Cline is killed and its session's end awaited; twice, as one pass judges
+/// its sessions in no set order and the second probe's end comes on a later pass.
+fn wait_reconciled(sb: &Sandbox) {
+    for probe in ["probe-1", "probe-2"] {
+        let mut cline = cline_stand_in(sb, &[payload("hooks-local", "agent_start", probe, None)]);
+        sb.wait_log(probe, "the probe's run", Duration::from_secs(20), |e| e.len() >= 2);
+        cline.kill().unwrap();
+        cline.wait().unwrap();
+        sb.wait_log(
+            probe,
+            "the killed probe's session ended",
+            Duration::from_secs(30),
+            |e| e.iter().any(|e| e["type"] == "session.ended"),
+        );
+    }
+}
+
 #[test]
 fn a_killed_cline_ends_its_open_run_and_its_session_within_seconds() {
     let sb = Sandbox::new();
@@ -371,7 +391,7 @@ fn a_killed_cline_ends_its_open_run_and_its_session_within_seconds() {
         ],
     );
     sb.wait_for_events(SESSION, 3);
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_reconciled(&sb);
     assert_eq!(sb.log(SESSION).len(), 3, "nothing ends while Cline lives");
     cline.kill().unwrap();
     cline.wait().unwrap();
