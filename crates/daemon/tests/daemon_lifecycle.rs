@@ -207,6 +207,28 @@ fn sigterm_finishes_in_flight_hooks_and_exits_0_without_its_discovery_file() {
 }
 
 #[test]
+fn a_daemon_that_logs_more_than_a_pipe_holds_keeps_answering() {
+    // The sandbox takes the daemon's stderr whole: with a pipe nobody read, the daemon blocked on
+    // its next log line once 64 KiB had piled up, and every later request hung.
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    for i in 0..1000 {
+        let status = post_hook(
+            &daemon.addr(),
+            &daemon.token,
+            b"{\"not\": \"a hook\"}",
+            &format!("bad-{i}"),
+        );
+        assert!((400..500).contains(&status), "bad hook {i}: HTTP {status}");
+    }
+    let said = daemon.wait_stderr_count("hook refused", 1000, Duration::from_secs(30));
+    assert!(said.iter().map(String::len).sum::<usize>() > 64 * 1024);
+    assert_eq!(healthz(&daemon.addr())["ok"], true);
+    let (status, stderr) = daemon.stop();
+    assert!(status.success() && stderr.contains("stopped"), "{stderr}");
+}
+
+#[test]
 fn an_unusable_log_folder_or_a_category_typo_is_refused_at_start() {
     let sb = Sandbox::new();
     std::fs::create_dir_all(sb.root.path()).unwrap();
