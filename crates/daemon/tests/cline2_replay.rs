@@ -57,10 +57,16 @@ fn shim(sb: &Sandbox, payload: &[u8]) -> Child {
     child
 }
 
-fn finish(child: Child) {
+/// Waits for a shim; one that outlasted its 250 ms budget on a loaded machine spooled its hook,
+/// and returns once the daemon has drained it: recorded either way.
+fn finish(sb: &Sandbox, child: Child) {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    if !said.is_empty() {
+        assert!(said.contains("spooled for the daemon"), "the shim said: {said}");
+        sb.wait_spool_empty(Duration::from_secs(30));
+    }
 }
 
 /// Waits until the hold of every 2.x TaskCancel sent so far is over and applied, by a later
@@ -76,7 +82,7 @@ fn wait_past_the_hold(sb: &Sandbox) {
             let payload = String::from_utf8(payload.clone())
                 .unwrap()
                 .replace("1796103184924", probe);
-            finish(shim(sb, payload.as_bytes()));
+            finish(sb, shim(sb, payload.as_bytes()));
         }
         sb.wait_log(probe, "the probe's held TaskCancel applied", HOLD_WITHIN, |e| {
             e.iter().any(|e| e["type"] == "run.cancelled")
@@ -138,7 +144,7 @@ fn replay(case: &str, session: &str) -> Vec<Value> {
         let group: Vec<&(String, Vec<u8>)> = all[i..].iter().take_while(|(_, p)| *p == all[i].1).collect();
         i += group.len();
         let shims: Vec<Child> = group.iter().map(|(_, p)| shim(&sb, p)).collect();
-        shims.into_iter().for_each(finish);
+        shims.into_iter().for_each(|c| finish(&sb, c));
     }
     wait_past_the_hold(&sb);
     let log = sb.log(session);
@@ -238,7 +244,7 @@ fn race(cancel_first: bool) {
         if matches!(n.as_str(), "TaskComplete" | "TaskCancel" | "Notification") || !done.insert(p.clone()) {
             continue;
         }
-        finish(shim(&sb, p));
+        finish(&sb, shim(&sb, p));
     }
     let pick = |hook: &str| -> Vec<Vec<u8>> {
         all.iter()
@@ -255,7 +261,7 @@ fn race(cancel_first: bool) {
     // The scenario: the first hook's processes get a head start, as 2.x's do.
     std::thread::sleep(Duration::from_millis(40));
     shims.extend(second.iter().map(|p| shim(&sb, p)));
-    shims.into_iter().for_each(finish);
+    shims.into_iter().for_each(|c| finish(&sb, c));
     wait_past_the_hold(&sb);
     let log = sb.log("1796103184924");
     assert_valid_stream(&log);

@@ -13,8 +13,7 @@ const SESSION: &str = "1796007203184_6l7jh";
 const WAIT: Duration = Duration::from_secs(30);
 
 fn hook(sb: &Sandbox, name: &str) {
-    let out = sb.hook(&real_payload("hooks-local", name));
-    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    sb.hook_recorded(&real_payload("hooks-local", name));
 }
 
 /// A vendor hook for `session` straight to the daemon's door: one logged Event, fast.

@@ -302,12 +302,7 @@ fn hook(sb: &Sandbox, name: &str, n: u32) {
         n % 60,
         n % 1000
     ));
-    let out = sb.hook(payload.to_string().as_bytes());
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sb.hook_recorded(payload.to_string().as_bytes());
 }
 
 fn health(addr: &str) -> Value {

@@ -106,6 +106,20 @@ impl Sandbox {
         child.wait_with_output().unwrap()
     }
 
+    /// Runs the shim with `payload` and returns once its hook is recorded, live or spooled: on a
+    /// loaded machine the shim may outlast its 250 ms budget and spool the hook (saying so on
+    /// stderr), which the daemon then drains. For tests whose point is not the live path.
+    pub fn hook_recorded(&self, payload: &[u8]) -> Output {
+        let out = self.hook(payload);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+        if !said.is_empty() {
+            assert!(said.contains("spooled for the daemon"), "the shim said: {said}");
+            self.wait_spool_empty(Duration::from_secs(30));
+        }
+        out
+    }
+
     /// `install-hooks` into `cline`'s `CLINE_DIR`: its runs (and its hub's) fire this
     /// sandbox's shim.
     pub fn install_hooks_for(&self, cline: &super::cline::ClineSandbox) {
