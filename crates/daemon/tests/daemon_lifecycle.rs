@@ -851,13 +851,15 @@ fn the_policy_files_budget_tables_set_the_budgets_and_a_bad_one_keeps_the_last_g
         .with_env("AEP_CLINE_BUDGET", "run=2,day=50");
     let daemon = sb.start();
     let overrides = |h: &Value| h["budget"]["overrides"].as_array().map_or(0, Vec::len);
-    let health = healthz(&daemon.addr());
-    assert_eq!(
-        overrides(&health),
-        1,
-        "set from the file at start: {}",
-        health["budget"]
-    );
+    // Set from the file read at start, by a task of its own: awaited, not assumed done by the
+    // first request (a poll reads only a changed file, so nothing else can set it).
+    support::wait::wait_until_seen("the file's budget set at start", Duration::from_secs(20), || {
+        let health = healthz(&daemon.addr());
+        match overrides(&health) {
+            1 => Ok(()),
+            _ => Err(format!("budget: {}", health["budget"])),
+        }
+    });
     // Two tables now: read at the next poll.
     write("[[budget]]\nworkspace = \"**/billing-*\"\nrun = 0.5\n\n[[budget]]\nworkspace = \"/srv/**\"\nday = 5\n");
     let deadline = Instant::now() + Duration::from_secs(20);
