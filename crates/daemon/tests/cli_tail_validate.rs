@@ -38,12 +38,14 @@ fn tail(sb: &Sandbox, args: &[&str]) -> (std::process::Child, mpsc::Receiver<Str
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
     assert!(line.contains("following"), "{line}");
+    // Read on to the end: a closed pipe would fail the tail's next warning.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     (child, rx)
 }
 
 fn lines(rx: &mpsc::Receiver<String>, n: usize) -> Vec<String> {
     (0..n)
-        .map_while(|_| rx.recv_timeout(Duration::from_secs(10)).ok())
+        .map_while(|_| rx.recv_timeout(Duration::from_secs(30)).ok())
         .collect()
 }
 

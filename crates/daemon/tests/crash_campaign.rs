@@ -75,6 +75,7 @@ fn every_hook_survives_freezes_kills_and_restarts_once_and_in_order() {
                     1 => {
                         slot.as_ref().unwrap().signal("-KILL");
                         drop(slot.take());
+                        // The scenario: hooks fire while no daemon runs.
                         std::thread::sleep(Duration::from_millis(100));
                         *slot = Some(sb.start());
                     }
@@ -118,13 +119,11 @@ fn every_hook_survives_freezes_kills_and_restarts_once_and_in_order() {
         .collect();
     chaos.join().unwrap();
     let fired: Vec<(String, Vec<Vec<u8>>, usize)> = clines.into_iter().map(|c| c.join().unwrap()).collect();
-    assert!(started.elapsed() < Duration::from_secs(60));
+    // No hook waited on a frozen or dead daemon (a shim gives up after 250 ms): the campaign
+    // ends, whatever the load. The bound only catches a shim that hung.
+    assert!(started.elapsed() < Duration::from_secs(300), "{:?}", started.elapsed());
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while sb.spooled() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(sb.spooled(), 0, "the spool drained");
+    sb.wait_spool_empty(Duration::from_secs(60));
     let mut files = Vec::new();
     for (session, hooks, runs) in &fired {
         let events = sb.log(session);

@@ -33,14 +33,19 @@ fn install(sandbox: &Sandbox, extra: &[&str]) {
 
 /// `/healthz` once the hub tap has finished an attempt that failed.
 fn hub_attempt_failed(addr: &str) -> Value {
-    loop {
-        let (_, body) = http(addr, "GET", "/healthz", &[], b"");
-        let v: Value = serde_json::from_str(&body).unwrap();
-        if v["hub"]["last_error"].is_string() {
-            return v;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    support::wait::wait_until_seen(
+        "a failed hub attempt in /healthz",
+        std::time::Duration::from_secs(30),
+        || {
+            let (_, body) = http(addr, "GET", "/healthz", &[], b"");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            if v["hub"]["last_error"].is_string() {
+                Ok(v)
+            } else {
+                Err(format!("hub: {}", v["hub"]))
+            }
+        },
+    )
 }
 
 fn line<'a>(report: &'a str, area: &str) -> Vec<&'a str> {

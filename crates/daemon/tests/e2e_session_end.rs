@@ -18,6 +18,7 @@ use support::cline::{ClineSandbox, RUN_TIMEOUT};
 use support::daemon::{assert_valid_stream, has, of, project, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script, MODEL_ID};
 use support::real_hub::{tapped_sandbox, RealHub};
+use support::wait::wait_until;
 
 /// The session ids Cline's store holds (`$CLINE_DIR/data/sessions/<id>/`).
 fn store_sessions(cline: &ClineSandbox) -> BTreeSet<String> {
@@ -40,28 +41,16 @@ fn store_record(cline: &ClineSandbox, session: &str) -> Option<Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
-/// Waits (up to `within`) until `done` holds of something `poll` returns; panics naming `what`.
-fn wait<T>(what: &str, within: Duration, mut poll: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(found) = poll() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "waited {within:?} for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The one session the store gained beyond `before`.
 fn new_session(cline: &ClineSandbox, before: &BTreeSet<String>) -> String {
-    wait("the run's session in Cline's store", Duration::from_secs(30), || {
+    wait_until("the run's session in Cline's store", Duration::from_secs(30), || {
         store_sessions(cline).difference(before).next().cloned()
     })
 }
 
 /// Waits until Cline's store records the session's end; returns the record.
 fn store_end(cline: &ClineSandbox, session: &str) -> Value {
-    wait("Cline's store to record the end", Duration::from_secs(60), || {
+    wait_until("Cline's store to record the end", Duration::from_secs(60), || {
         store_record(cline, session).filter(|r| r["ended_at"].is_string())
     })
 }
@@ -166,7 +155,7 @@ fn hub_runs_completed_while_the_daemon_had_no_hub_connection_end_as_clines_store
     // Its session file is gone: Cline's sessions.db says the same.
     let file = cline.cline_dir().join(format!("data/sessions/{down}/{down}.json"));
     std::fs::remove_file(&file).unwrap();
-    wait("the hooks to spool", Duration::from_secs(30), || {
+    wait_until("the hooks to spool", Duration::from_secs(30), || {
         (aep.spooled() > 0).then_some(())
     });
     let _daemon = aep.start();
@@ -252,7 +241,7 @@ fn ctrl_c_in_the_tui(aep: &Sandbox, cline: &ClineSandbox, hub: &RealHub) -> (Dae
     cmd.env("CLINE_SESSION_BACKEND_MODE", "auto")
         .current_dir(cline.workspace());
     let tmux = Tmux::start(cline.root(), &cmd);
-    let session = wait("the TUI's session in Cline's store", Duration::from_secs(60), || {
+    let session = wait_until("the TUI's session in Cline's store", Duration::from_secs(60), || {
         store_sessions(cline).difference(&before).next().cloned()
     });
     let shown = || {

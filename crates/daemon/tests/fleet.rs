@@ -509,9 +509,12 @@ impl Console {
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            let mut reader = std::io::BufReader::new(stdout);
             let mut line = String::new();
-            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = reader.read_line(&mut line);
             let _ = tx.send(line);
+            // Read on to the end: the console never meets a closed or full pipe.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
         });
         let line = rx
             .recv_timeout(Duration::from_secs(60))

@@ -331,16 +331,22 @@ fn malformed_nats_settings_stop_the_daemon_at_start() {
 
 /// `aep-cline tail` with `args`, its stdout lines until `n` came (or `WAIT` passed).
 fn tail(sandbox: &Sandbox, args: &[&str], n: usize) -> Vec<String> {
+    tail_then(sandbox, args, n, None::<fn()>)
+}
+
+/// [`tail`]; with `then`, that runs once the tail says it follows the stream (its consumer is
+/// made: what is published from then on reaches it).
+fn tail_then(sandbox: &Sandbox, args: &[&str], n: usize, then: Option<impl FnOnce()>) -> Vec<String> {
     let mut child = Command::new(support::daemon::BIN)
         .arg("tail")
         .args(args)
         .env("HOME", sandbox.root.path())
         .env("AEP_CLINE_STATE_DIR", &sandbox.state_dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let (stdout, stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout).lines() {
@@ -349,6 +355,27 @@ fn tail(sandbox: &Sandbox, args: &[&str], n: usize) -> Vec<String> {
             }
         }
     });
+    // Read to its end, so a chatty tail never blocks on a full pipe.
+    let (said_tx, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = said_tx.send(line);
+        }
+    });
+    if let Some(then) = then {
+        let deadline = Instant::now() + WAIT;
+        let mut seen = Vec::new();
+        while !seen.iter().any(|l: &String| l.contains("aep-cline tail: following")) {
+            match said.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => seen.push(line),
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!("waited {WAIT:?} for the tail to follow the stream; it said {seen:?}");
+                }
+            }
+        }
+        then();
+    }
     let deadline = Instant::now() + WAIT;
     let mut lines = Vec::new();
     while lines.len() < n {
@@ -444,13 +471,12 @@ fn tail_nats_turns_the_stream_back_into_the_logged_events() {
     );
 
     // New Events only, by default: the follower sees what comes after it started.
-    let sandbox2 = &sandbox;
-    let follower = std::thread::scope(|scope| {
-        let follower = scope.spawn(|| tail(sandbox2, &["--nats", &url, "--json"], 1));
-        std::thread::sleep(Duration::from_secs(2));
-        vendor_hook(&daemon, SESSION, 99);
-        follower.join().unwrap()
-    });
+    let follower = tail_then(
+        &sandbox,
+        &["--nats", &url, "--json"],
+        1,
+        Some(|| vendor_hook(&daemon, SESSION, 99)),
+    );
     assert_eq!(follower.len(), 1, "{follower:?}");
     let last = sandbox.log(SESSION).pop().unwrap();
     assert_eq!(parsed(&follower), vec![canonical(&last)]);

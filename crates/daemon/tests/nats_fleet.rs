@@ -140,12 +140,26 @@ fn the_machine_record_is_written_updated_said_stopped_after_sigterm_and_left_to_
         .with_env("AEP_HOST", "host-b")
         .with_env("RUST_LOG", "warn");
     let mut killed = b.start();
+    // A living witness beside it: its beats show the time in which the killed one wrote nothing.
+    let w = Sandbox::new()
+        .with_env("AEP_NATS_URL", &url)
+        .with_env("AEP_HOST", "host-w")
+        .with_env("RUST_LOG", "warn");
+    let witness = w.start();
     wait_record((&url, None), "host-b", "host-b's record", |m, _| m.state == "running");
+    wait_record((&url, None), "host-w", "the witness's record", |m, _| {
+        m.state == "running"
+    });
     killed.child.kill().unwrap();
     killed.child.wait().unwrap();
     let (last, rev) = record((&url, None), "host-b").unwrap();
-    // Absence can only be seen by waiting: two beats' time.
-    std::thread::sleep(machine::HEARTBEAT_EVERY * 2 + Duration::from_secs(1));
+    // Two beats' time, by three of the witness's writes after the kill.
+    let mut beat = record((&url, None), "host-w").unwrap().0.time;
+    for _ in 0..3 {
+        let (m, _) = wait_record((&url, None), "host-w", "the witness's next beat", |m, _| m.time > beat);
+        beat = m.time;
+    }
+    drop(witness);
     let (now, now_rev) = record((&url, None), "host-b").unwrap();
     assert_eq!(
         (now_rev, now.state.as_str(), now.time.as_str()),

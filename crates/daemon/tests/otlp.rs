@@ -302,12 +302,7 @@ fn hook(sb: &Sandbox, name: &str, n: u32) {
         n % 60,
         n % 1000
     ));
-    let out = sb.hook(payload.to_string().as_bytes());
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sb.hook_recorded(payload.to_string().as_bytes());
 }
 
 fn health(addr: &str) -> Value {
@@ -461,6 +456,7 @@ fn a_collector_down_for_a_while_loses_nothing_across_a_daemon_restart() {
         hook(&sb, "tool_call", n);
         hook(&sb, "tool_result", n);
     }
+    // The scenario: the collector stays down a while longer, through the exporter's retries.
     std::thread::sleep(Duration::from_secs(2));
     let collector = Collector::start(port);
     let logged = sb.log(SESSION);
@@ -484,7 +480,8 @@ fn a_collector_down_for_a_while_loses_nothing_across_a_daemon_restart() {
         .collect();
     assert!(log.len() > want.len());
     collector.wait("the new Events", |c| c.ids().len() >= log.len());
-    std::thread::sleep(Duration::from_millis(500));
+    // Nothing left to send (a resend would go in log order, before the new ones).
+    wait_health(&daemon.addr(), "nothing pending", |o| o["pending"] == 0);
     assert_eq!(collector.ids(), log, "only the new Events after the restart");
     drop(daemon);
 }
@@ -531,7 +528,8 @@ fn a_429_waits_for_its_retry_after_and_a_400_is_dropped_counted_and_not_resent()
     assert!(String::from_utf8_lossy(&doctor.stdout).contains("refused 1 Events for good"));
     hook(&sb, "tool_result", 1);
     collector.wait("the next batch", |c| c.attempts().len() >= before + 2);
-    std::thread::sleep(Duration::from_millis(300));
+    // Nothing left to send: a resend of the refused batch would be pending.
+    wait_health(&daemon.addr(), "nothing pending", |o| o["pending"] == 0);
     let statuses: Vec<u16> = collector.attempts()[before..].iter().map(|a| a.status).collect();
     assert_eq!(statuses, [400, 200], "the refused batch is not sent again");
     let log = sb.log(SESSION);
@@ -565,8 +563,8 @@ fn a_429_waits_for_its_retry_after_and_a_400_is_dropped_counted_and_not_resent()
     let otlp = wait_health(&daemon.addr(), "the partial success", |o| {
         o["dropped"]["rejected_by_collector"] == 1
     });
+    // Nothing pending, so nothing to retry.
     assert_eq!(otlp["pending"], 0);
-    std::thread::sleep(Duration::from_millis(300));
     assert_eq!(collector.attempts().len(), before + 1, "not retried");
     drop(daemon);
 }
@@ -672,7 +670,7 @@ fn malformed_otlp_settings_stop_the_daemon_at_start_naming_the_setting() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
         let mut child = cmd.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while child.try_wait().unwrap().is_none() {
             if Instant::now() > deadline {
                 let _ = child.kill();

@@ -105,8 +105,7 @@ impl<S: Read + Write> Peer<S> {
 }
 
 fn hook(sb: &Sandbox, name: &str) {
-    let out = sb.hook(&real_payload("hooks-local", name));
-    assert!(out.status.success() && out.stderr.is_empty());
+    sb.hook_recorded(&real_payload("hooks-local", name));
 }
 
 fn free_port() -> u16 {

@@ -1,6 +1,8 @@
 //! `aep-cline stream`, run as the built binary over the real Cline 3.0.65 streams (copied into
 //! crates/cline-stream/tests/data so a clean clone does not depend on shared/).
 
+use crate::support;
+
 use aep_core::validate::{validate_event, StreamValidator};
 use serde_json::Value;
 use std::io::Write;
@@ -395,8 +397,21 @@ fn an_endless_line_keeps_memory_flat() {
             .unwrap_or(0)
             / 1024
     };
-    // Seconds of /dev/zero are gigabytes read: a held line would be far past this bound.
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // A gigabyte of /dev/zero read (however long that takes): a held line would be far past
+    // this bound.
+    let read = || -> u64 {
+        let io = std::fs::read_to_string(format!("/proc/{}/io", child.id())).unwrap_or_default();
+        io.lines()
+            .find_map(|l| l.strip_prefix("rchar:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    support::wait::wait_until_seen("a gigabyte read", std::time::Duration::from_secs(120), || {
+        match read() {
+            n if n >= 1 << 30 => Ok(()),
+            n => Err(format!("{n} bytes read so far")),
+        }
+    });
     let peak = rss_mib();
     assert!(child.try_wait().unwrap().is_none(), "still reading");
     child.kill().unwrap();

@@ -1,6 +1,7 @@
 //! The real `aep-cline` binary, run as a daemon and as the shim, in a temporary sandbox
 //! (its own log dir, state dir and a free loopback port).
 
+use super::wait::wait_until_seen;
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,13 +47,19 @@ impl Sandbox {
         cmd
     }
 
-    /// Starts the daemon on a free port and waits until its discovery file names it.
+    /// Starts the daemon on a free port and waits until its discovery file names it. Its stderr
+    /// goes to a file in the sandbox ([`Daemon::stderr`]): a pipe nobody reads would block the
+    /// daemon on its next log line once 64 KiB of them had piled up.
     pub fn start(&self) -> Daemon {
         let _ = std::fs::remove_file(self.state_dir.join("daemon.json"));
+        let stderr_path = (1..)
+            .map(|n| self.root.path().join(format!("daemon-{n}.stderr")))
+            .find(|p| !p.exists())
+            .unwrap();
         let mut cmd = self.command(&["daemon"]);
         cmd.env("AEP_LISTEN", "127.0.0.1:0")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stderr(std::fs::File::create(&stderr_path).expect("the daemon's stderr file"));
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -65,12 +72,18 @@ impl Sandbox {
             {
                 let url = d["url"].as_str().unwrap().to_string();
                 let token = d["token"].as_str().unwrap().to_string();
-                return Daemon { child, url, token };
+                return Daemon {
+                    child,
+                    url,
+                    token,
+                    stderr_path,
+                };
             }
             if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
                 let _ = child.kill();
-                let out = child.wait_with_output().expect("the daemon's output");
-                panic!("the daemon did not start: {}", String::from_utf8_lossy(&out.stderr));
+                let _ = child.wait();
+                let said = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                panic!("the daemon did not start: {said}");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -91,6 +104,20 @@ impl Sandbox {
             .expect("spawn aep-cline hook");
         child.stdin.take().unwrap().write_all(payload).unwrap();
         child.wait_with_output().unwrap()
+    }
+
+    /// Runs the shim with `payload` and returns once its hook is recorded, live or spooled: on a
+    /// loaded machine the shim may outlast its 250 ms budget and spool the hook (saying so on
+    /// stderr), which the daemon then drains. For tests whose point is not the live path.
+    pub fn hook_recorded(&self, payload: &[u8]) -> Output {
+        let out = self.hook(payload);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+        if !said.is_empty() {
+            assert!(said.contains("spooled for the daemon"), "the shim said: {said}");
+            self.wait_spool_empty(Duration::from_secs(30));
+        }
+        out
     }
 
     /// `install-hooks` into `cline`'s `CLINE_DIR`: its runs (and its hub's) fire this
@@ -163,19 +190,82 @@ impl Sandbox {
     /// Polls a session's log until `done` holds; past `within` it panics naming `what` and
     /// what the log holds.
     pub fn wait_log(&self, session: &str, what: &str, within: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + within;
-        loop {
+        wait_until_seen(what, within, || {
             let events = self.log_so_far(session);
             if done(&events) {
-                return events;
+                Ok(events)
+            } else {
+                Err(format!("the log holds {:?}", types(&events)))
             }
-            assert!(
-                Instant::now() < deadline,
-                "waited {within:?} for {what}; the log holds {:?}",
-                types(&events)
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })
+    }
+
+    /// Waits until the spool is empty: every spooled firing recorded (a file is removed once
+    /// its hook is in the log).
+    pub fn wait_spool_empty(&self, within: Duration) {
+        wait_until_seen("an empty spool", within, || match self.spooled() {
+            0 => Ok(()),
+            n => Err(format!("it holds {n} firings")),
+        })
+    }
+
+    /// Waits until no `aep-cline hook` of this sandbox runs any more (Cline starts some of its
+    /// hooks detached: they may still be answering, or spooling, after the CLI exited).
+    pub fn wait_shims_gone(&self, within: Duration) {
+        let ours = format!("AEP_CLINE_STATE_DIR={}", self.state_dir.display());
+        let shims = || -> Vec<u32> {
+            let Ok(procs) = std::fs::read_dir("/proc") else {
+                return Vec::new();
+            };
+            procs
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                    let mut args = cmdline.split(|b| *b == 0);
+                    args.next().is_some_and(|exe| exe.ends_with(b"aep-cline"))
+                        && args.next() == Some(b"hook".as_slice())
+                        && environ.split(|b| *b == 0).any(|v| v == ours.as_bytes())
+                })
+                .collect()
+        };
+        wait_until_seen("the sandbox's shims to exit", within, || match shims() {
+            running if running.is_empty() => Ok(()),
+            running => Err(format!("running: pids {running:?}")),
+        })
+    }
+
+    /// A request on the daemon's Unix socket (the shim's door): (status, body), or `None` when
+    /// nothing answers there.
+    pub fn socket_http(&self, method: &str, path: &str) -> Option<(u16, String)> {
+        use std::io::Read;
+        let mut stream =
+            std::os::unix::net::UnixStream::connect(self.state_dir.join(aep_cline::state::discovery::SOCKET_NAME))
+                .ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        // Addressed by its loopback name, as the daemon wants (no DNS rebinding).
+        let discovery = self.discovery()?;
+        let host = discovery["url"].as_str()?.trim_start_matches("http://");
+        stream
+            .write_all(format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes())
+            .ok()?;
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response);
+        parse_response(&response)
+    }
+
+    /// Waits until the daemon has finished every connection made to its socket before this
+    /// call (accepts are in order there, and a connection's slot is freed when it is done): no
+    /// hook sent earlier, even by a shim that gave up on it, is still to be recorded.
+    pub fn wait_socket_connections_done(&self, within: Duration) {
+        wait_until_seen("the daemon to finish its earlier connections", within, || {
+            let (_, body) = self.socket_http("GET", "/healthz").ok_or("no answer on its socket")?;
+            let health: Value = serde_json::from_str(&body).map_err(|e| format!("/healthz: {e}: {body}"))?;
+            match health["connections"]["open"].as_u64() {
+                Some(1) => Ok(()),
+                _ => Err(format!("/healthz: {body}")),
+            }
+        })
     }
 
     /// `aep-cline sessions --json --all`, by session.
@@ -203,6 +293,8 @@ pub struct Daemon {
     pub child: Child,
     pub url: String,
     pub token: String,
+    /// Where the daemon's stderr goes.
+    pub stderr_path: PathBuf,
 }
 
 impl Daemon {
@@ -220,12 +312,39 @@ impl Daemon {
         assert!(ok, "kill {sig} failed");
     }
 
+    /// What the daemon wrote to stderr so far (its log lines).
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(&self.stderr_path).unwrap_or_default()).into_owned()
+    }
+
+    /// Waits until the daemon's stderr holds a line containing `needle`; past `within` it
+    /// panics with what it holds. Returns that line.
+    pub fn wait_stderr(&self, needle: &str, within: Duration) -> String {
+        self.wait_stderr_count(needle, 1, within).pop().unwrap()
+    }
+
+    /// Waits until the daemon's stderr holds `n` lines containing `needle`; returns them.
+    pub fn wait_stderr_count(&self, needle: &str, n: usize, within: Duration) -> Vec<String> {
+        wait_until_seen(&format!("{n} daemon log line(s) with {needle:?}"), within, || {
+            let stderr = self.stderr();
+            let lines: Vec<String> = stderr
+                .lines()
+                .filter(|l| l.contains(needle))
+                .map(str::to_owned)
+                .collect();
+            if lines.len() >= n {
+                Ok(lines)
+            } else {
+                Err(format!("its stderr:\n{stderr}"))
+            }
+        })
+    }
+
     /// SIGTERM, then waits for the exit; returns the daemon's stderr.
     pub fn stop(mut self) -> (std::process::ExitStatus, String) {
         self.signal("-TERM");
-        let out = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
-        let out = out.wait_with_output().unwrap();
-        (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+        let status = self.child.wait().unwrap();
+        (status, self.stderr())
     }
 }
 
@@ -259,7 +378,12 @@ pub fn try_http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], 
     let _ = stream.write_all(body);
     let mut response = Vec::new();
     let _ = stream.read_to_end(&mut response);
-    let response = String::from_utf8_lossy(&response).into_owned();
+    parse_response(&response)
+}
+
+/// (status, body) of a whole HTTP/1.1 response (status 0 when there is none).
+fn parse_response(response: &[u8]) -> Option<(u16, String)> {
+    let response = String::from_utf8_lossy(response);
     let status = response
         .split_whitespace()
         .nth(1)
@@ -270,6 +394,55 @@ pub fn try_http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], 
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     Some((status, body))
+}
+
+/// The daemon's end of a connection to it, as the kernel shows it (/proc/net/tcp).
+#[derive(Debug)]
+pub struct DaemonEnd {
+    /// The TCP state: 1 is established; others mean the daemon closed its end.
+    pub state: u8,
+    /// Bytes sent to the daemon that it has not read.
+    pub unread: u64,
+    /// 0 until the daemon accepts the connection, and again once it closed it.
+    pub inode: u64,
+}
+
+impl DaemonEnd {
+    /// The daemon's end of `conn`.
+    pub fn of(conn: &std::net::TcpStream) -> Option<DaemonEnd> {
+        let (ours, theirs) = (conn.local_addr().ok()?.port(), conn.peer_addr().ok()?.port());
+        let port = |a: &str| u16::from_str_radix(a.rsplit(':').next()?, 16).ok();
+        let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+        table.lines().skip(1).find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 9 && port(f[1]) == Some(theirs) && port(f[2]) == Some(ours)).then_some(())?;
+            Some(DaemonEnd {
+                state: u8::from_str_radix(f[3], 16).ok()?,
+                unread: u64::from_str_radix(f[4].rsplit(':').next()?, 16).ok()?,
+                inode: f[9].parse().ok()?,
+            })
+        })
+    }
+
+    /// Accepted and still open.
+    pub fn held(&self) -> bool {
+        self.state == 1 && self.inode != 0
+    }
+}
+
+/// Waits until the daemon has accepted `conn` (the kernel names a socket once it is accepted).
+/// The daemon admits each connection before it accepts the next, so by then `conn` holds its
+/// slot.
+pub fn wait_accepted(conn: &std::net::TcpStream, within: Duration) {
+    let ours = conn.local_addr().unwrap().port();
+    wait_until_seen(
+        &format!("the daemon to accept the connection from port {ours}"),
+        within,
+        || match DaemonEnd::of(conn) {
+            Some(end) if end.held() => Ok(()),
+            end => Err(format!("its end: {end:?}")),
+        },
+    );
 }
 
 /// The real Cline 3.0.65 hook payloads of one run (`cline-hooks/tests/data`).

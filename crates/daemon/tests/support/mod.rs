@@ -17,3 +17,4 @@ pub mod hub_client;
 pub mod nats_server;
 pub mod real_hub;
 pub mod stub_hub;
+pub mod wait;
