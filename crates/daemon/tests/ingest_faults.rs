@@ -508,13 +508,15 @@ fn a_fifo_in_clines_store_holds_up_neither_its_sessions_drain_nor_another_sessio
     let mut stuck = spooled_at("s1", "agent_start", "stuck", aep_cline::firing::now_ns());
     stuck.cline_data = Some(data.to_str().unwrap().to_string());
     spool::write(&sb.state_dir, &stuck).unwrap();
-    // Live hooks of another session are taken at once, whatever the drain does with "stuck".
+    // Another session's hooks are recorded whatever the drain does with "stuck" (live; or, on a
+    // loaded machine past the shim's budget, spooled and drained: a drain held up by the FIFO
+    // would leave them in the spool).
     for hook in ["agent_start", "tool_call", "tool_result", "agent_end"] {
-        let out = sb.hook(&payload("hooks-local", hook, "free", None));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!err.contains("spooled"), "{hook} was not taken live: {err}");
+        sb.hook_recorded(&payload("hooks-local", hook, "free", None));
     }
-    assert_eq!(sb.log("free").len(), 5);
+    sb.wait_log("free", "another session's hooks", Duration::from_secs(30), |e| {
+        e.len() == 5
+    });
     // The FIFO is never waited on: the spooled firing is recorded by the drain too.
     sb.wait_log(
         "stuck",
