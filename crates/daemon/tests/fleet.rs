@@ -525,6 +525,14 @@ impl Console {
         request(&self.addr, "GET", path, &[("Cookie", cookie)], b"")
     }
 
+    /// Follows the one-time link; the cookie it sets.
+    fn sign_in(&self) -> String {
+        let (status, head, _) = self.get(self.link.trim_start_matches(&format!("http://{}", self.addr)), "");
+        assert_eq!(status, 303, "{head}");
+        let set = head.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap();
+        set.split(';').next().unwrap().to_string()
+    }
+
     fn api(&self, path: &str, cookie: &str) -> Value {
         let (status, _, body) = self.get(path, cookie);
         assert_eq!(status, 200, "{path}: {body}");
@@ -806,6 +814,58 @@ fn the_console_page_in_a_browser_approves_through_the_owning_host_and_shows_its_
         ),
         (Some("control.attention.respond"), &json!(S1), &request, Some("approve"))
     );
+}
+
+/// `/api/position`: the stream's last sequence, the last one folded in and the difference, right
+/// after the catch-up and after Events published while the console follows.
+#[test]
+fn the_console_says_how_far_it_has_applied_the_stream() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    let (js, console) = serve_the_fleet(&rt, &url);
+    let cookie = console.sign_in();
+    assert_eq!(console.get("/api/position", "").0, 401);
+    let caught_up = fleet_events().len() as u64;
+    let p = console.api("/api/position", &cookie);
+    assert_eq!(
+        (
+            p["stream"].as_str(),
+            p["stream_last"].as_u64(),
+            p["applied"].as_u64(),
+            p["behind"].as_u64()
+        ),
+        (Some("AEP"), Some(caught_up), Some(caught_up), Some(0)),
+        "{p:#}"
+    );
+
+    // Live: 300 Events of 30 new sessions on 3 hosts, published while it follows.
+    let live: Vec<Value> = (0..300u64)
+        .map(|n| {
+            let session = format!("1796007203184_live{:02}", n % 30);
+            event(
+                &format!("live-{}", n % 3),
+                &session,
+                n / 30 + 1,
+                "tool.requested",
+                json!({}),
+            )
+        })
+        .collect();
+    rt.block_on(publish(&js, &live));
+    let total = caught_up + 300;
+    let p = console.wait_for("/api/position", &cookie, |p| p["applied"] == total);
+    assert_eq!(
+        (
+            p["stream_last"].as_u64(),
+            p["behind"].as_u64(),
+            p["counts"]["messages"].as_u64()
+        ),
+        (Some(total), Some(0), Some(total)),
+        "{p:#}"
+    );
+    let sessions = console.api("/api/sessions", &cookie);
+    assert_eq!(sessions["total"].as_u64(), Some(5 + 30), "{sessions:#}");
 }
 
 #[test]

@@ -1,6 +1,7 @@
-// The fleet console's page: reads /api/approvals, /api/machines and /api/sessions every few
-// seconds (the console follows the stream, so each read is current) and answers approvals
-// through /api/act, showing the owning host's ack. Text only goes in through textContent.
+// The fleet console's page: reads /api/approvals, /api/machines, /api/sessions and
+// /api/position (how many Events it is behind) every few seconds (the console follows the
+// stream, so each read is current) and answers approvals through /api/act, showing the owning
+// host's ack. Text only goes in through textContent.
 
 const $ = (id) => document.getElementById(id);
 const REFRESH_MS = 2000;
@@ -134,13 +135,14 @@ async function refresh() {
   const host = encodeURIComponent($("host").value);
   const ended = $("show-ended").checked ? "" : "&ended=0";
   try {
-    const [a, m, s] = await Promise.all([
-      get("/api/approvals"), get("/api/machines"), get(`/api/sessions?host=${host}${ended}`),
+    const [a, m, s, p] = await Promise.all([
+      get("/api/approvals"), get("/api/machines"), get(`/api/sessions?host=${host}${ended}`), get("/api/position"),
     ]);
     renderApprovals(a);
     renderMachines(m);
     renderSessions(s);
-    $("conn").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    const behind = p.behind ? `, ${p.behind} Events behind` : "";
+    $("conn").textContent = `updated ${new Date().toLocaleTimeString()}${behind}`;
     $("conn").classList.remove("down");
   } catch (e) {
     $("conn").textContent = `not current: ${e.message}`;

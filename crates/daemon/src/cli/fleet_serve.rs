@@ -76,10 +76,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             source.catch_up(&client, &mut view).await?;
             say_skipped(&view);
             let view: follow::Shared = Arc::new(RwLock::new(view));
+            let stream = source.stream.clone();
             tokio::spawn(follow::follow(source, client.clone(), view.clone()));
             let (console, link) = serve::Console::new(
                 view,
                 client,
+                stream,
                 refusals,
                 args.conn.offline_after,
                 origins(bound, args.behind_proxy.as_deref())?,

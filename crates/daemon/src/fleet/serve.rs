@@ -41,6 +41,8 @@ const LIST_PAGE: usize = 500;
 pub struct Console {
     view: Shared,
     client: async_nats::Client,
+    /// The stream followed, for `/api/position`.
+    stream: String,
     refusals: tokio::sync::Mutex<Refusals>,
     offline_after: Duration,
     /// The origins the page is served under (`http://127.0.0.1:8790`, a proxy's `https://...`).
@@ -57,6 +59,7 @@ impl Console {
     pub fn new(
         view: Shared,
         client: async_nats::Client,
+        stream: String,
         refusals: Refusals,
         offline_after: Duration,
         origins: Vec<String>,
@@ -68,6 +71,7 @@ impl Console {
         let console = Console {
             view,
             client,
+            stream,
             refusals: tokio::sync::Mutex::new(refusals),
             offline_after,
             origins,
@@ -124,6 +128,7 @@ pub fn routes(c: Arc<Console>) -> Router {
         .route("/api/machines", get(machines))
         .route("/api/sessions", get(sessions))
         .route("/api/approvals", get(approvals))
+        .route("/api/position", get(position))
         .route("/api/act", post(act_on))
         .layer(axum::middleware::from_fn_with_state(c.clone(), signed_in));
     Router::new()
@@ -254,6 +259,31 @@ async fn approvals(State(c): State<Arc<Console>>, Query(f): Query<Filter>) -> Re
         .filter(|a| f.host(&a.host))
         .collect();
     Json(json!({"now": aep_core::id::now_rfc3339(), "approvals": all})).into_response()
+}
+
+/// How far the console is: the stream's last sequence now, the last one folded in, and the
+/// difference ("N Events behind"); what was read and skipped.
+async fn position(State(c): State<Arc<Console>>) -> Response {
+    let js = async_nats::jetstream::new(c.client.clone());
+    let last = match js.get_stream(&c.stream).await {
+        Ok(stream) => stream.cached_info().state.last_sequence,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "no-stream-state",
+                format!("cannot read the state of stream {:?}: {e}", c.stream),
+            )
+        }
+    };
+    let v = c.view.read();
+    Json(json!({
+        "stream": c.stream,
+        "stream_last": last,
+        "applied": v.stream_seq,
+        "behind": last.saturating_sub(v.stream_seq),
+        "counts": v.counts,
+    }))
+    .into_response()
 }
 
 #[derive(Deserialize)]
