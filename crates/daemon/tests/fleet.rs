@@ -17,6 +17,7 @@ use crate::support::browser::Browser;
 use crate::support::daemon::{Sandbox, BIN};
 use crate::support::endpoint::request;
 
+use aep_cline::fleet::checkpoint;
 use aep_cline::sinks::nats::machine::{self, Machine};
 use async_nats::jetstream::{self, stream};
 use fantoccini::Locator;
@@ -866,6 +867,116 @@ fn the_console_says_how_far_it_has_applied_the_stream() {
     );
     let sessions = console.api("/api/sessions", &cookie);
     assert_eq!(sessions["total"].as_u64(), Some(5 + 30), "{sessions:#}");
+}
+
+/// The checkpoint of stream AEP in the console's bucket, once there is one.
+async fn checkpoint_of(js: &jetstream::Context) -> Option<checkpoint::Checkpoint> {
+    let bucket = js.get_key_value(machine::FLEET_BUCKET).await.ok()?;
+    let value = bucket.get(checkpoint::key("AEP")).await.unwrap()?;
+    Some(checkpoint::decode(&value).unwrap())
+}
+
+/// Puts `value` as stream AEP's checkpoint, over whatever is there.
+async fn put_checkpoint(js: &jetstream::Context, value: Vec<u8>) {
+    let bucket = js.get_key_value(machine::FLEET_BUCKET).await.unwrap();
+    bucket.put(checkpoint::key("AEP"), value.into()).await.unwrap();
+}
+
+/// The sessions `fleet sessions --json --all` lists, as (host, session); and its stderr.
+fn listed(sandbox: &Sandbox, url: &str) -> (Vec<(String, String)>, String) {
+    let o = fleet(sandbox, url, &["sessions", "--json", "--all"], &[]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let all: Value = serde_json::from_str(&out).unwrap();
+    let mut pairs: Vec<(String, String)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["host"].as_str().unwrap().into(),
+                s["session"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    (pairs, err)
+}
+
+/// `fleet serve` checkpoints its view; a console started later shows the same view from it
+/// even once the stream's messages are purged (so it did not replay them) and reads on from
+/// the sequence after it; an older checkpoint never replaces a newer one; one that does not
+/// read, or covers more than the stream holds, is said and the stream replayed.
+#[test]
+fn a_console_starts_from_the_checkpoint_and_a_bad_or_older_one_is_not_used() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    let sandbox = Sandbox::new();
+    let (js, console) = serve_the_fleet(&rt, &url);
+    let caught_up = fleet_events().len() as u64;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let written = loop {
+        match rt.block_on(checkpoint_of(&js)) {
+            Some(c) if c.seq == caught_up => break c,
+            other => assert!(std::time::Instant::now() < deadline, "no checkpoint: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (replayed, _) = listed(&sandbox, &url);
+    assert_eq!(replayed.len(), 5, "{replayed:?}");
+    drop(console);
+
+    rt.block_on(async { js.get_stream("AEP").await.unwrap().purge().await.unwrap() });
+    let (from_checkpoint, err) = listed(&sandbox, &url);
+    assert_eq!(from_checkpoint, replayed, "{err}");
+    assert!(err.is_empty(), "{err}");
+    let usage = json_of(&sandbox, &url, &["usage", "host", "--json"]);
+    let on_a = usage["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == A)
+        .cloned();
+    assert_eq!(
+        on_a.map(|r| (r["input_tokens"].as_u64(), r["cost"].as_f64())),
+        Some((Some(1000), Some(0.25))),
+        "{usage:#}"
+    );
+
+    // An Event after it is read on top.
+    const S6: &str = "1796007203184_fffff";
+    rt.block_on(publish(&js, &[event("late", S6, 1, "session.started", json!({}))]));
+    let (on_top, _) = listed(&sandbox, &url);
+    assert_eq!(on_top.len(), 6, "{on_top:?}");
+    assert!(on_top.contains(&("late".into(), S6.into())));
+
+    // An older checkpoint (another console behind this one) does not replace it.
+    let mut older = aep_cline::fleet::View::new();
+    older.stream_seq = 3;
+    let value = checkpoint::encode(older.save(), 3, written.stream_created.clone()).unwrap();
+    let wrote = rt.block_on(checkpoint::save(&js, "AEP", 3, value)).unwrap();
+    assert_eq!(wrote, checkpoint::Wrote::Newer(caught_up));
+    assert_eq!(rt.block_on(checkpoint_of(&js)).unwrap().seq, caught_up);
+
+    // Bad ones: said, and the stream (now S6's Event only) replayed.
+    let mut past = aep_cline::fleet::View::new();
+    past.stream_seq = 1000;
+    let past = checkpoint::encode(past.save(), 1000, written.stream_created.clone()).unwrap();
+    let other = checkpoint::encode(older.save(), 3, "another time".into()).unwrap();
+    for (value, why) in [
+        (b"garbage".to_vec(), "it is not gzip"),
+        (past, "covers the stream up to sequence 1000, past its last (15)"),
+        (other, "created at another time"),
+    ] {
+        rt.block_on(put_checkpoint(&js, value));
+        let (sessions, err) = listed(&sandbox, &url);
+        assert_eq!(sessions, [("late".to_string(), S6.to_string())], "{why}: {err}");
+        assert!(
+            err.contains("not using the checkpoint in the bucket aep-cline-fleet") && err.contains(why),
+            "{why}: {err}"
+        );
+    }
 }
 
 #[test]
