@@ -7,7 +7,8 @@
 # /api/position (stream's last sequence - the last one it folded in: "behind") is read every
 # 100 ms. Per phase: the rate published, the largest lag seen, the time from the last message
 # reaching the server until the console has folded in everything (behind 0), the console's CPU
-# time, and its resident memory (VmHWM, VmRSS from /proc).
+# time, and its resident memory (VmHWM, VmRSS from /proc). Then the size of the checkpoint it
+# wrote, and a console start (`fleet sessions`) from it against one replaying the stream.
 #
 #   crates/daemon/bench/fleet_live.sh                        # 100,000 Events, 2,000 sessions, 50 hosts, 20,000/s
 #   crates/daemon/bench/fleet_live.sh 200000 4000 100 40000
@@ -26,7 +27,7 @@ PIDS+=("$CONSOLE")
 for _ in $(seq 600); do [ -s "$WORK/link" ] && break; sleep 0.1; done
 [ -s "$WORK/link" ] || { cat "$WORK/console.err"; exit 1; }
 echo "console caught up on $PRELOAD Events; publishing $EVENTS Events from $SESSIONS sessions on $HOSTS hosts, twice"
-python3 - "$PUB" "$PORT" "$EVENTS" "$SESSIONS" "$HOSTS" "$RATE" "$CONSOLE" "$(cat "$WORK/link")" <<'PY'
+BIN="$BIN" python3 - "$PUB" "$PORT" "$EVENTS" "$SESSIONS" "$HOSTS" "$RATE" "$CONSOLE" "$(cat "$WORK/link")" <<'PY'
 import http.client, json, os, subprocess, sys, threading, time, urllib.parse
 pub, port, events, sessions, hosts, rate, pid, link = sys.argv[1:9]
 u = urllib.parse.urlsplit(link.strip())
@@ -76,5 +77,27 @@ for phase, (tag, pace) in enumerate([("l", rate), ("f", "0")]):
 p = position()
 print(f"console: applied {p['applied']:,} of {p['stream_last']:,}, {p['counts']['events']:,} Events folded, "
       f"{p['counts']['duplicates']} duplicates, {p['counts']['malformed']} malformed")
+# The checkpoint it writes (every 5 s when its view moved), and a console start from it, then
+# (the checkpoint purged; the serving console's view no longer moves, so it writes none) by replay.
+import socket
+nats = socket.create_connection(("127.0.0.1", int(port)))
+reader = nats.makefile("rb"); reader.readline()
+nats.sendall(b'CONNECT {"verbose":false}\r\nSUB _INBOX.c 1\r\n')
+def js(api):
+    nats.sendall(b"PUB $JS.API.%s _INBOX.c 2\r\n{}\r\n" % api.encode())
+    while not (line := reader.readline()).startswith(b"MSG"):
+        pass
+    return json.loads(reader.read(int(line.split()[-1]) + 2)[:-2])
+time.sleep(11)
+kv = js("STREAM.INFO.KV_aep-cline-fleet")["state"]
+def start():
+    t = time.monotonic()
+    out = subprocess.run([os.environ["BIN"], "fleet", "sessions", "--json", "--all"],
+                         capture_output=True, check=True)
+    return time.monotonic() - t, len(json.loads(out.stdout))
+(ck, n1), _ = start(), js("STREAM.PURGE.KV_aep-cline-fleet")
+rp, n2 = start()
+print(f"checkpoint: {kv['bytes']:,} bytes (gzipped, with the KV headers); `fleet sessions --json --all` from it "
+      f"{ck:.2f} s ({n1:,} sessions), by replaying {p['stream_last']:,} Events {rp:.2f} s ({n2:,} sessions)")
 PY
 echo "load $(cut -d' ' -f1-3 /proc/loadavg)"

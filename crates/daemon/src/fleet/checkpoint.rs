@@ -232,7 +232,9 @@ impl Writer {
     }
 
     async fn write(&self, js: &jetstream::Context, seq: u64, saved: Saved) -> anyhow::Result<Wrote> {
-        let value = encode(saved, seq, self.stream_created.clone())?;
+        // Off the async workers: the follower folds on meanwhile.
+        let created = self.stream_created.clone();
+        let value = tokio::task::spawn_blocking(move || encode(saved, seq, created)).await??;
         if value.len() > self.max_payload {
             bail!(
                 "the checkpoint is {} bytes, more than the server takes in one message ({}, max_payload)",
