@@ -640,6 +640,28 @@ fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_own
     let on_b = console.api(&format!("/api/sessions?host={B}"), &cookie);
     assert_eq!((on_b["total"].as_u64(), on_b["matching"].as_u64()), (Some(5), Some(2)));
 
+    // A session's timeline, read from its subject when asked; one not in the view, in words.
+    let t = console.api(&format!("/api/timeline?host={A}&session={S1}"), &cookie);
+    let kinds: Vec<(&str, &str)> = t["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), e["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("session", "started"), ("run", "finished"), ("approval", "pending")],
+        "{t:#}"
+    );
+    assert_eq!(
+        (t["host"].as_str(), t["summary"]["session"].as_str()),
+        (Some(A), Some(S1))
+    );
+    let (status, _, said) = console.get(&format!("/api/timeline?host={B}&session={S1}"), &cookie);
+    assert_eq!(status, 404, "{said}");
+    assert!(said.contains("no session"), "{said}");
+    assert_eq!(console.get(&format!("/api/timeline?host={A}&session={S1}"), "").0, 401);
+
     // Followed: an Event and a machine record written after the start show up.
     const S6: &str = "1796007203184_fffff";
     rt.block_on(async {
@@ -744,8 +766,25 @@ fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_own
     assert_eq!(responders.heard().len(), 1, "nothing more was sent");
 }
 
+/// Clicks the button at `xpath`; the page redraws every few seconds, so a button gone stale is
+/// found again.
+async fn click(browser: &Browser, xpath: &str) {
+    for tries in 1.. {
+        let clicked = match browser.client.find(Locator::XPath(xpath)).await {
+            Ok(button) => button.click().await,
+            Err(e) => Err(e),
+        };
+        match clicked {
+            Ok(()) => break,
+            Err(e) if tries >= 5 => panic!("cannot click {xpath}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 /// The page in headless Chromium: the sign-in link, the approval and the machines drawn from
-/// the stream and the bucket, Approve clicked, the owning host's responder asked and its ack shown.
+/// the stream and the bucket, a session's timeline drawn when it is clicked, Approve clicked, the
+/// owning host's responder asked and its ack shown.
 #[test]
 fn the_console_page_in_a_browser_approves_through_the_owning_host_and_shows_its_ack() {
     let server = Server::start(&[]);
@@ -777,19 +816,30 @@ fn the_console_page_in_a_browser_approves_through_the_owning_host_and_shows_its_
         assert_eq!(browser.client.current_url().await.unwrap().path(), "/");
         assert!(responders.heard().is_empty());
 
-        // The page redraws every few seconds: find the button again if it went stale.
+        // A session clicked: its timeline drawn.
+        let session = format!("//tr[td[1]='{A}']//button[.='{S1}']");
+        browser
+            .client
+            .find(Locator::XPath(&session))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let drawn = browser
+            .until(
+                "the session's timeline",
+                30,
+                "const items = [...document.querySelectorAll('#timeline li')].map(li => li.textContent);
+                 return items.length && !document.getElementById('detail').hidden ? items : null",
+            )
+            .await;
+        let drawn: Vec<&str> = drawn.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        assert_eq!(drawn.len(), 3, "{drawn:?}");
+        assert!(drawn[2].contains("approval execute_command pending"), "{drawn:?}");
+
         let approve = format!("//li[div[@class='what' and starts-with(., '{A} ·')]]//button[@class='approve']");
-        for tries in 1.. {
-            let clicked = match browser.client.find(Locator::XPath(&approve)).await {
-                Ok(button) => button.click().await,
-                Err(e) => Err(e),
-            };
-            match clicked {
-                Ok(()) => break,
-                Err(e) if tries >= 5 => panic!("cannot click Approve on {A}: {e}"),
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        click(&browser, &approve).await;
         let said = browser
             .until(
                 "the ack on the page",

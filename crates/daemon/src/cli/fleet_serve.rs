@@ -86,16 +86,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .created
                 .to_string();
             let writer = checkpoint::Writer {
-                stream: stream.clone(),
+                stream,
                 stream_created: created,
                 max_payload: client.server_info().max_payload,
             };
             tokio::spawn(writer.run(client.clone(), view.clone()));
-            tokio::spawn(follow::follow(source, client.clone(), view.clone()));
+            tokio::spawn(follow::follow(source.clone(), client.clone(), view.clone()));
             let (console, link) = serve::Console::new(
                 view,
                 client,
-                stream,
+                source,
                 refusals,
                 args.conn.offline_after,
                 origins(bound, args.behind_proxy.as_deref())?,
