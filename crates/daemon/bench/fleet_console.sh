@@ -11,26 +11,9 @@
 #   AEP_CLINE_BIN=target/debug/aep-cline crates/daemon/bench/fleet_console.sh   # another build, no cargo
 # Needs nats-server (Debian's package) and python3.
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
 EVENTS="${1:-100000}" SESSIONS="${2:-2000}" HOSTS="${3:-50}"
-if [ -z "${AEP_CLINE_BIN:-}" ]; then
-  cargo build --release -q -p aep-cline --bin aep-cline
-fi
-BIN="${AEP_CLINE_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/aep-cline}"
-WORK="$(mktemp -d)"
-SERVER=""
-cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-nats-server -js -a 127.0.0.1 -p "$PORT" -sd "$WORK/js" >/dev/null 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+. "$(dirname "$0")/fleet_setup.sh"
 SENT="$(python3 crates/daemon/bench/fleet_console_pub.py "$PORT" "$EVENTS" "$SESSIONS" "$HOSTS")"
-export AEP_NATS_URL="nats://127.0.0.1:$PORT"
 echo "published $SENT Events from $SESSIONS sessions on $HOSTS hosts into $AEP_NATS_URL"
 for cmd in "sessions --json --all" "usage host --json" "machines --json"; do
   # shellcheck disable=SC2086

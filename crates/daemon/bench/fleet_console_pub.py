@@ -4,13 +4,24 @@ over H hosts into stream AEP of a nats-server, speaking the NATS text protocol d
 client package needed), and writes machine records into the aep-cline-machines bucket.
 Each session: session.started, run.started, then tool.requested / tool.finished pairs, a
 run.finished with usage, and session.ended for half of them; an attention.requested stays
-pending in every tenth. Used by fleet_console.sh.
+pending in every tenth. Used by fleet_console.sh (the stream filled at once, each session's
+Events in a row) and fleet_live.sh (--live: the sessions interleaved, as a fleet sends them,
+paced at --rate Events/s, 0 for as fast as it can; --tag keeps the session ids of two runs
+apart; prints the count and the wall-clock times its first message left and its last reached
+the server).
 
-  fleet_console_pub.py PORT EVENTS SESSIONS HOSTS
+  fleet_console_pub.py PORT EVENTS SESSIONS HOSTS [--live] [--rate N] [--tag T]
 """
-import json, socket, sys, time
+import argparse, json, socket, sys, time
 
-port, total, sessions, hosts = (int(a) for a in sys.argv[1:5])
+ap = argparse.ArgumentParser()
+for name in ("port", "total", "sessions", "hosts"):
+    ap.add_argument(name, type=int)
+ap.add_argument("--live", action="store_true")
+ap.add_argument("--rate", type=int, default=0)
+ap.add_argument("--tag", default="")
+args = ap.parse_args()
+port, total, sessions, hosts = args.port, args.total, args.sessions, args.hosts
 sock = socket.create_connection(("127.0.0.1", port))
 f = sock.makefile("rb")
 f.readline()  # INFO
@@ -39,7 +50,7 @@ for h in range(hosts):
 
 per = total // sessions
 def events(s):
-    host, sid = f"host-{s % hosts:03d}", f"1796007203184_{s:05d}"
+    host, sid = f"host-{s % hosts:03d}", f"1796007203184_{args.tag}{s:05d}"
     types = ["session.started", "run.started"]
     while len(types) < per - 2:
         types += ["tool.requested", "tool.finished"]
@@ -55,21 +66,47 @@ def events(s):
               "aepsessionid": sid, "aepsequence": seq, "aeprunid": "run-1", "data": data}
         yield f"aep.cline.{sid}", json.dumps(ce, separators=(",", ":")).encode()
 
+def pub(subject, payload):
+    return b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload)
+
+held = request("$JS.API.STREAM.INFO.AEP", {})["state"]["messages"]
 buf, sent = [], 0
-for s in range(sessions):
-    for subject, payload in events(s):
-        buf.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
-        sent += 1
-    if len(buf) > 2000:
-        sock.sendall(b"".join(buf)); buf = []
-sock.sendall(b"".join(buf) + b"PING\r\n")
+if not args.live:
+    for s in range(sessions if total else 0):
+        for subject, payload in events(s):
+            buf.append(pub(subject, payload))
+            sent += 1
+        if len(buf) > 2000:
+            sock.sendall(b"".join(buf)); buf = []
+    sock.sendall(b"".join(buf) + b"PING\r\n")
+else:
+    # Every message built first, so pacing measures the console, not this script.
+    streams = [events(s) for s in range(sessions)]
+    while streams:
+        for g in list(streams):
+            m = next(g, None)
+            if m is None:
+                streams.remove(g)
+            else:
+                buf.append(pub(*m))
+    sent, tick = len(buf), 0.01
+    chunk = max(1, round(args.rate * tick)) if args.rate else 1000
+    start, began = time.monotonic(), time.time()
+    for i in range(0, sent, chunk):
+        if args.rate:
+            due = start + (i // chunk) * tick
+            if due > time.monotonic():
+                time.sleep(due - time.monotonic())
+        sock.sendall(b"".join(buf[i : i + chunk]))
+    sock.sendall(b"PING\r\n")
 while not f.readline().startswith(b"PONG"):
     pass
+last = time.time()
 # Stored: the stream holds every message (core publishes are stored asynchronously).
 for _ in range(600):
-    if request("$JS.API.STREAM.INFO.AEP", {})["state"]["messages"] >= sent:
+    if request("$JS.API.STREAM.INFO.AEP", {})["state"]["messages"] >= held + sent:
         break
     time.sleep(0.1)
 else:
     sys.exit(f"the stream did not take all {sent} messages")
-print(sent)
+print(f"{sent} {began:.3f} {last:.3f}" if args.live else sent)

@@ -17,6 +17,7 @@ use crate::support::browser::Browser;
 use crate::support::daemon::{Sandbox, BIN};
 use crate::support::endpoint::request;
 
+use aep_cline::fleet::checkpoint;
 use aep_cline::sinks::nats::machine::{self, Machine};
 use async_nats::jetstream::{self, stream};
 use fantoccini::Locator;
@@ -528,6 +529,14 @@ impl Console {
         request(&self.addr, "GET", path, &[("Cookie", cookie)], b"")
     }
 
+    /// Follows the one-time link; the cookie it sets.
+    fn sign_in(&self) -> String {
+        let (status, head, _) = self.get(self.link.trim_start_matches(&format!("http://{}", self.addr)), "");
+        assert_eq!(status, 303, "{head}");
+        let set = head.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap();
+        set.split(';').next().unwrap().to_string()
+    }
+
     fn api(&self, path: &str, cookie: &str) -> Value {
         let (status, _, body) = self.get(path, cookie);
         assert_eq!(status, 200, "{path}: {body}");
@@ -634,6 +643,28 @@ fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_own
     let on_b = console.api(&format!("/api/sessions?host={B}"), &cookie);
     assert_eq!((on_b["total"].as_u64(), on_b["matching"].as_u64()), (Some(5), Some(2)));
 
+    // A session's timeline, read from its subject when asked; one not in the view, in words.
+    let t = console.api(&format!("/api/timeline?host={A}&session={S1}"), &cookie);
+    let kinds: Vec<(&str, &str)> = t["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), e["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("session", "started"), ("run", "finished"), ("approval", "pending")],
+        "{t:#}"
+    );
+    assert_eq!(
+        (t["host"].as_str(), t["summary"]["session"].as_str()),
+        (Some(A), Some(S1))
+    );
+    let (status, _, said) = console.get(&format!("/api/timeline?host={B}&session={S1}"), &cookie);
+    assert_eq!(status, 404, "{said}");
+    assert!(said.contains("no session"), "{said}");
+    assert_eq!(console.get(&format!("/api/timeline?host={A}&session={S1}"), "").0, 401);
+
     // Followed: an Event and a machine record written after the start show up.
     const S6: &str = "1796007203184_fffff";
     rt.block_on(async {
@@ -738,8 +769,25 @@ fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_own
     assert_eq!(responders.heard().len(), 1, "nothing more was sent");
 }
 
+/// Clicks the button at `xpath`; the page redraws every few seconds, so a button gone stale is
+/// found again.
+async fn click(browser: &Browser, xpath: &str) {
+    for tries in 1.. {
+        let clicked = match browser.client.find(Locator::XPath(xpath)).await {
+            Ok(button) => button.click().await,
+            Err(e) => Err(e),
+        };
+        match clicked {
+            Ok(()) => break,
+            Err(e) if tries >= 5 => panic!("cannot click {xpath}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 /// The page in headless Chromium: the sign-in link, the approval and the machines drawn from
-/// the stream and the bucket, Approve clicked, the owning host's responder asked and its ack shown.
+/// the stream and the bucket, a session's timeline drawn when it is clicked, Approve clicked, the
+/// owning host's responder asked and its ack shown.
 #[test]
 fn the_console_page_in_a_browser_approves_through_the_owning_host_and_shows_its_ack() {
     let server = Server::start(&[]);
@@ -771,19 +819,30 @@ fn the_console_page_in_a_browser_approves_through_the_owning_host_and_shows_its_
         assert_eq!(browser.client.current_url().await.unwrap().path(), "/");
         assert!(responders.heard().is_empty());
 
-        // The page redraws every few seconds: find the button again if it went stale.
+        // A session clicked: its timeline drawn.
+        let session = format!("//tr[td[1]='{A}']//button[.='{S1}']");
+        browser
+            .client
+            .find(Locator::XPath(&session))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let drawn = browser
+            .until(
+                "the session's timeline",
+                30,
+                "const items = [...document.querySelectorAll('#timeline li')].map(li => li.textContent);
+                 return items.length && !document.getElementById('detail').hidden ? items : null",
+            )
+            .await;
+        let drawn: Vec<&str> = drawn.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        assert_eq!(drawn.len(), 3, "{drawn:?}");
+        assert!(drawn[2].contains("approval execute_command pending"), "{drawn:?}");
+
         let approve = format!("//li[div[@class='what' and starts-with(., '{A} ·')]]//button[@class='approve']");
-        for tries in 1.. {
-            let clicked = match browser.client.find(Locator::XPath(&approve)).await {
-                Ok(button) => button.click().await,
-                Err(e) => Err(e),
-            };
-            match clicked {
-                Ok(()) => break,
-                Err(e) if tries >= 5 => panic!("cannot click Approve on {A}: {e}"),
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        click(&browser, &approve).await;
         let said = browser
             .until(
                 "the ack on the page",
@@ -809,6 +868,168 @@ fn the_console_page_in_a_browser_approves_through_the_owning_host_and_shows_its_
         ),
         (Some("control.attention.respond"), &json!(S1), &request, Some("approve"))
     );
+}
+
+/// `/api/position`: the stream's last sequence, the last one folded in and the difference, right
+/// after the catch-up and after Events published while the console follows.
+#[test]
+fn the_console_says_how_far_it_has_applied_the_stream() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    let (js, console) = serve_the_fleet(&rt, &url);
+    let cookie = console.sign_in();
+    assert_eq!(console.get("/api/position", "").0, 401);
+    let caught_up = fleet_events().len() as u64;
+    let p = console.api("/api/position", &cookie);
+    assert_eq!(
+        (
+            p["stream"].as_str(),
+            p["stream_last"].as_u64(),
+            p["applied"].as_u64(),
+            p["behind"].as_u64()
+        ),
+        (Some("AEP"), Some(caught_up), Some(caught_up), Some(0)),
+        "{p:#}"
+    );
+
+    // Live: 300 Events of 30 new sessions on 3 hosts, published while it follows.
+    let live: Vec<Value> = (0..300u64)
+        .map(|n| {
+            let session = format!("1796007203184_live{:02}", n % 30);
+            event(
+                &format!("live-{}", n % 3),
+                &session,
+                n / 30 + 1,
+                "tool.requested",
+                json!({}),
+            )
+        })
+        .collect();
+    rt.block_on(publish(&js, &live));
+    let total = caught_up + 300;
+    let p = console.wait_for("/api/position", &cookie, |p| p["applied"] == total);
+    assert_eq!(
+        (
+            p["stream_last"].as_u64(),
+            p["behind"].as_u64(),
+            p["counts"]["messages"].as_u64()
+        ),
+        (Some(total), Some(0), Some(total)),
+        "{p:#}"
+    );
+    let sessions = console.api("/api/sessions", &cookie);
+    assert_eq!(sessions["total"].as_u64(), Some(5 + 30), "{sessions:#}");
+}
+
+/// The checkpoint of stream AEP in the console's bucket, once there is one.
+async fn checkpoint_of(js: &jetstream::Context) -> Option<checkpoint::Checkpoint> {
+    let bucket = js.get_key_value(machine::FLEET_BUCKET).await.ok()?;
+    let value = bucket.get(checkpoint::key("AEP")).await.unwrap()?;
+    Some(checkpoint::decode(&value).unwrap())
+}
+
+/// Puts `value` as stream AEP's checkpoint, over whatever is there.
+async fn put_checkpoint(js: &jetstream::Context, value: Vec<u8>) {
+    let bucket = js.get_key_value(machine::FLEET_BUCKET).await.unwrap();
+    bucket.put(checkpoint::key("AEP"), value.into()).await.unwrap();
+}
+
+/// The sessions `fleet sessions --json --all` lists, as (host, session); and its stderr.
+fn listed(sandbox: &Sandbox, url: &str) -> (Vec<(String, String)>, String) {
+    let o = fleet(sandbox, url, &["sessions", "--json", "--all"], &[]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let all: Value = serde_json::from_str(&out).unwrap();
+    let mut pairs: Vec<(String, String)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["host"].as_str().unwrap().into(),
+                s["session"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    (pairs, err)
+}
+
+/// `fleet serve` checkpoints its view; a console started later shows the same view from it
+/// even once the stream's messages are purged (so it did not replay them) and reads on from
+/// the sequence after it; an older checkpoint never replaces a newer one; one that does not
+/// read, or covers more than the stream holds, is said and the stream replayed.
+#[test]
+fn a_console_starts_from_the_checkpoint_and_a_bad_or_older_one_is_not_used() {
+    let server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    let sandbox = Sandbox::new();
+    let (js, console) = serve_the_fleet(&rt, &url);
+    let caught_up = fleet_events().len() as u64;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let written = loop {
+        match rt.block_on(checkpoint_of(&js)) {
+            Some(c) if c.seq == caught_up => break c,
+            other => assert!(std::time::Instant::now() < deadline, "no checkpoint: {other:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (replayed, _) = listed(&sandbox, &url);
+    assert_eq!(replayed.len(), 5, "{replayed:?}");
+    drop(console);
+
+    rt.block_on(async { js.get_stream("AEP").await.unwrap().purge().await.unwrap() });
+    let (from_checkpoint, err) = listed(&sandbox, &url);
+    assert_eq!(from_checkpoint, replayed, "{err}");
+    assert!(err.is_empty(), "{err}");
+    let usage = json_of(&sandbox, &url, &["usage", "host", "--json"]);
+    let on_a = usage["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == A)
+        .cloned();
+    assert_eq!(
+        on_a.map(|r| (r["input_tokens"].as_u64(), r["cost"].as_f64())),
+        Some((Some(1000), Some(0.25))),
+        "{usage:#}"
+    );
+
+    // An Event after it is read on top.
+    const S6: &str = "1796007203184_fffff";
+    rt.block_on(publish(&js, &[event("late", S6, 1, "session.started", json!({}))]));
+    let (on_top, _) = listed(&sandbox, &url);
+    assert_eq!(on_top.len(), 6, "{on_top:?}");
+    assert!(on_top.contains(&("late".into(), S6.into())));
+
+    // An older checkpoint (another console behind this one) does not replace it.
+    let mut older = aep_cline::fleet::View::new();
+    older.stream_seq = 3;
+    let value = checkpoint::encode(older.save(), 3, written.stream_created.clone()).unwrap();
+    let wrote = rt.block_on(checkpoint::save(&js, "AEP", 3, value)).unwrap();
+    assert_eq!(wrote, checkpoint::Wrote::Newer(caught_up));
+    assert_eq!(rt.block_on(checkpoint_of(&js)).unwrap().seq, caught_up);
+
+    // Bad ones: said, and the stream (now S6's Event only) replayed.
+    let mut past = aep_cline::fleet::View::new();
+    past.stream_seq = 1000;
+    let past = checkpoint::encode(past.save(), 1000, written.stream_created.clone()).unwrap();
+    let other = checkpoint::encode(older.save(), 3, "another time".into()).unwrap();
+    for (value, why) in [
+        (b"garbage".to_vec(), "it is not gzip"),
+        (past, "covers the stream up to sequence 1000, past its last (15)"),
+        (other, "created at another time"),
+    ] {
+        rt.block_on(put_checkpoint(&js, value));
+        let (sessions, err) = listed(&sandbox, &url);
+        assert_eq!(sessions, [("late".to_string(), S6.to_string())], "{why}: {err}");
+        assert!(
+            err.contains("not using the checkpoint in the bucket aep-cline-fleet") && err.contains(why),
+            "{why}: {err}"
+        );
+    }
 }
 
 #[test]

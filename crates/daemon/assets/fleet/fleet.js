@@ -1,6 +1,8 @@
-// The fleet console's page: reads /api/approvals, /api/machines and /api/sessions every few
-// seconds (the console follows the stream, so each read is current) and answers approvals
-// through /api/act, showing the owning host's ack. Text only goes in through textContent.
+// The fleet console's page: reads /api/approvals, /api/machines, /api/sessions and
+// /api/position (how many Events it is behind) every few seconds (the console follows the
+// stream, so each read is current), a clicked session's timeline from /api/timeline, and
+// answers approvals through /api/act, showing the owning host's ack. Text only goes in through
+// textContent.
 
 const $ = (id) => document.getElementById(id);
 const REFRESH_MS = 2000;
@@ -117,7 +119,7 @@ function renderSessions(v) {
     const tokens = (s.input_tokens ?? 0) + (s.cache_read_tokens ?? 0) + (s.output_tokens ?? 0);
     rows.append(el("tr", {},
       el("td", {}, s.host),
-      el("td", { class: "mono" }, s.session),
+      el("td", { class: "mono" }, sessionButton(s.host, s.session)),
       el("td", {}, el("span", { class: `badge state-${s.state}` }, s.state)),
       el("td", {}, s.workspace ?? "-"),
       el("td", {}, `${ago(s.last)} ago`),
@@ -130,17 +132,48 @@ function renderSessions(v) {
   select.value = chosen;
 }
 
+// The session whose timeline is shown ({host, session}), read again at each refresh.
+let open = null;
+
+function sessionButton(host, session) {
+  const b = el("button", { class: "link", type: "button" }, session);
+  b.onclick = () => { open = { host, session }; showTimeline(); };
+  return b;
+}
+
+async function showTimeline() {
+  if (!open) return;
+  const { host, session } = open;
+  const q = `host=${encodeURIComponent(host)}&session=${encodeURIComponent(session)}`;
+  $("detail").hidden = false;
+  $("detail-name").textContent = `${session} on ${host}`;
+  try {
+    const t = await get(`/api/timeline?${q}`);
+    const s = t.summary;
+    $("detail-facts").textContent =
+      `${s.state} · ${s.runs} runs · ${s.tool_calls} tool calls · ${s.failures} failures · model ${s.model ?? "-"}`;
+    $("timeline").replaceChildren(...t.timeline.map((e) => el("li", { class: `entry kind-${e.kind}` },
+      `${e.time} ${e.kind} ${e.name} ${e.status}` + (e.duration_ms != null ? ` (${e.duration_ms} ms)` : ""))));
+    $("earlier").textContent = t.earlier
+      ? `${t.earlier} earlier entries not shown (aep-cline fleet show ${session} --host ${host} prints them all)` : "";
+  } catch (e) {
+    $("detail-facts").textContent = `cannot show it: ${e.message}`;
+  }
+}
+
 async function refresh() {
   const host = encodeURIComponent($("host").value);
   const ended = $("show-ended").checked ? "" : "&ended=0";
   try {
-    const [a, m, s] = await Promise.all([
-      get("/api/approvals"), get("/api/machines"), get(`/api/sessions?host=${host}${ended}`),
+    const [a, m, s, p] = await Promise.all([
+      get("/api/approvals"), get("/api/machines"), get(`/api/sessions?host=${host}${ended}`), get("/api/position"),
     ]);
     renderApprovals(a);
     renderMachines(m);
     renderSessions(s);
-    $("conn").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    showTimeline();
+    const behind = p.behind ? `, ${p.behind} Events behind` : "";
+    $("conn").textContent = `updated ${new Date().toLocaleTimeString()}${behind}`;
     $("conn").classList.remove("down");
   } catch (e) {
     $("conn").textContent = `not current: ${e.message}`;

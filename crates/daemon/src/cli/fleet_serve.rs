@@ -4,7 +4,7 @@
 use super::fleet_conn::{say_skipped, Conn};
 use super::out;
 use crate::fleet::command::Refusals;
-use crate::fleet::{follow, serve, View};
+use crate::fleet::{checkpoint, follow, serve, View};
 use anyhow::{bail, Context};
 use parking_lot::RwLock;
 use std::net::SocketAddr;
@@ -13,8 +13,9 @@ use std::sync::Arc;
 /// Serve the fleet console as a page: pending approvals of every machine first (with Approve
 /// and Deny), the machines and their health, the sessions with their host.
 ///
-/// Reads the stream up to its end, then follows it live; machine records are read again every
-/// few seconds. Prints a one-time sign-in link at start: it works once and sets an HttpOnly,
+/// Reads the stream up to its end (from the checkpoint in the bucket aep-cline-fleet, when
+/// there is one), then follows it live; machine records are read again every few seconds, and
+/// the checkpoint written every 5 s when the view moved. Prints a one-time sign-in link at start: it works once and sets an HttpOnly,
 /// SameSite=Strict cookie in that browser (restart the console for another link; a restart
 /// signs every browser out). The page speaks plain HTTP, so it listens on loopback only,
 /// unless --behind-proxy names the https URL of a proxy in front that terminates TLS.
@@ -76,10 +77,25 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             source.catch_up(&client, &mut view).await?;
             say_skipped(&view);
             let view: follow::Shared = Arc::new(RwLock::new(view));
-            tokio::spawn(follow::follow(source, client.clone(), view.clone()));
+            let stream = source.stream.clone();
+            let created = async_nats::jetstream::new(client.clone())
+                .get_stream(&stream)
+                .await
+                .with_context(|| format!("cannot look up the stream {stream:?}"))?
+                .cached_info()
+                .created
+                .to_string();
+            let writer = checkpoint::Writer {
+                stream,
+                stream_created: created,
+                max_payload: client.server_info().max_payload,
+            };
+            tokio::spawn(writer.run(client.clone(), view.clone()));
+            tokio::spawn(follow::follow(source.clone(), client.clone(), view.clone()));
             let (console, link) = serve::Console::new(
                 view,
                 client,
+                source,
                 refusals,
                 args.conn.offline_after,
                 origins(bound, args.behind_proxy.as_deref())?,

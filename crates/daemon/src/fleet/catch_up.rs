@@ -1,9 +1,9 @@
-//! Fills a [`View`] from the server: every message of the stream up to its last sequence at
-//! the moment the read starts (an ordered consumer: ephemeral, no acks, from the first
-//! message), then every machine record of the bucket. Each failure says which part failed
+//! Fills a [`View`] from the server: its checkpoint ([`checkpoint`]) when one fits the stream,
+//! then every message of the stream after it up to its last sequence at the moment the read
+//! starts (an ordered consumer: ephemeral, no acks), then every machine record of the bucket. Each failure says which part failed
 //! and what to do.
 
-use super::View;
+use super::{checkpoint, View};
 use crate::sinks::nats::machine;
 use crate::sinks::nats::settings::Connect;
 use anyhow::{anyhow, bail, Context};
@@ -65,12 +65,22 @@ impl Source {
                 )))
             }
         };
-        let state = stream
+        let info = stream
             .info()
             .await
             .with_context(|| format!("cannot read the state of stream {:?}", self.stream))?
-            .state
             .clone();
+        if view.stream_seq == 0 {
+            match checkpoint::load(&js, &self.stream, &info).await {
+                Ok(Some(saved)) => *view = saved,
+                Ok(None) => {}
+                Err(why) => eprintln!(
+                    "aep-cline fleet: not using the checkpoint in the bucket {}: {why}; reading the stream from its first message",
+                    machine::FLEET_BUCKET
+                ),
+            }
+        }
+        let state = info.state;
         if state.messages > 0 && state.last_sequence > view.stream_seq {
             let deliver_policy = match view.stream_seq {
                 0 => consumer::DeliverPolicy::All,

@@ -3,10 +3,12 @@
 //! ([`view`]) with the machine records of the key-value bucket ([`health`]), its spend
 //! ([`usage`]); filled from the server by [`catch_up`], and commands sent to the owning
 //! machine's control subject by [`command`]; `fleet serve` keeps it current
-//! ([`follow`]) and serves it as a page ([`serve`]). Sessions are summed up by the same fold as on one
+//! ([`follow`]), checkpoints it so a start need not replay the stream ([`checkpoint`]) and
+//! serves it as a page ([`serve`]). Sessions are summed up by the same fold as on one
 //! machine ([`crate::views::summary`]), so both tell the same story.
 
 pub mod catch_up;
+pub mod checkpoint;
 pub mod command;
 pub mod detail;
 pub mod follow;

@@ -1,6 +1,7 @@
 //! The fleet console's page (`aep-cline fleet serve`, docs/fleet.md): the global queue of
 //! pending approvals first, the machines with their health, the sessions with their host; read
-//! from the shared [`View`](super::View) the follower keeps current ([`super::follow`]), and
+//! from the shared [`View`](super::View) the follower keeps current ([`super::follow`]), how far
+//! it has read the stream, a session's timeline read when asked ([`super::detail`]), and
 //! answers sent to the owning host ([`super::command`]) with its ack shown.
 //!
 //! Access as the daemon's dashboard ([`crate::dashboard`]): a one-time link printed at start
@@ -9,6 +10,7 @@
 //! the console and an `Origin` its own; a POST must carry that `Origin`. Behind a proxy that
 //! terminates TLS, its https URL is the console's too and the cookie is `Secure`.
 
+use super::catch_up::Source;
 use super::command::{self, Refusals, Sent};
 use super::follow::Shared;
 use super::health;
@@ -37,10 +39,14 @@ const SIGN_IN_HTML: &str = include_str!("../../assets/fleet/sign-in.html");
 pub const COOKIE: &str = "aep_cline_fleet";
 /// Sessions per answer of `/api/sessions` (the most recently moved).
 const LIST_PAGE: usize = 500;
+/// Timeline entries per answer of `/api/timeline` (the latest; `fleet show` prints them all).
+const TIMELINE_PAGE: usize = 500;
 
 pub struct Console {
     view: Shared,
     client: async_nats::Client,
+    /// The stream followed, for `/api/position` and a session's timeline.
+    source: Source,
     refusals: tokio::sync::Mutex<Refusals>,
     offline_after: Duration,
     /// The origins the page is served under (`http://127.0.0.1:8790`, a proxy's `https://...`).
@@ -57,6 +63,7 @@ impl Console {
     pub fn new(
         view: Shared,
         client: async_nats::Client,
+        source: Source,
         refusals: Refusals,
         offline_after: Duration,
         origins: Vec<String>,
@@ -68,6 +75,7 @@ impl Console {
         let console = Console {
             view,
             client,
+            source,
             refusals: tokio::sync::Mutex::new(refusals),
             offline_after,
             origins,
@@ -124,6 +132,8 @@ pub fn routes(c: Arc<Console>) -> Router {
         .route("/api/machines", get(machines))
         .route("/api/sessions", get(sessions))
         .route("/api/approvals", get(approvals))
+        .route("/api/position", get(position))
+        .route("/api/timeline", get(timeline))
         .route("/api/act", post(act_on))
         .layer(axum::middleware::from_fn_with_state(c.clone(), signed_in));
     Router::new()
@@ -254,6 +264,64 @@ async fn approvals(State(c): State<Arc<Console>>, Query(f): Query<Filter>) -> Re
         .filter(|a| f.host(&a.host))
         .collect();
     Json(json!({"now": aep_core::id::now_rfc3339(), "approvals": all})).into_response()
+}
+
+/// How far the console is: the stream's last sequence now, the last one folded in, and the
+/// difference ("N Events behind"); what was read and skipped.
+async fn position(State(c): State<Arc<Console>>) -> Response {
+    let js = async_nats::jetstream::new(c.client.clone());
+    let stream = &c.source.stream;
+    let last = match js.get_stream(stream).await {
+        Ok(stream) => stream.cached_info().state.last_sequence,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "no-stream-state",
+                format!("cannot read the state of stream {stream:?}: {e}"),
+            )
+        }
+    };
+    let v = c.view.read();
+    Json(json!({
+        "stream": stream,
+        "stream_last": last,
+        "applied": v.stream_seq,
+        "behind": last.saturating_sub(v.stream_seq),
+        "counts": v.counts,
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct Which {
+    host: String,
+    session: String,
+}
+
+/// A session's timeline as `fleet show` makes it: its Events read from its own subject when
+/// asked ([`super::detail`]), the latest [`TIMELINE_PAGE`] entries and how many came before.
+async fn timeline(State(c): State<Arc<Console>>, Query(w): Query<Which>) -> Response {
+    let summary = c
+        .view
+        .read()
+        .sessions()
+        .into_iter()
+        .find(|s| s.host == w.host && s.summary.session == w.session);
+    let Some(s) = summary else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no-session",
+            format!("no session {} on {} in the console's view", w.session, w.host),
+        );
+    };
+    let events = match c.source.session_events(&c.client, &w.host, &w.session).await {
+        Ok(events) => events,
+        Err(e) => return error(StatusCode::BAD_GATEWAY, "not-read", format!("{e:#}")),
+    };
+    let mut entries = crate::views::timeline::timeline(&events);
+    let earlier = entries.len().saturating_sub(TIMELINE_PAGE);
+    entries.drain(..earlier);
+    Json(json!({"host": s.host, "summary": s.summary, "timeline": entries, "earlier": earlier})).into_response()
 }
 
 #[derive(Deserialize)]

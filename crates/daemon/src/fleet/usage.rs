@@ -4,11 +4,11 @@
 //! lets go of; its size grows with days × machines × models, never with Events.
 
 use crate::views::Summary;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What a tally holds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tally {
     pub runs: u64,
     pub input_tokens: u64,
@@ -119,7 +119,7 @@ impl Point {
 }
 
 /// A tally's place.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Key {
     /// `YYYY-MM-DD`, UTC.
     pub day: String,
@@ -163,9 +163,25 @@ fn week(day: &str) -> String {
     }
 }
 
-#[derive(Debug, Default)]
+/// Saved (a checkpoint) as a list of `[key, tally]`: a JSON map's keys are strings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(into = "Vec<(Key, Tally)>", from = "Vec<(Key, Tally)>")]
 pub struct Usage {
     tallies: BTreeMap<Key, Tally>,
+}
+
+impl From<Usage> for Vec<(Key, Tally)> {
+    fn from(u: Usage) -> Self {
+        u.tallies.into_iter().collect()
+    }
+}
+
+impl From<Vec<(Key, Tally)>> for Usage {
+    fn from(all: Vec<(Key, Tally)>) -> Self {
+        Usage {
+            tallies: all.into_iter().collect(),
+        }
+    }
 }
 
 impl Usage {

@@ -13,8 +13,9 @@
 use super::health::{self, Status};
 use super::usage::{Point, Usage};
 use crate::sinks::nats::{machine, machine::Machine, subject};
+use crate::views::summary::Saved as SavedSummary;
 use crate::views::{Pending, Summary};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
@@ -27,7 +28,7 @@ pub const MAX_ENDED: usize = crate::views::index::MAX_ENDED;
 const REASONS: usize = 8;
 
 /// What was read and what was skipped.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counts {
     /// Messages read from the stream.
     pub messages: u64,
@@ -90,6 +91,16 @@ pub struct View {
     pub stream_seq: u64,
 }
 
+/// What a checkpoint holds of a view ([`super::checkpoint`]): everything but the machine
+/// records, read from their bucket at every start.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Saved {
+    sessions: Vec<(String, SavedSummary)>,
+    usage: Usage,
+    counts: Counts,
+    stream_seq: u64,
+}
+
 /// The `{host}` of an `aep://{host}/...` source, decoded.
 pub fn host_of(source: &str) -> Option<String> {
     let rest = source.strip_prefix("aep://")?;
@@ -103,6 +114,40 @@ pub fn host_of(source: &str) -> Option<String> {
 impl View {
     pub fn new() -> View {
         View::default()
+    }
+
+    /// What a checkpoint keeps of it.
+    pub fn save(&self) -> Saved {
+        Saved {
+            sessions: self
+                .sessions
+                .iter()
+                .map(|((host, _), s)| (host.clone(), s.into()))
+                .collect(),
+            usage: self.usage.clone(),
+            counts: self.counts.clone(),
+            stream_seq: self.stream_seq,
+        }
+    }
+
+    /// The view a checkpoint kept, to fold on from its `stream_seq`.
+    pub fn restore(saved: Saved) -> View {
+        let sessions: HashMap<(String, String), Summary> = saved
+            .sessions
+            .into_iter()
+            .map(|(host, s)| {
+                let s = Summary::from(s);
+                ((host, s.session.clone()), s)
+            })
+            .collect();
+        View {
+            ended: sessions.values().filter(|s| !s.live()).count(),
+            sessions,
+            machines: BTreeMap::new(),
+            usage: saved.usage,
+            counts: saved.counts,
+            stream_seq: saved.stream_seq,
+        }
     }
 
     fn skip(&mut self, why: String) {
@@ -352,6 +397,31 @@ mod tests {
         assert!(view.record("a.b").is_some());
         view.keep_records(&[]);
         assert!(view.record("a.b").is_none(), "a key the bucket no longer holds");
+    }
+
+    #[test]
+    fn a_saved_view_folds_on_as_the_one_it_was_saved_from() {
+        let mut view = View::new();
+        view.apply_message(1, "aep.cline.s", &wire(&event("a", "s", 1, "session.started")));
+        view.apply_message(2, "aep.cline.s", &wire(&event("a", "s", 2, "run.started")));
+        view.apply_message(3, "aep.cline.t", &wire(&event("b", "t", 1, "session.ended")));
+        let json = serde_json::to_vec(&view.save()).unwrap();
+        let mut again = View::restore(serde_json::from_slice(&json).unwrap());
+        assert_eq!((again.stream_seq, &again.counts), (3, &view.counts));
+        assert_eq!(again.ended, 1);
+        for v in [&mut view, &mut again] {
+            v.apply_message(4, "aep.cline.s", &wire(&event("a", "s", 2, "run.started")));
+            v.apply_message(5, "aep.cline.s", &wire(&event("a", "s", 3, "run.finished")));
+        }
+        assert_eq!(again.counts, view.counts, "the redelivery is one for both");
+        assert_eq!(
+            serde_json::to_value(again.sessions()).unwrap(),
+            serde_json::to_value(view.sessions()).unwrap()
+        );
+        assert_eq!(
+            again.usage.rows(super::super::usage::Group::Host, |_| true),
+            view.usage.rows(super::super::usage::Group::Host, |_| true)
+        );
     }
 
     #[test]

@@ -2,12 +2,12 @@
 //! session list shows. A pure fold over the log's Events, in log order; it never looks anywhere
 //! but the Events, so it shows content only where the capture level let it into the log.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Where a session is, as a person asks it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// An approval is pending: someone has to answer.
@@ -32,7 +32,7 @@ impl State {
 }
 
 /// An approval nobody has answered yet (`attention.requested` without `resolved`/`timeout`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pending {
     /// The `attention.requested` Event id: the command's `subject`.
     pub id: String,
@@ -58,7 +58,7 @@ pub struct Pending {
 }
 
 /// A policy rule's decision on a request (`cline.policy_rule`, `cline.policy_answer`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ByPolicy {
     pub rule: String,
     pub answer: String,
@@ -78,13 +78,13 @@ pub fn short_id(id: &str) -> String {
 }
 
 /// Spend, summed over the runs that reported it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cost {
     pub total: f64,
     pub currency: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub session: String,
     pub state: State,
@@ -121,7 +121,7 @@ pub struct Summary {
     pub cost: Option<Cost>,
     /// Runs that reported tokens but no cost (their model has no price): the cost above leaves
     /// them out, and says so.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub unpriced_runs: u64,
     pub pending: Vec<Pending>,
     /// The session's active run, when one is open.
@@ -129,7 +129,7 @@ pub struct Summary {
     pub active_run: Option<String>,
     pub events: u64,
     /// Lines of its log not read (not JSON, not UTF-8, too long, another session's).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub unread_lines: usize,
     /// The last `(epoch, seq)` folded in.
     #[serde(skip)]
@@ -140,6 +140,41 @@ pub struct Summary {
     open_runs: BTreeSet<String>,
     #[serde(skip)]
     waiting: BTreeMap<String, Pending>,
+}
+
+/// A summary with its fold's own state (what it shows leaves out), for a checkpoint of the
+/// fleet console: read back, it folds on as if it had never stopped.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Saved {
+    shown: Summary,
+    position: Option<(u64, u64)>,
+    ended: bool,
+    open_runs: BTreeSet<String>,
+    waiting: BTreeMap<String, Pending>,
+}
+
+impl From<&Summary> for Saved {
+    fn from(s: &Summary) -> Saved {
+        Saved {
+            shown: s.clone(),
+            position: s.position,
+            ended: s.ended,
+            open_runs: s.open_runs.clone(),
+            waiting: s.waiting.clone(),
+        }
+    }
+}
+
+impl From<Saved> for Summary {
+    fn from(saved: Saved) -> Summary {
+        Summary {
+            position: saved.position,
+            ended: saved.ended,
+            open_runs: saved.open_runs,
+            waiting: saved.waiting,
+            ..saved.shown
+        }
+    }
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

@@ -205,23 +205,11 @@ impl Heartbeat {
             Ok(bucket) => return Ok((bucket, said)),
             Err(e) => e,
         };
-        // The bucket's stream as the client's `create_key_value` makes it, made here: that call
-        // first asks the account's limits, whose answer from a 2.9 server the client cannot
-        // read, and would need one more permission.
-        let config = jetstream::stream::Config {
-            name: format!("KV_{}", machine::BUCKET),
-            description: Some("aep-cline: each machine's latest record (heartbeat), by host".to_string()),
-            subjects: vec![format!("$KV.{}.>", machine::BUCKET)],
-            max_messages_per_subject: 1,
-            max_age: machine::KEEP,
-            storage: jetstream::stream::StorageType::File,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: jetstream::stream::DiscardPolicy::New,
-            num_replicas: 1,
-            ..Default::default()
-        };
+        let config = machine::bucket_config(
+            machine::BUCKET,
+            "aep-cline: each machine's latest record (heartbeat), by host",
+            machine::KEEP,
+        );
         js.create_stream(config).await.map_err(|created| {
             anyhow!(
                 "cannot use the key-value bucket {} ({looked}) nor create it ({created}): check that JetStream is on and that \

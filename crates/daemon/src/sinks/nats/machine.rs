@@ -15,6 +15,33 @@ pub const BUCKET: &str = "aep-cline-machines";
 /// How long a record is kept after its last write: a console shows a machine that went quiet
 /// (offline, with its last state) for a week, then forgets it.
 pub const KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The fleet console's key-value bucket: a checkpoint of its folded view per stream (key: the
+/// stream's name, as [`key`] writes it), so a console start reads the stream from there on
+/// instead of from its first message (`crate::fleet::checkpoint`). Written by `fleet serve`,
+/// read by every console; no daemon touches it.
+pub const FLEET_BUCKET: &str = "aep-cline-fleet";
+
+/// The stream of a key-value bucket as the client's `create_key_value` makes it (latest value
+/// per key), made by hand: that call first asks the account's limits, whose answer from a 2.9
+/// server the client cannot read, and would need one more permission.
+pub fn bucket_config(bucket: &str, description: &str, max_age: Duration) -> async_nats::jetstream::stream::Config {
+    use async_nats::jetstream::stream;
+    stream::Config {
+        name: format!("KV_{bucket}"),
+        description: Some(description.to_string()),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        max_age,
+        storage: stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: stream::DiscardPolicy::New,
+        num_replicas: 1,
+        ..Default::default()
+    }
+}
+
 /// How often a daemon writes its record.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 /// A machine whose latest record is older than this is offline (the console's default).
