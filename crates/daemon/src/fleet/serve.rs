@@ -14,14 +14,14 @@ use super::catch_up::Source;
 use super::command::{self, Refusals, Sent};
 use super::follow::Shared;
 use super::health;
-use crate::dashboard::guard;
+use crate::dashboard::{guard, page};
 use crate::http::auth::same_token;
 use crate::http::error::error;
 use crate::views::act::{self, Action};
 use axum::extract::{Query, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use parking_lot::Mutex;
@@ -141,9 +141,12 @@ pub fn routes(c: Arc<Console>) -> Router {
         .route("/login", get(login))
         .route(
             "/assets/fleet.js",
-            get(|| asset(FLEET_JS, "text/javascript; charset=utf-8")),
+            get(|| page::asset(FLEET_JS, "text/javascript; charset=utf-8")),
         )
-        .route("/assets/app.css", get(|| asset(APP_CSS, "text/css; charset=utf-8")))
+        .route(
+            "/assets/app.css",
+            get(|| page::asset(APP_CSS, "text/css; charset=utf-8")),
+        )
         .merge(api)
         .layer(axum::middleware::from_fn_with_state(c.clone(), same_origin))
         .with_state(c)
@@ -170,20 +173,8 @@ async fn signed_in(State(c): State<Arc<Console>>, request: Request, next: Next) 
     next.run(request).await
 }
 
-async fn asset(body: &'static str, content_type: &'static str) -> Response {
-    ([(header::CONTENT_TYPE, content_type)], body).into_response()
-}
-
-fn html(status: StatusCode, body: &'static str) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
-}
-
 async fn page(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    if c.signed_in(&headers) {
-        html(StatusCode::OK, INDEX_HTML)
-    } else {
-        html(StatusCode::UNAUTHORIZED, SIGN_IN_HTML)
-    }
+    page::page(c.signed_in(&headers), INDEX_HTML, SIGN_IN_HTML)
 }
 
 #[derive(Deserialize)]
@@ -202,19 +193,7 @@ async fn login(State(c): State<Arc<Console>>, Query(q): Query<LoginQuery>) -> Re
         }
         good
     };
-    if !spent {
-        return html(StatusCode::FORBIDDEN, SIGN_IN_HTML);
-    }
-    let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=2592000{}",
-        c.cookie,
-        if c.secure { "; Secure" } else { "" }
-    );
-    let mut response = Redirect::to("/").into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    response
+    page::login(spent, COOKIE, &c.cookie, c.secure, SIGN_IN_HTML)
 }
 
 #[derive(Deserialize, Default)]
