@@ -414,7 +414,12 @@ fn writers_racing_a_session_end_and_the_spool_drain_never_share_a_position() {
             })
         })
         .collect();
-    let sent: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    let joined: Vec<_> = writers.into_iter().map(|w| w.join()).collect();
+    if joined.iter().any(Result::is_err) {
+        // A writer got no answer: what the daemon said meanwhile is the clue.
+        panic!("a writer failed (above); the daemon's log:\n{}", daemon.stderr());
+    }
+    let sent: usize = joined.into_iter().map(Result::unwrap).sum();
     sb.wait_spool_empty(Duration::from_secs(30));
     let events = sb.log(session);
     assert_unique_positions(&events);
