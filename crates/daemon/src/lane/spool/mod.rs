@@ -265,6 +265,18 @@ struct Index {
 }
 
 impl Index {
+    /// Forgets a file drained (or gone) as one of `session`'s: also out of that session's set
+    /// when the index no longer knows it, so a drain never meets it again.
+    fn forget_of(&mut self, session: &str, order: &Order) {
+        self.forget(order);
+        if let Some(files) = self.sessions.get_mut(session) {
+            files.remove(order);
+            if files.is_empty() {
+                self.sessions.remove(session);
+            }
+        }
+    }
+
     fn forget(&mut self, order: &Order) -> Option<Known> {
         let known = self.files.remove(order)?;
         self.names.remove(&order.name);
@@ -377,6 +389,14 @@ impl Spool {
         let new: Vec<String> = new.iter().map(|&i| listed[i].0.clone()).collect();
         let mut boots = std::mem::take(&mut index.boots);
         for order in self::order(&dir, new, &mut boots) {
+            // "New" was judged under an earlier hold of the lock: another thread may have
+            // listed, read and even drained the file since. A known file keeps what was learned
+            // of it (its session); a drained one is gone from the folder and the next scan
+            // forgets it. Overwriting it once left a session's set naming a file the index had
+            // forgotten, and its drain spun on it for good.
+            if index.names.contains_key(&order.name) {
+                continue;
+            }
             let bytes = sizes.get(order.name.as_str()).copied().unwrap_or(0);
             index.names.insert(order.name.clone(), order.clone());
             index.files.insert(order, Known { session: None, bytes });
@@ -475,7 +495,7 @@ impl Spool {
             };
             let path = dir(&self.state_dir).join(&order.name);
             let Some((entry, payload, bytes)) = self.open(&path) else {
-                self.index.lock().forget(&order);
+                self.index.lock().forget_of(session, &order);
                 continue;
             };
             match sessions.ingest(payload, &entry.firing()) {
@@ -484,12 +504,12 @@ impl Spool {
                     if let Err(e) = std::fs::remove_file(&path) {
                         tracing::error!(path = %path.display(), error = %e, "spooled hook recorded but not removed");
                     }
-                    self.index.lock().forget(&order);
+                    self.index.lock().forget_of(session, &order);
                     limit::release(&dir(&self.state_dir), bytes);
                 }
                 Err(IngestError::Payload(e)) => {
                     self.quarantine(&path, &e.to_string());
-                    self.index.lock().forget(&order);
+                    self.index.lock().forget_of(session, &order);
                 }
                 Err(e) => {
                     let mut index = self.index.lock();
@@ -691,6 +711,59 @@ fn not_an_entry(e: serde_json::Error) -> Unusable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// What a scan that judged a file new under an earlier hold of the lock once did, while
+    /// another thread read it: the file's entry lost its session, and the session's set kept
+    /// naming it. Its drain then spun on the file forever once it was drained (seen in the
+    /// writers' race test: every live hook of the session waited behind it).
+    #[test]
+    fn a_file_the_index_half_forgot_never_traps_its_sessions_drain() {
+        let state = tempfile::tempdir().unwrap();
+        let payload = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../cline-hooks/tests/data/hooks-local/agent_start-global.json"
+        ))
+        .unwrap();
+        let session = HookPayload::parse(&payload).unwrap().session_key().unwrap().to_string();
+        let entry = Spooled {
+            delivery: "d1".into(),
+            body: String::from_utf8(payload).unwrap(),
+            fired: Some(firing::now_ns()),
+            parent: None,
+            parent_started: None,
+            cline_data: None,
+        };
+        write(state.path(), &entry).unwrap();
+        let spool = Arc::new(Spool::new(state.path(), 1 << 20));
+        spool.scan(false);
+        spool.learn();
+        for known in spool.index.lock().files.values_mut() {
+            known.session = None;
+        }
+        let logs = tempfile::tempdir().unwrap();
+        let sessions = Arc::new(Sessions::new(
+            crate::lane::Journal::new(logs.path()),
+            "host".into(),
+            aep_core::CapturePolicy::new(aep_core::Capture::Metadata),
+            aep_core::redact::Redactor::new(aep_core::redact::RedactOptions::default()).unwrap(),
+            crate::lane::Bus::default(),
+        ));
+        let (done, finished) = std::sync::mpsc::channel();
+        {
+            let (spool, sessions, session) = (spool.clone(), sessions.clone(), session.clone());
+            std::thread::spawn(move || {
+                let _held = spool.hold(&session);
+                let _ = done.send(spool.drain_held(&session, &sessions).map_err(|e| e.to_string()));
+            });
+        }
+        let drained = finished
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the drain returns instead of spinning on the file");
+        assert_eq!(drained, Ok(1));
+        assert!(spool.index.lock().sessions.is_empty(), "nothing left to drain");
+        assert_eq!(sessions.journal().recover(&session).unwrap().events.len(), 2);
+    }
 
     #[test]
     fn wall_clock_names_first_then_earlier_boots_then_this_one() {
