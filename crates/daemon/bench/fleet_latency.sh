@@ -12,25 +12,9 @@
 #   AEP_CLINE_BIN=target/debug/aep-cline crates/daemon/bench/fleet_latency.sh   # another build, no cargo
 # Needs nats-server (Debian's package), python3 and curl.
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
 HOOKS="${1:-50}"
-if [ -z "${AEP_CLINE_BIN:-}" ]; then
-  cargo build --release -q -p aep-cline --bin aep-cline
-fi
-BIN="${AEP_CLINE_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/aep-cline}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-nats-server -js -a 127.0.0.1 -p "$PORT" -sd "$WORK/js" >/dev/null 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
-export AEP_NATS_URL="nats://127.0.0.1:$PORT"
+# BIN, WORK, PIDS (stopped on exit), a fresh nats-server and AEP_NATS_URL.
+source "$(dirname "$0")/fleet_setup.sh"
 mkdir -p "$WORK/d/state"
 HOME="$WORK/d" AEP_LOG_DIR="$WORK/d/logs" AEP_CLINE_STATE_DIR="$WORK/d/state" AEP_LISTEN=127.0.0.1:0 \
   AEP_HOST=bench-host RUST_LOG=warn "$BIN" daemon 2>>"$WORK/daemon.err" &

@@ -1,4 +1,4 @@
-# Sourced by the fleet console benchmarks (fleet_console.sh, fleet_live.sh): builds the release
+# Sourced by the fleet console benchmarks (fleet_console.sh, fleet_live.sh, fleet_latency.sh): builds the release
 # binary unless AEP_CLINE_BIN names one (BIN), makes a scratch directory (WORK), starts a fresh
 # nats-server with JetStream on file storage on a free loopback port (PORT, AEP_NATS_URL
 # exported); whatever is added to PIDS is stopped, and WORK removed, on exit.
