@@ -566,12 +566,12 @@ impl Sessions {
             path: self.journal.path(session).display().to_string(),
             source,
         })?;
-        if recovered.torn_bytes > 0 || recovered.unreadable > 0 {
+        if recovered.torn_bytes > 0 || recovered.unread.lines > 0 {
             tracing::warn!(
                 session,
                 torn_bytes = recovered.torn_bytes,
-                unreadable_lines = recovered.unreadable,
-                first_unreadable = recovered.first_unreadable,
+                unreadable_lines = recovered.unread.lines,
+                first_unreadable = recovered.unread.first,
                 log = %self.journal.path(session).display(),
                 "session log had a torn tail (cut off) or lines not read (kept; `aep-cline validate` names them)"
             );

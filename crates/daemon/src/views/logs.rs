@@ -3,7 +3,7 @@
 //! read up to its last whole line.
 
 use super::summary::Summary;
-use crate::lane::journal::{Entry, Reader, MAX_LINE};
+use crate::lane::journal::{Entry, Reader, Unread, MAX_LINE};
 use crate::lane::Journal;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -12,37 +12,26 @@ use std::path::{Path, PathBuf};
 /// skipped).
 pub fn read_file(path: &Path) -> std::io::Result<Vec<Value>> {
     let mut out = Vec::new();
-    for_each_line(path, |v| out.push(v))?;
+    for_each_line(path, |v| {
+        out.push(v);
+        true
+    })?;
     Ok(out)
 }
 
-/// Lines of a log that were not read as Events: not JSON, not UTF-8, or longer than
-/// [`MAX_LINE`].
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Unread {
-    pub lines: usize,
-    /// The first of them (1-based).
-    pub first: Option<usize>,
-}
-
-impl Unread {
-    fn add(&mut self, at: usize) {
-        self.lines += 1;
-        self.first.get_or_insert(at);
-    }
-}
-
-/// Calls `f` with each whole line's Event; says which lines were not read.
-fn for_each_line(path: &Path, mut f: impl FnMut(Value)) -> std::io::Result<Unread> {
+/// Calls `f` with each whole line's Event (`f` says `false` for one it does not take, counted as
+/// unread); says which lines were not read.
+fn for_each_line(path: &Path, mut f: impl FnMut(Value) -> bool) -> std::io::Result<Unread> {
     let mut reader = Reader::open(path)?;
     let mut unread = Unread::default();
     while let Some(entry) = reader.next_line()? {
         match entry {
             Entry::TooLong { number } => unread.add(number),
-            Entry::Whole { number, line } => match serde_json::from_slice::<Value>(line) {
-                Ok(v) => f(v),
-                Err(_) => unread.add(number),
-            },
+            Entry::Whole { number, line } => {
+                if !serde_json::from_slice::<Value>(line).is_ok_and(&mut f) {
+                    unread.add(number);
+                }
+            }
         }
     }
     Ok(unread)
@@ -66,22 +55,18 @@ pub fn files(journal: &Journal) -> Vec<PathBuf> {
 /// session than the first one named (a file copied into place) are counted as unread.
 pub fn summarize(path: &Path) -> std::io::Result<(Option<Summary>, Unread)> {
     let mut summary: Option<Summary> = None;
-    let (mut foreign, mut at) = (Unread::default(), 0);
-    let mut unread = for_each_line(path, |e| {
-        at += 1;
+    let unread = for_each_line(path, |e| {
         let session = e.get("session").and_then(Value::as_str);
         match (&mut summary, session) {
             (None, Some(session)) => summary = Some(Summary::new(session)),
-            (Some(s), Some(other)) if other != s.session => return foreign.add(at),
+            (Some(s), Some(other)) if other != s.session => return false,
             _ => {}
         }
         if let Some(s) = &mut summary {
             s.apply(&e);
         }
+        true
     })?;
-    // Line numbers of foreign lines count the Events only; a close enough pointer.
-    unread.lines += foreign.lines;
-    unread.first = unread.first.or(foreign.first);
     if let Some(s) = &mut summary {
         s.unread_lines = unread.lines;
     }

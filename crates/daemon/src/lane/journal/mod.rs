@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 mod read;
 use read::not_a_log;
-pub use read::{open_log, Entry, Reader, MAX_LINE};
+pub use read::{open_log, Entry, Reader, Unread, MAX_LINE};
 
 /// The session logs of one agent (`cline`).
 #[derive(Debug, Clone)]
@@ -37,20 +37,11 @@ pub struct Recovered {
     pub events: Vec<Value>,
     /// Lines that were not JSON (not UTF-8, over [`MAX_LINE`]) or another session's: left in
     /// place, reported.
-    pub unreadable: usize,
-    /// The first of them (1-based line number).
-    pub first_unreadable: Option<usize>,
+    pub unread: Unread,
     /// Bytes of a torn last line that were cut off.
     pub torn_bytes: u64,
     /// The last position of a log of this session that retention removed.
     pub retired: Option<Position>,
-}
-
-impl Recovered {
-    fn skip(&mut self, line: usize) {
-        self.unreadable += 1;
-        self.first_unreadable.get_or_insert(line);
-    }
 }
 
 /// What `.retired/<session>.json` holds.
@@ -215,13 +206,15 @@ fn recover(file: &mut File, session: &str) -> std::io::Result<Recovered> {
     let mut reader = Reader::new(&*file);
     while let Some(entry) = reader.next_line()? {
         match entry {
-            Entry::TooLong { number } => out.skip(number),
+            Entry::TooLong { number } => out.unread.add(number),
             Entry::Whole { number, line } => match serde_json::from_slice::<Value>(line) {
                 // Another session's line (a file copied or renamed into place) is not this
                 // one's memory: its runs and positions are not taken for this session's.
-                Ok(v) if v.get("session").and_then(Value::as_str).is_some_and(|s| s != session) => out.skip(number),
+                Ok(v) if v.get("session").and_then(Value::as_str).is_some_and(|s| s != session) => {
+                    out.unread.add(number)
+                }
                 Ok(v) => out.events.push(v),
-                Err(_) => out.skip(number),
+                Err(_) => out.unread.add(number),
             },
         }
     }
@@ -317,10 +310,7 @@ mod tests {
         )
         .unwrap();
         let rec = journal.recover("s").unwrap();
-        assert_eq!(
-            (rec.events.len(), rec.unreadable, rec.first_unreadable),
-            (1, 2, Some(2))
-        );
+        assert_eq!((rec.events.len(), rec.unread.lines, rec.unread.first), (1, 2, Some(2)));
     }
 
     #[test]
@@ -331,7 +321,7 @@ mod tests {
         std::fs::write(journal.path("s"), "{\"seq\":0}\nnot json\n{\"seq\":1}\n{\"seq\":2,\"ty").unwrap();
         let rec = journal.recover("s").unwrap();
         assert_eq!(rec.events.len(), 2);
-        assert_eq!(rec.unreadable, 1);
+        assert_eq!(rec.unread.lines, 1);
         assert_eq!(rec.torn_bytes, "{\"seq\":2,\"ty".len() as u64);
         journal.append("s", &["{\"seq\":2}".to_string()]).unwrap();
         let text = std::fs::read_to_string(journal.path("s")).unwrap();

@@ -48,6 +48,22 @@ pub enum Entry<'a> {
     TooLong { number: usize },
 }
 
+/// Lines of a log not read as Events (not JSON, not UTF-8, over the limit, another session's),
+/// counted and the first named, for whoever reports them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Unread {
+    pub lines: usize,
+    /// The first of them (1-based line number).
+    pub first: Option<usize>,
+}
+
+impl Unread {
+    pub fn add(&mut self, number: usize) {
+        self.lines += 1;
+        self.first.get_or_insert(number);
+    }
+}
+
 /// Reads a log's whole lines, in order, holding one at a time.
 pub struct Reader<R> {
     inner: BufReader<R>,
