@@ -15,7 +15,7 @@ use crate::views::State;
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// The fleet console: every machine's sessions, approvals and spend, and commands to any of
 /// them, from the NATS JetStream stream the daemons publish to (docs/fleet.md).
@@ -320,9 +320,6 @@ fn machines(args: MachinesArgs) -> anyhow::Result<()> {
     out::print(&out::table(&rows))
 }
 
-/// Ended sessions older than this are hidden without --all (as `aep-cline sessions`).
-const RECENT: Duration = Duration::from_secs(24 * 3600);
-
 fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
     let view = args.conn.with_view(async |_, _, view| Ok(view))?;
     let now = SystemTime::now();
@@ -348,11 +345,7 @@ fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
     let total = all.len();
     let shown: Vec<Session> = all
         .into_iter()
-        .filter(|s| {
-            args.all
-                || s.summary.state != State::Ended
-                || out::parse_time(&s.summary.last).is_some_and(|t| now.duration_since(t).map_or(true, |d| d < RECENT))
-        })
+        .filter(|s| args.all || super::sessions::listed(&s.summary, now))
         .collect();
     if args.json {
         return out::print_json(&shown);
@@ -370,12 +363,7 @@ fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
         rows.push(row);
     }
     let mut text = out::table(&rows);
-    if shown.len() < total {
-        text.push_str(&format!(
-            "({} ended sessions older than a day not shown: --all shows them)\n",
-            total - shown.len()
-        ));
-    }
+    super::sessions::push_left_out(&mut text, total - shown.len());
     out::print(&text)
 }
 

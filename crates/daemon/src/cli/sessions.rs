@@ -56,10 +56,7 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
         eprintln!("aep-cline sessions: {}", out::terminal(problem));
     }
     let total = all.len();
-    let shown: Vec<Summary> = all
-        .into_iter()
-        .filter(|s| args.all || s.state != State::Ended || recent(&s.last, now))
-        .collect();
+    let shown: Vec<Summary> = all.into_iter().filter(|s| args.all || listed(s, now)).collect();
     if args.json {
         return out::print_json(&shown);
     }
@@ -85,12 +82,7 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
         rows.push(row);
     }
     let mut text = out::table(&rows);
-    if shown.len() < total {
-        text.push_str(&format!(
-            "({} ended sessions older than a day not shown: --all shows them)\n",
-            total - shown.len()
-        ));
-    }
+    push_left_out(&mut text, total - shown.len());
     out::print(&text)
 }
 
@@ -106,8 +98,20 @@ fn live_budgets() -> Option<serde_json::Value> {
     sessions.is_object().then(|| sessions.clone())
 }
 
-fn recent(time: &str, now: SystemTime) -> bool {
-    out::parse_time(time).is_some_and(|t| now.duration_since(t).map_or(true, |d| d < RECENT))
+/// Listed without --all: every session not ended, and the ended ones that moved within a day
+/// (this machine's table and the fleet's).
+pub(super) fn listed(s: &Summary, now: SystemTime) -> bool {
+    s.state != State::Ended
+        || out::parse_time(&s.last).is_some_and(|t| now.duration_since(t).map_or(true, |d| d < RECENT))
+}
+
+/// Says how many ended sessions the table left out (none: nothing).
+pub(super) fn push_left_out(text: &mut String, left_out: usize) {
+    if left_out > 0 {
+        text.push_str(&format!(
+            "({left_out} ended sessions older than a day not shown: --all shows them)\n"
+        ));
+    }
 }
 
 pub(super) fn row(s: &Summary, now: SystemTime) -> Vec<String> {
