@@ -226,25 +226,12 @@ struct ShowArgs {
 fn show(args: ShowArgs) -> anyhow::Result<()> {
     let source = args.conn.source()?;
     let (host, summary, events) = args.conn.with_view(async |client, _, view| {
-        let list: Vec<Session> = view
-            .sessions()
-            .into_iter()
-            .filter(|s| args.host.as_deref().is_none_or(|h| h == s.host))
-            .collect();
-        let s = match crate::views::logs::find(list, |s| s.summary.session.as_str(), &args.session) {
-            crate::views::logs::Found::One(s) => s,
-            crate::views::logs::Found::None => {
-                anyhow::bail!(
-                    "no session matches {:?}: `aep-cline fleet sessions --all` lists them",
-                    args.session
-                )
-            }
-            crate::views::logs::Found::Many(ids) => anyhow::bail!(
-                "{:?} matches more than one session ({}): type more of it, or name the machine (--host)",
-                args.session,
-                ids.join(", ")
-            ),
-        };
+        let s = fleet_act::find_session(
+            &view,
+            args.host.as_deref(),
+            &args.session,
+            "`aep-cline fleet sessions --all`",
+        )?;
         let events = source.session_events(&client, &s.host, &s.summary.session).await?;
         Ok((s.host, s.summary, events))
     })?;

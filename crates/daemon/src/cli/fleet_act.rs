@@ -12,6 +12,7 @@ use super::fleet_conn::Conn;
 use super::out;
 use crate::fleet::command::{self, Sent};
 use crate::fleet::health;
+use crate::fleet::view::Session;
 use crate::fleet::View;
 use crate::sinks::nats::machine;
 use crate::views::act::{self, Action};
@@ -140,19 +141,7 @@ fn on_session(
     words: impl FnOnce(&crate::views::Summary) -> (String, String),
 ) -> ExitCode {
     finish(common.conn.with_view(async |client, mut refusals, view| {
-        let list: Vec<_> = view
-            .sessions()
-            .into_iter()
-            .filter(|s| common.host.as_deref().is_none_or(|h| h == s.host))
-            .collect();
-        let s = match logs::find(list, |s| s.summary.session.as_str(), query) {
-            Found::One(s) => s,
-            Found::None => bail!("no session matches {query:?}: `aep-cline fleet sessions` lists them"),
-            Found::Many(ids) => bail!(
-                "{query:?} matches more than one session ({}): type more of it, or name the machine (--host)",
-                ids.join(", ")
-            ),
-        };
+        let s = find_session(&view, common.host.as_deref(), query, "`aep-cline fleet sessions`")?;
         let (what, refusal) = words(&s.summary);
         let target = Target {
             what: format!("{what} on {}", s.host),
@@ -162,6 +151,24 @@ fn on_session(
         };
         send(common, &client, &mut refusals, &view, target, action).await
     }))
+}
+
+/// The session of the fleet's view that `query` names (its id, or a unique start or end of it),
+/// on `host` if given; `listed_by` is the command that lists the candidates, for the refusal.
+pub(super) fn find_session(view: &View, host: Option<&str>, query: &str, listed_by: &str) -> anyhow::Result<Session> {
+    let list: Vec<Session> = view
+        .sessions()
+        .into_iter()
+        .filter(|s| host.is_none_or(|h| h == s.host))
+        .collect();
+    match logs::find(list, |s| s.summary.session.as_str(), query) {
+        Found::One(s) => Ok(s),
+        Found::None => bail!("no session matches {query:?}: {listed_by} lists them"),
+        Found::Many(ids) => bail!(
+            "{query:?} matches more than one session ({}): type more of it, or name the machine (--host)",
+            ids.join(", ")
+        ),
+    }
 }
 
 /// Exit 2 with the message for anything that kept the command from being decided.
