@@ -562,28 +562,6 @@ fn feed_open_run(addr: &str, token: &str, session: &str, cline: &Cline, data: Op
     }
 }
 
-/// Asserts a session the daemon ended after the fact: the open run cancelled by shutdown, the
-/// session `killed`, both at the last hook's time (not when the daemon found out), and what
-/// found it out in `data.detected`.
-fn assert_ended_late(sb: &Sandbox, session: &str, by: &str) {
-    let events = sb.wait_log(session, "session.ended", Duration::from_secs(15), |e| {
-        support::daemon::has(e, "session.ended")
-    });
-    support::daemon::assert_cut_short(&events);
-    let last_hook = events[2]["time"].as_str().unwrap();
-    for e in &events[3..] {
-        assert_eq!(
-            e["time"], last_hook,
-            "an honest time: when it happened, as far as known: {e}"
-        );
-    }
-    let detected = &events[4]["data"]["detected"];
-    assert_eq!(detected["by"], by);
-    assert!(detected["at"].as_str().unwrap() > last_hook, "{detected}");
-    assert_eq!(project(&events), (true, 0));
-    assert_eq!(sb.sessions_json()[session]["state"], "ended");
-}
-
 #[test]
 fn sessions_whose_cline_exits_while_the_daemon_is_down_end_at_the_restart_at_their_last_hook() {
     let sb = Sandbox::new();
@@ -602,7 +580,7 @@ fn sessions_whose_cline_exits_while_the_daemon_is_down_end_at_the_restart_at_the
     cline.exit();
     let _daemon = sb.start();
     for s in &sessions {
-        assert_ended_late(&sb, s, "process_gone");
+        support::daemon::assert_ended_late(&sb, s, "process_gone");
     }
 }
 
@@ -623,7 +601,56 @@ fn a_session_whose_cline_exits_after_a_daemon_restart_ends_when_it_exits() {
     }
     assert_eq!(project(&sb.log(session)), (false, 1), "alive: left open");
     cline.exit();
-    assert_ended_late(&sb, session, "process_gone");
+    support::daemon::assert_ended_late(&sb, session, "process_gone");
+}
+
+/// Cline 3.x fires `agent_end` and `session_shutdown` from hook processes that outlive it: a
+/// run that finished as Cline exited is not taken for one cut short by the process check, which
+/// waits for the session to settle (`reconcile::HOOKS_SETTLE`, 3 s) after its last hook.
+#[test]
+fn end_hooks_that_land_after_cline_exited_still_say_how_the_run_ended() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let mut cline = Cline::start();
+    let session = "ends-after-exit";
+    let hooks = run_hooks(session);
+    for (i, hook) in hooks[..3].iter().enumerate() {
+        assert_eq!(
+            post_from(&daemon.addr(), &daemon.token, hook, &format!("x-{i}"), &cline, None),
+            200
+        );
+    }
+    cline.exit();
+    // More than one reconciler pass (every second) sees the process gone meanwhile.
+    std::thread::sleep(Duration::from_millis(1_200));
+    for (i, hook) in hooks[3..].iter().enumerate() {
+        assert_eq!(
+            post_from(&daemon.addr(), &daemon.token, hook, &format!("y-{i}"), &cline, None),
+            200
+        );
+    }
+    let events = sb.wait_log(session, "session.ended", Duration::from_secs(15), |e| {
+        support::daemon::has(e, "session.ended")
+    });
+    assert_eq!(
+        support::daemon::types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "run.finished",
+            "session.ended"
+        ],
+        "the run finished, as its own hooks say"
+    );
+    assert_eq!(events[5]["data"]["reason"], "normal");
+    assert!(
+        events[5]["data"]["detected"].is_null(),
+        "its own hook ended it: {}",
+        events[5]
+    );
+    assert_eq!(project(&events), (true, 0));
 }
 
 #[test]
@@ -639,7 +666,7 @@ fn a_session_that_left_memory_idle_still_ends_when_its_cline_exits() {
         std::thread::sleep(Duration::from_millis(50));
     }
     cline.exit();
-    assert_ended_late(&sb, session, "process_gone");
+    support::daemon::assert_ended_late(&sb, session, "process_gone");
 }
 
 /// Writes Cline's store record of `session` under the data folder `data`, as 3.0.65 does.

@@ -8,8 +8,9 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
-use support::daemon::{assert_valid_stream, types, Daemon, Sandbox};
+use support::daemon::{assert_ended_late, assert_valid_stream, http, project, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
+use support::wait::wait_until;
 
 /// A Cline sandbox whose hook folder runs the real shim, plus a daemon sandbox beside it.
 struct Rig {
@@ -241,12 +242,53 @@ fn session_with_a_tool_call(rig: &Rig) -> Option<String> {
 fn a_killed_cline_gets_its_run_and_session_ended_as_killed() {
     let rig = Rig::new(Script::command("sleep 30; echo never"));
     let daemon: Daemon = rig.aep.start();
-    let (mut cline, session) = cline_in_a_long_tool(&rig);
-    cline.kill().unwrap(); // SIGKILL: no hook will ever say the run ended
-    cline.wait().unwrap();
-    let events = wait_for_type(&rig, &session, "session.ended");
-    support::daemon::assert_cut_short(&events);
+    let (cline, session) = cline_in_a_long_tool(&rig);
+    kill(cline);
+    assert_ended_late(&rig.aep, &session, "process_gone");
     drop(daemon);
+}
+
+/// SIGKILLs the real `cline --json` (no hook will ever say its run ended) and reaps it.
+fn kill(mut cline: std::process::Child) {
+    cline.kill().unwrap();
+    cline.wait().unwrap();
+}
+
+#[test]
+fn a_real_cline_killed_while_the_daemon_is_down_is_ended_at_the_restart_at_its_last_hook() {
+    let rig = Rig::new(Script::command("sleep 30; echo never"));
+    let daemon = rig.aep.start();
+    let (cline, session) = cline_in_a_long_tool(&rig);
+    // SIGTERM with the session open: the daemon stops, the session stays open in its log.
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    assert_eq!(
+        project(&rig.aep.log(&session)),
+        (false, 1),
+        "open when the daemon stopped"
+    );
+    kill(cline);
+    let _daemon = rig.aep.start();
+    // The restarted daemon knows its process from the log (clineparent) and finds it gone.
+    assert_ended_late(&rig.aep, &session, "process_gone");
+}
+
+#[test]
+fn a_real_cline_running_through_a_daemon_restart_stays_open_until_it_is_killed() {
+    let rig = Rig::new(Script::command("sleep 30; echo never"));
+    let daemon = rig.aep.start();
+    let (cline, session) = cline_in_a_long_tool(&rig);
+    drop(daemon.stop());
+    let daemon = rig.aep.start();
+    // The restart's first pass judged it alive (its Cline runs) and took it up in memory.
+    wait_until("the open session taken up again", Duration::from_secs(15), || {
+        let health = http(&daemon.addr(), "GET", "/healthz", &[], b"").1;
+        (serde_json::from_str::<Value>(&health).unwrap()["sessions"] == 1).then_some(())
+    });
+    assert_eq!(project(&rig.aep.log(&session)), (false, 1), "alive: left open");
+    assert_eq!(rig.aep.sessions_json()[&session]["state"], "running");
+    kill(cline);
+    assert_ended_late(&rig.aep, &session, "process_gone");
 }
 
 #[test]

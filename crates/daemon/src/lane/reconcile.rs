@@ -17,7 +17,13 @@
 //!    quiet for [`STALE`] (by the daemon's clock: nothing reached its log) has ended
 //!    (`timeout`), at its last hook's time.
 //!
-//! Pure: the caller reads the evidence (`/proc`, the store) and applies the verdict.
+//!
+//! The session's own hooks speak before any of these: no verdict while some of its firings wait
+//! in the spool, and none from a gone process until the session has been quiet
+//! [`HOOKS_SETTLE`] (Cline 3.x fires `agent_end` and `session_shutdown` from hook processes
+//! that outlive it; a run that finished must not be taken for one cut short).
+//!
+//! Pure: the caller reads the evidence (`/proc`, the store, the spool) and applies the verdict.
 
 use serde::Deserialize;
 use std::io::Read;
@@ -26,6 +32,10 @@ use std::time::Duration;
 
 /// A session with no evidence of life is over once it has been quiet this long.
 pub const STALE: Duration = Duration::from_secs(24 * 3600);
+
+/// How long a session whose process is gone must have been quiet before that decides: its last
+/// hooks, fired by processes that outlive Cline, come within it.
+pub const HOOKS_SETTLE: Duration = Duration::from_secs(3);
 
 /// The largest store session file read (the real ones are a few KiB).
 const MAX_STORE_FILE: u64 = 1 << 20;
@@ -101,10 +111,15 @@ pub struct Evidence<'a> {
     pub last_hook: Option<&'a str>,
     /// How long nothing reached its log.
     pub quiet_for: Duration,
+    /// Some of its firings wait in the spool.
+    pub spooled: bool,
 }
 
 /// The verdict: `None` while the session may still be alive.
 pub fn judge(evidence: &Evidence<'_>) -> Option<End> {
+    if evidence.spooled {
+        return None;
+    }
     let last = evidence.last_hook.map(str::to_string);
     if let Some(store) = evidence.store.filter(|_| !evidence.hub_hosts) {
         if let Some(end) = store.end() {
@@ -120,6 +135,7 @@ pub fn judge(evidence: &Evidence<'_>) -> Option<End> {
         ..task.clone()
     });
     match evidence.parent_alive {
+        Some(false) if evidence.quiet_for < HOOKS_SETTLE => None,
         Some(false) => Some(task.unwrap_or(End {
             time: last,
             detected: Detected::ProcessGone,
@@ -280,6 +296,7 @@ mod tests {
             last_hook: last,
             quiet_for: STALE,
             task: None,
+            spooled: false,
         };
         assert_eq!(judge(&hosted), None);
         let running = StoreSession {
@@ -290,6 +307,7 @@ mod tests {
             parent_alive: Some(false),
             store: Some(&running),
             last_hook: last,
+            quiet_for: HOOKS_SETTLE,
             ..Evidence::default()
         };
         let end = judge(&gone).unwrap();
@@ -325,6 +343,52 @@ mod tests {
             ..Evidence::default()
         };
         assert_eq!(judge(&alive), None, "a live process keeps it open however quiet");
+    }
+
+    #[test]
+    fn the_sessions_own_hooks_speak_before_any_verdict() {
+        let completed = StoreSession {
+            status: Some("completed".into()),
+            ended_at: Some("2026-12-01T05:05:51.796Z".into()),
+            exit_code: Some(0),
+        };
+        let last = Some("2026-12-01T05:05:51.500Z");
+        // Cline just exited: its end hooks, fired by processes that outlive it, are on the way.
+        let just_gone = Evidence {
+            parent_alive: Some(false),
+            last_hook: last,
+            quiet_for: HOOKS_SETTLE / 2,
+            ..Evidence::default()
+        };
+        assert_eq!(judge(&just_gone), None);
+        let settled = judge(&Evidence {
+            quiet_for: HOOKS_SETTLE,
+            ..just_gone
+        })
+        .unwrap();
+        assert_eq!(settled.detected, Detected::ProcessGone);
+        // Firings of its own wait in the spool: nothing decides, not even the store.
+        for evidence in [
+            Evidence {
+                parent_alive: Some(false),
+                quiet_for: STALE,
+                spooled: true,
+                ..Evidence::default()
+            },
+            Evidence {
+                store: Some(&completed),
+                quiet_for: STALE,
+                spooled: true,
+                ..Evidence::default()
+            },
+            Evidence {
+                quiet_for: STALE * 2,
+                spooled: true,
+                ..Evidence::default()
+            },
+        ] {
+            assert_eq!(judge(&evidence), None, "{evidence:?}");
+        }
     }
 
     #[test]
@@ -404,6 +468,7 @@ mod tests {
             parent_alive,
             task: Some(&finished),
             last_hook,
+            quiet_for: HOOKS_SETTLE,
             ..Evidence::default()
         };
         assert_eq!(

@@ -272,9 +272,10 @@ pub(super) async fn drain_spool(core: &Core, config: &Config) -> anyhow::Result<
     {
         // The reconciler's first pass: the sessions left open by a daemon that was down or
         // restarted are judged (in the background: a large log folder does not hold the start).
-        let sessions = core.sessions.clone();
+        let (sessions, spool) = (core.sessions.clone(), spool.clone());
         tokio::task::spawn_blocking(move || {
-            let ended = sessions.reconcile_logs(crate::archive::logged_sessions(sessions.journal().dir()));
+            let logged = crate::archive::logged_sessions(sessions.journal().dir());
+            let ended = sessions.reconcile_logs(logged, &spool.waiting());
             if ended > 0 {
                 tracing::info!(ended, "sessions that ended while no daemon watched them are ended now");
             }
@@ -319,10 +320,11 @@ pub(super) fn upkeep(core: &Core, config: &Config, spool: &Arc<Spool>, lost: u64
         });
     }
     {
-        let sessions = core.sessions.clone();
+        let (sessions, spool) = (core.sessions.clone(), spool.clone());
         supervisor.every("session sweep", TICK, move || {
             sessions.release_held(Instant::now());
-            sessions.reap();
+            // Asked before any session is locked (the spool's drain locks sessions).
+            sessions.reap(&spool.waiting());
             if sessions.sweep(Instant::now()) > 0 {
                 give_back_memory();
             }

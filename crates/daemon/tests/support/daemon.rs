@@ -486,6 +486,29 @@ pub fn assert_cut_short(events: &[Value]) {
     assert_valid_stream(events);
 }
 
+/// Asserts a session the daemon ended after the fact, cut short mid-tool
+/// ([`assert_cut_short`]): the run and the session ended at the last hook's time (not when the
+/// daemon found out), what found it out in `data.detected`, a consumer's projection over and
+/// `aep-cline sessions --json` saying it ended.
+pub fn assert_ended_late(sb: &Sandbox, session: &str, by: &str) {
+    let events = sb.wait_log(session, "session.ended", Duration::from_secs(15), |e| {
+        has(e, "session.ended")
+    });
+    assert_cut_short(&events);
+    let last_hook = events[2]["time"].as_str().unwrap();
+    for e in &events[3..] {
+        assert_eq!(
+            e["time"], last_hook,
+            "an honest time: when it happened, as far as known: {e}"
+        );
+    }
+    let detected = &events[4]["data"]["detected"];
+    assert_eq!(detected["by"], by);
+    assert!(detected["at"].as_str().unwrap() > last_hook, "{detected}");
+    assert_eq!(project(&events), (true, 0));
+    assert_eq!(sb.sessions_json()[session]["state"], "ended");
+}
+
 /// What a consumer makes of a session's Events: `(ended, open runs)`, by the spec's rules
 /// (AEP-0002 §2: a run is open from `run.started` until its one terminal; the session is over at
 /// `session.ended`) and, as a real consumer, by the public AEP SDK's `project_state` (PyPI

@@ -7,6 +7,7 @@
 use super::{IngestError, Sessions};
 use crate::lane::parent::Parent;
 use crate::lane::reconcile::{self, Evidence, StoreSession};
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -29,8 +30,9 @@ pub(super) struct Watched {
 impl Sessions {
     /// The reconciler's pass ([`crate::lane::reconcile`]): judges every open session in memory
     /// by the evidence (Cline's store, the process that ran its hooks, time) and ends the ones
-    /// that are over, once each, at the time the evidence shows. Returns how many it ended.
-    pub fn reap(&self) -> usize {
+    /// that are over, once each, at the time the evidence shows. `spooled`: the sessions with
+    /// firings in the spool (`Spool::waiting`), left for their hooks. Returns how many it ended.
+    pub fn reap(&self, spooled: &HashSet<String>) -> usize {
         let open: Vec<String> = self
             .live
             .iter()
@@ -45,11 +47,11 @@ impl Sessions {
             .map(|entry| entry.key().clone())
             .collect::<Vec<_>>()
             .into_iter()
-            .chain(self.watched_over())
+            .chain(self.watched_over(spooled))
             .collect::<Vec<_>>();
         let mut ended = 0;
         for session in open {
-            match self.reconcile(&session) {
+            match self.reconcile(&session, spooled.contains(&session)) {
                 Ok(true) => ended += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -63,7 +65,7 @@ impl Sessions {
     /// The sessions that left memory that the evidence says are over (taken off the watch list,
     /// to be taken up again and ended): judged as the sessions in memory are, the store read
     /// off the watch list's lock.
-    fn watched_over(&self) -> Vec<String> {
+    fn watched_over(&self, spooled: &HashSet<String>) -> Vec<String> {
         let hub = self.hub_connected.load(Ordering::SeqCst);
         let candidates: Vec<(String, Watched, bool)> = self
             .watched
@@ -102,6 +104,7 @@ impl Sessions {
                     hub_hosts: hub && self.hosted.lock().contains(session),
                     last_hook: w.last_hook.as_deref(),
                     quiet_for: w.quiet_since.elapsed().unwrap_or_default(),
+                    spooled: spooled.contains(session),
                 };
                 reconcile::judge(&evidence).is_some()
             })
@@ -115,8 +118,9 @@ impl Sessions {
     }
 
     /// Judges one session (loading it from its log if it is not in memory) and ends it if the
-    /// evidence says it is over. `true` when it ended it.
-    pub fn reconcile(&self, session: &str) -> Result<bool, IngestError> {
+    /// evidence says it is over (never while firings of it wait in the spool: `spooled`).
+    /// `true` when it ended it.
+    pub fn reconcile(&self, session: &str, spooled: bool) -> Result<bool, IngestError> {
         let hub = self.hub_connected.load(Ordering::SeqCst);
         self.with_touch(session, false, |state| {
             if state.ended.is_some() || state.tracker.has_ended() || state.held.is_some() {
@@ -148,6 +152,7 @@ impl Sessions {
                 hub_hosts: hub && state.tracker.is_hosted(),
                 last_hook: state.last_hook.as_deref(),
                 quiet_for: state.quiet_since.elapsed().unwrap_or_default(),
+                spooled,
             };
             let Some(end) = reconcile::judge(&evidence) else {
                 return Ok(false);
@@ -161,14 +166,15 @@ impl Sessions {
     /// At start: judges every session whose log has no `session.ended`, so a session whose
     /// Cline exited while the daemon was down ends now, at the time it ended. The ones still
     /// alive stay in memory, watched by [`Sessions::reap`]. `logged`: the sessions with a log
-    /// (`archive::logged_sessions`). Returns how many it ended.
-    pub fn reconcile_logs(&self, logged: Vec<String>) -> usize {
+    /// (`archive::logged_sessions`); `spooled` as for [`Sessions::reap`]. Returns how many it
+    /// ended.
+    pub fn reconcile_logs(&self, logged: Vec<String>, spooled: &HashSet<String>) -> usize {
         let mut ended = 0;
         for session in logged {
             if self.live.contains_key(&session) || ends_logged(&self.journal.path(&session)) {
                 continue;
             }
-            match self.reconcile(&session) {
+            match self.reconcile(&session, spooled.contains(&session)) {
                 Ok(true) => ended += 1,
                 Ok(false) => {}
                 Err(e) => tracing::error!(%session, error = %e, "a logged session could not be judged"),

@@ -560,6 +560,19 @@ impl Spool {
         ingest()
     }
 
+    /// The sessions with firings in the spool now, from a fresh look (new files are read):
+    /// the reconciler gives no verdict on them, since their own hooks speak first. Cheap when
+    /// nothing is spooled.
+    pub fn waiting(&self) -> HashSet<String> {
+        let known = !self.index.lock().files.is_empty();
+        if !known && !any_spooled(&dir(&self.state_dir)) {
+            return HashSet::new();
+        }
+        self.scan(false);
+        self.learn();
+        self.index.lock().sessions.keys().cloned().collect()
+    }
+
     /// Puts a firing through the spool: written, then drained with whatever of its session is
     /// older.
     pub fn put(&self, entry: &Spooled, sessions: &Sessions) -> std::io::Result<()> {
