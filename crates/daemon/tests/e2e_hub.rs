@@ -340,6 +340,51 @@ async fn cancel_of_a_running_sleep_ends_its_run_once_by_control() {
     stop_without_leaking(daemon, &hub);
 }
 
+/// A run in its own `cline --json` process (no hub) while the tap is connected: the hub would
+/// answer its `run.abort` ok and change nothing, so `aep-cline cancel` is refused, in words, and
+/// the run goes on.
+#[test]
+fn a_cancel_of_a_run_outside_the_hub_is_refused_in_words_and_the_run_goes_on() {
+    let model = FakeModel::start(Script::command("sleep 30; echo never"));
+    let cline = ClineSandbox::new(&model);
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL").with_env("RUST_LOG", "info");
+    let hub = RealHub::ensure(&cline);
+    let daemon = aep.start();
+    daemon.wait_stderr("hub tap connected", Duration::from_secs(30));
+    let mut run = cline.json_run_command("Run the command and report what it printed.");
+    run.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut run = run.spawn().unwrap();
+    let session = support::wait::wait_until("the run's tool call", Duration::from_secs(60), || {
+        let logs = std::fs::read_dir(aep.log_dir.join("cline")).ok()?;
+        let session = logs
+            .filter_map(|e| e.ok())
+            .find_map(|e| e.path().file_stem()?.to_str().map(str::to_string))?;
+        aep.log(&session)
+            .iter()
+            .any(|e| e["type"] == "tool.requested")
+            .then_some(session)
+    });
+    let out = aep.run(&["cancel", &session], &[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("does not run in Cline's hub") && said.contains("only the hub can cancel a run"),
+        "why, in words: {said}"
+    );
+    let log = aep.log(&session);
+    assert_eq!(types(&log).last(), Some(&"control.rejected"), "{:?}", types(&log));
+    assert!(
+        of(&log, "run.cancelled").is_empty(),
+        "nothing was cancelled: {:?}",
+        types(&log)
+    );
+    assert!(run.try_wait().unwrap().is_none(), "the run goes on");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    stop_without_leaking(daemon, &hub);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_with_an_approval_pending_dismisses_it_and_the_hub_session_goes_on() {
     let (_model, cline, aep) = setup();

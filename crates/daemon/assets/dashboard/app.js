@@ -244,7 +244,9 @@ async function act(button, what, body) {
       line.className = 'ok';
       return true;
     }
-    line.textContent = `${what}: control.rejected (${data.reason || 'no reason'})` + (data.detail ? `: ${data.detail}` : '');
+    // The logged detail, else the daemon's words for this machine's sender (r.detail).
+    const why = data.detail || r.detail;
+    line.textContent = `${what}: control.rejected (${data.reason || 'no reason'})` + (why ? `: ${why}` : '');
     line.className = 'bad';
     return false;
   } catch (e) {

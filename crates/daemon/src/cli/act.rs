@@ -56,6 +56,10 @@ pub struct AnswerArgs<C: clap::Args = Common> {
 }
 
 /// Cancel the session's running run; it ends with `run.cancelled {by: control}`.
+///
+/// Cline's hub carries the cancel out, so only a run in the hub can be cancelled (a TUI or a
+/// hub-run `cline --json`); a run in a `cline` process of its own is refused in words: stop it
+/// where it runs. Needs the daemon's control gate (AEP_CLINE_HUB_CONTROL=1).
 #[derive(clap::Args, Debug)]
 pub struct CancelArgs<C: clap::Args = Common> {
     /// The session: its id or a unique start or end of it (from `sessions`).
@@ -329,9 +333,11 @@ fn send(common: &Common, session: &str, action: Action, what: &str, refusal: &st
         Some(_) => {
             let reason = ack["data"]["reason"].as_str().unwrap_or("unknown");
             if !common.json {
-                let detail = match &ack["data"]["detail"] {
-                    Value::Null if reason == "refused" && !refusal.is_empty() => Value::from(refusal),
-                    d => d.clone(),
+                // The logged detail, else the daemon's words for us, else what the log implies.
+                let detail = match (&ack["data"]["detail"], &waited["detail"]) {
+                    (Value::Null, Value::Null) if reason == "refused" && !refusal.is_empty() => Value::from(refusal),
+                    (Value::Null, given) => given.clone(),
+                    (d, _) => d.clone(),
                 };
                 eprintln!("rejected ({reason}): {what}: {}", why(reason, &detail));
             }

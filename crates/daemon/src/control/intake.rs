@@ -46,7 +46,14 @@ pub struct Intake {
     /// The hub tap's control leg, when its gate is on.
     hub: Option<Link>,
     recorded: Mutex<Dedupe<Arc<Published>>>,
+    /// The daemon's own words for its latest refusals, by command id: the log keeps a
+    /// `control.rejected`'s `detail` only at `redacted`/`full` (free text, AEP-0003), but a
+    /// person who sent the command on this machine should read why ([`Intake::refusal`]).
+    refusals: Mutex<std::collections::VecDeque<(String, String)>>,
 }
+
+/// Refusals whose words are kept for their senders.
+const MAX_REFUSALS: usize = 256;
 
 impl Intake {
     /// `hub` is the control leg (`AEP_CLINE_HUB_CONTROL=1`); `None` accepts nothing.
@@ -60,7 +67,19 @@ impl Intake {
             accepts,
             hub,
             recorded: Mutex::new(Dedupe::new(MAX_RECORDED)),
+            refusals: Mutex::new(std::collections::VecDeque::new()),
         }
+    }
+
+    /// Why the command `command_id` was refused, in the daemon's words, while it is among the
+    /// latest refusals. For a local door only: the log is what every other reader gets.
+    pub fn refusal(&self, command_id: &str) -> Option<String> {
+        let refusals = self.refusals.lock();
+        refusals
+            .iter()
+            .rev()
+            .find(|(id, _)| id == command_id)
+            .map(|(_, why)| why.clone())
     }
 
     /// The command types this daemon declares (`control.accepts`, authoritative, AEP-0004 §4.2).
@@ -317,6 +336,13 @@ impl Intake {
 
     /// The ack Event for a command: `cause` = the command id (AEP-0004 §3).
     fn ack_event(&self, command_id: &str, ack: &Ack) -> Planned {
+        if let Ack::Rejected(nack) = ack {
+            let mut refusals = self.refusals.lock();
+            if refusals.len() == MAX_REFUSALS {
+                refusals.pop_front();
+            }
+            refusals.push_back((command_id.to_string(), nack.detail.clone()));
+        }
         let level = self.sessions.capture().ceiling("control.accepted");
         Planned {
             id: aep_core::id::new_id(),
@@ -369,6 +395,15 @@ fn prepare(
             if let Some(named) = run.filter(|r| *r != active) {
                 return Err(refused(format!(
                     "run {named} is not the session's active run ({active}): the hub cancels only the active run"
+                )));
+            }
+            // Nor whether it hosts the session: `run.abort` of a session that runs in its own
+            // process (`cline --json` without the hub) is answered ok and changes nothing. A
+            // hosted session is named by the hub's frames as it works.
+            if !lane.tracker.is_hosted() {
+                return Err(refused(format!(
+                    "session {session} does not run in Cline's hub (no hub frame has named it since the tap connected), \
+                     and only the hub can cancel a run: stop it where it runs (Ctrl+C), or `aep-cline end` it once its Cline is gone"
                 )));
             }
             lane.tracker.note_cancel(&active, &key.id);

@@ -343,6 +343,11 @@ impl Connection<'_> {
                 if let Some(seq) = event.sequence {
                     resume.since = Some(resume.since.map_or(seq, |s| s.max(seq)));
                 }
+                // Any frame naming a session says the hub hosts it (an approval, a tool, usage):
+                // its runs are the hub's to cancel. Asked cheaply first, as frames come often.
+                if let Some(session) = event.session_id.clone().filter(|s| !self.lane.sessions.hosted_here(s)) {
+                    self.lane.run(move |s, _| s.hosted_by_hub(&session)).await;
+                }
                 let control = self.settings.control;
                 match (event.event.as_str(), event.session_id.clone()) {
                     ("approval.requested", _) => {

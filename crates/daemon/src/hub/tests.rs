@@ -635,6 +635,7 @@ async fn a_respond_racing_an_out_of_band_answer_is_refused_and_the_winner_record
 #[tokio::test]
 async fn cancel_closes_the_run_once_when_the_hooks_report_first() {
     let mut rig = Rig::connected(Options::default()).await;
+    rig.sessions.hosted_by_hub(SESSION);
     let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
     rig.submit(&cancel);
     let sent = rig.hub.command("run.abort").await;
@@ -642,8 +643,9 @@ async fn cancel_closes_the_run_once_when_the_hooks_report_first() {
     rig.hub.reply(&sent, None);
     assert_eq!(rig.next_of("control.accepted").await["cause"], cancel["id"]);
     // Real Cline 3.0.65: the abort fires session_shutdown, then the hub's run.aborted.
+    // The hub hosts the session: its session_shutdown closes the run, not the session.
     let ended = rig.hook("session_shutdown");
-    assert_eq!(types(&ended), ["run.cancelled", "session.ended"]);
+    assert_eq!(types(&ended), ["run.cancelled"]);
     assert_eq!(ended[0]["data"]["by"], "control");
     assert_eq!(ended[0]["cause"], cancel["id"]);
     rig.drain();
@@ -658,6 +660,7 @@ async fn cancel_closes_the_run_once_when_the_hooks_report_first() {
 #[tokio::test]
 async fn cancel_closes_the_run_once_when_the_hub_reports_first() {
     let mut rig = Rig::connected(Options::default()).await;
+    rig.sessions.hosted_by_hub(SESSION);
     let cancel = rig.command("control.cancel", None, json!({"scope": "run", "reason": "stuck"}));
     rig.submit(&cancel);
     let sent = rig.hub.command("run.abort").await;
@@ -676,6 +679,7 @@ async fn cancel_closes_the_run_once_when_the_hub_reports_first() {
 #[tokio::test]
 async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
     let mut rig = Rig::connected(Options::default()).await;
+    rig.sessions.hosted_by_hub(SESSION);
     let requested = rig.request("approval.requested.pending").await;
     let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
     rig.submit(&cancel);
@@ -777,8 +781,19 @@ async fn a_session_that_ends_with_a_request_pending_dismisses_it_first() {
 }
 
 #[tokio::test]
-async fn cancel_refuses_other_targets_and_sessions_without_an_active_run() {
+async fn cancel_refuses_other_targets_sessions_outside_the_hub_and_sessions_without_an_active_run() {
     let mut rig = Rig::connected(Options::default()).await;
+    // A session no hub frame has named runs in its own process: the hub's `run.abort` would be
+    // answered ok and change nothing, so it is refused here, in words, and never sent.
+    let outside = rig.command("control.cancel", None, json!({"scope": "run"}));
+    rig.submit(&outside);
+    let nack = rig.next_of("control.rejected").await;
+    assert_eq!(nack["data"]["reason"], "refused");
+    // The log keeps no free text at `metadata`; the daemon's words are kept for the sender.
+    assert!(nack["data"]["detail"].is_null(), "{nack}");
+    let why = rig.intake.refusal(outside["id"].as_str().unwrap()).unwrap();
+    assert!(why.contains("does not run in Cline's hub"), "{why}");
+    rig.sessions.hosted_by_hub(SESSION);
     let other_run = rig.command("control.cancel", None, json!({"scope": "run"}));
     let mut other_run = other_run;
     other_run["run"] = json!("01NOTTHEACTIVERUN000000000");

@@ -9,7 +9,8 @@
 //!
 //! `?wait=MS` (what `aep-cline approve` and the other terminal commands use) waits up to MS
 //! (at most 30 000) for the ack Event and, once accepted, briefly for the outcome, and answers
-//! `200 {"command", "ack", "outcome"}` (`ack`/`outcome` null when they did not come in time).
+//! `200 {"command", "ack", "outcome"}` (`ack`/`outcome` null when they did not come in time),
+//! with `detail`, the daemon's words, for a refusal whose logged ack keeps none (capture).
 
 use super::AppState;
 use crate::control::Refusal;

@@ -97,6 +97,10 @@ pub struct Waited {
     pub ack: Option<Value>,
     /// The first other Event the command caused, if it came within the wait.
     pub outcome: Option<Value>,
+    /// Why it was refused, in the daemon's words, for a command from this machine
+    /// ([`Door::Local`]) whose logged ack does not say (its capture level keeps no free text).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// Which door a command came through.
@@ -148,6 +152,7 @@ pub async fn submit_through(
         command: id.clone(),
         ack: None,
         outcome: None,
+        detail: None,
     };
     let mut deadline = Instant::now() + ack_wait;
     let mut lagged = false;
@@ -184,6 +189,13 @@ pub async fn submit_through(
         for e in logged.iter().filter(|e| e["cause"] == id.as_str()) {
             note_event(&mut waited, e);
         }
+    }
+    let unexplained = waited
+        .ack
+        .as_ref()
+        .is_some_and(|a| a["type"] == "control.rejected" && a["data"]["detail"].is_null());
+    if door == Door::Local && unexplained {
+        waited.detail = intake.refusal(&id);
     }
     Ok(waited)
 }

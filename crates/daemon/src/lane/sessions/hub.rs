@@ -15,6 +15,11 @@ impl Sessions {
         self.hub_connected.store(connected, Ordering::SeqCst);
     }
 
+    /// Whether Cline's hub said it hosts `session` (a frame of the hub named it).
+    pub fn hosted_here(&self, session: &str) -> bool {
+        self.hosted.lock().contains(session)
+    }
+
     /// Cline's hub hosts `session`: its `session_shutdown` hook (a `run.abort`, an Esc) closes
     /// the open runs, and the session goes on until the hub says it is over. Only remembered
     /// here; a session's state is never created for it.
