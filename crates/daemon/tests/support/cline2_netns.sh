@@ -77,8 +77,14 @@ while IFS= read -r run; do
   (cd "$SANDBOX/proj" && timeout 120 "$CLINE2" task -y --json "${run#*:}" \
     >"$SANDBOX/$n.stdout.jsonl" 2>"$SANDBOX/$n.stderr" </dev/null; echo $? >"$SANDBOX/$n.rc")
   # 2.18's last hooks (TaskComplete, TaskCancel, Notification) outlive the CLI; the daemon
-  # holds a TaskCancel 2 s and reaps a session a second after its process is gone.
-  sleep 4
+  # holds a TaskCancel 2 s and ends a session 3 s after its last hook once its process is gone:
+  # wait until every session has ended (at most about 60 s), as `aep-cline sessions` shows it.
+  for _ in $(seq 1 300); do
+    "$AEP" sessions --all --json 2>/dev/null | python3 -c \
+      'import json, sys; s = json.load(sys.stdin); sys.exit(0 if s and all(r["state"] == "ended" for r in s) else 1)' \
+      && break
+    sleep 0.1
+  done
   kill "$FPID" 2>/dev/null; wait "$FPID" 2>/dev/null; FPID=""
 done <<<"$RUNS"
 
