@@ -604,6 +604,55 @@ fn a_session_whose_cline_exits_after_a_daemon_restart_ends_when_it_exits() {
     support::daemon::assert_ended_late(&sb, session, "process_gone");
 }
 
+/// Faults together: 24 sessions of three Clines fed by racing writers, the daemon stopped
+/// (SIGTERM) while one Cline dies, restarted, killed -9 while a second dies, restarted, then the
+/// third Cline dies. Every session ends exactly once, at its last hook, found by its process;
+/// none ends while its Cline lives, and none is ended again by a later start.
+#[test]
+fn every_session_ends_once_through_sigterm_kill_9_and_clines_dying_between() {
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    let mut clines = [Cline::start(), Cline::start(), Cline::start()];
+    let sessions: Vec<(usize, String)> = (0..24).map(|i| (i % 3, format!("fault-{i}"))).collect();
+    let of_cline = |c: usize| sessions.iter().filter(move |(o, _)| *o == c).map(|(_, s)| s.as_str());
+    std::thread::scope(|scope| {
+        for chunk in sessions.chunks(6) {
+            let (addr, token, clines) = (daemon.addr(), daemon.token.clone(), &clines);
+            scope.spawn(move || {
+                for (c, session) in chunk {
+                    feed_open_run(&addr, &token, session, &clines[*c], None);
+                }
+            });
+        }
+    });
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    clines[0].exit();
+    let daemon = sb.start();
+    for session in of_cline(0) {
+        support::daemon::assert_ended_late(&sb, session, "process_gone");
+    }
+    drop(daemon); // SIGKILL
+    clines[1].exit();
+    let daemon = sb.start();
+    for session in of_cline(1) {
+        support::daemon::assert_ended_late(&sb, session, "process_gone");
+    }
+    for session in of_cline(2) {
+        assert_eq!(project(&sb.log(session)), (false, 1), "{session}: its Cline lives");
+    }
+    drop(daemon.stop());
+    clines[2].exit();
+    let _daemon = sb.start();
+    for session in of_cline(2) {
+        support::daemon::assert_ended_late(&sb, session, "process_gone");
+    }
+    for (_, session) in &sessions {
+        let ended = support::daemon::of(&sb.log(session), "session.ended").len();
+        assert_eq!(ended, 1, "{session} ended once");
+    }
+}
+
 /// Cline 3.x fires `agent_end` and `session_shutdown` from hook processes that outlive it: a
 /// run that finished as Cline exited is not taken for one cut short by the process check, which
 /// waits for the session to settle (`reconcile::HOOKS_SETTLE`, 3 s) after its last hook.
