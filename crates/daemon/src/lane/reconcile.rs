@@ -17,7 +17,6 @@
 //!    quiet for [`STALE`] (by the daemon's clock: nothing reached its log) has ended
 //!    (`timeout`), at its last hook's time.
 //!
-//!
 //! The session's own hooks speak before any of these: no verdict while some of its firings wait
 //! in the spool, and none from a gone process until the session has been quiet
 //! [`HOOKS_SETTLE`] (Cline 3.x fires `agent_end` and `session_shutdown` from hook processes
