@@ -377,7 +377,9 @@ pub(super) fn why(reason: &str, detail: &Value) -> String {
     match detail.as_str() {
         Some(d) if hint.is_empty() => out::one_line(d, 200),
         Some(d) => format!("{hint} ({})", out::one_line(d, 200)),
-        None if hint.is_empty() => "Cline's side said no".to_string(),
+        None if hint.is_empty() => {
+            "refused, and the session's log keeps no reason at its capture level (AEP_CAPTURE `redacted` or above keeps it)".to_string()
+        }
         None => hint.to_string(),
     }
 }
