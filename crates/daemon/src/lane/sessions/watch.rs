@@ -129,7 +129,13 @@ impl Sessions {
             // The hooks speak first: the store is read once the session has been quiet a while,
             // so a session's own end hooks (with their usage) are not beaten by the store.
             let quiet = state.quiet_since.elapsed().unwrap_or_default();
-            let due = quiet >= STORE_EVERY && state.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY);
+            let parent_alive = state.parent.map(|p| p.alive());
+            // Once its process is gone and its hooks have settled, the store is read at once: it
+            // says how the session ended (3.0.65 records a Ctrl+C'd `cline --json` as failed,
+            // exit code 1), where the process alone says only that it is over.
+            let settled_gone = parent_alive == Some(false) && quiet >= reconcile::HOOKS_SETTLE;
+            let due =
+                settled_gone || (quiet >= STORE_EVERY && state.store_read.is_none_or(|at| at.elapsed() >= STORE_EVERY));
             let store = match state.cline_data.as_deref() {
                 Some(dir) if due => {
                     state.store_read = Some(Instant::now());
@@ -137,7 +143,6 @@ impl Sessions {
                 }
                 _ => None,
             };
-            let parent_alive = state.parent.map(|p| p.alive());
             // Cline 2.x's record of the task says how it ended once its process is gone.
             let task = match state.cline_data.as_deref() {
                 Some(dir) if parent_alive == Some(false) || (parent_alive.is_none() && due) => {
