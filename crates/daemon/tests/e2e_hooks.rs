@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
 use support::daemon::{assert_ended_late, assert_valid_stream, http, project, types, Daemon, Sandbox};
-use support::fake_model::{FakeModel, Script};
+use support::fake_model::{FakeModel, Script, MODEL_ID};
+use support::real_hub::RealHub;
 use support::wait::wait_until;
 
 /// A Cline sandbox whose hook folder runs the real shim, plus a daemon sandbox beside it.
@@ -322,18 +323,27 @@ fn ctrl_c_of_cline_json_leaves_no_run_open_and_ends_the_session() {
 }
 
 /// The issue's own steps: `cline --json` as a person runs it (Cline's default session backend,
-/// not the tests' `local`), interrupted with SIGINT once its command runs. 3.0.65 records the end
-/// in its store (seen: `status: failed`, `exit_code: 1`, and no further hook; interrupted before
-/// the command started: `cancelled`, with its abort hooks): the session ends as that record
-/// says, at its `ended_at`, found by the store once the process is gone and its hooks settled.
+/// not the tests' `local`, with Cline's hub running), interrupted with SIGINT once its command
+/// runs. 3.0.65 then fires no further hook and records `status: failed`, `exit_code: 1` at the
+/// interrupt (in the `local` backend it fires its abort hooks and records `cancelled`): the
+/// session ends as that record says, at its `ended_at`, found by the store.
 #[test]
 fn ctrl_c_of_cline_json_in_its_default_mode_ends_as_clines_store_says() {
     let rig = Rig::new(Script::command("touch started && sleep 30"));
     let daemon: Daemon = rig.aep.start();
-    let mut cmd = rig
-        .cline
-        .json_run_command("Run the command and report what it printed.");
+    // The default backend starts Cline's hub when none runs: one on a port of the test's own,
+    // stopped when the test ends.
+    let hub = RealHub::ensure(&rig.cline);
+    let mut cmd = hub.command(&[
+        "--json",
+        "-P",
+        "openai-compatible",
+        "-m",
+        MODEL_ID,
+        "Run the command and report what it printed.",
+    ]);
     cmd.env_remove("CLINE_SESSION_BACKEND_MODE")
+        .current_dir(rig.cline.workspace())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut cline = cmd.spawn().expect("spawn cline");
