@@ -270,7 +270,7 @@ impl Sessions {
                 // A live state learns it is hub-hosted from `hosted_by_hub`; a loaded one here.
                 self.watched.lock().remove(session);
                 let mut loaded = self.load(session)?;
-                loaded.tracker.set_hosted(self.hosted.lock().contains(session));
+                loaded.tracker.set_hosted(self.hosted_here(session));
                 guard.insert(loaded)
             }
         };

@@ -101,7 +101,7 @@ impl Sessions {
                     parent_alive,
                     store: store.as_ref(),
                     task: task.as_ref(),
-                    hub_hosts: hub && self.hosted.lock().contains(session),
+                    hub_hosts: hub && self.hosted_here(session),
                     last_hook: w.last_hook.as_deref(),
                     quiet_for: w.quiet_since.elapsed().unwrap_or_default(),
                     spooled: spooled.contains(session),

@@ -541,12 +541,9 @@ impl Spool {
         sessions: &Sessions,
         ingest: impl FnOnce() -> Result<T, IngestError>,
     ) -> Result<T, IngestError> {
-        let known = !self.index.lock().files.is_empty();
-        if !known && !any_spooled(&dir(&self.state_dir)) {
+        if !self.look() {
             return ingest();
         }
-        self.scan(false);
-        self.learn();
         let payload = HookPayload::parse(body).ok();
         let Some(session) = payload.as_ref().and_then(|p| p.session_key()) else {
             return ingest();
@@ -564,13 +561,22 @@ impl Spool {
     /// the reconciler gives no verdict on them, since their own hooks speak first. Cheap when
     /// nothing is spooled.
     pub fn waiting(&self) -> HashSet<String> {
+        if !self.look() {
+            return HashSet::new();
+        }
+        self.index.lock().sessions.keys().cloned().collect()
+    }
+
+    /// A fresh look at the spool (new files listed and read); `false`, without a scan, when
+    /// nothing is spooled, the common case.
+    fn look(&self) -> bool {
         let known = !self.index.lock().files.is_empty();
         if !known && !any_spooled(&dir(&self.state_dir)) {
-            return HashSet::new();
+            return false;
         }
         self.scan(false);
         self.learn();
-        self.index.lock().sessions.keys().cloned().collect()
+        true
     }
 
     /// Puts a firing through the spool: written, then drained with whatever of its session is
