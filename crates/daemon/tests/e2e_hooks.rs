@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
 use support::daemon::{assert_ended_late, assert_valid_stream, http, project, types, Daemon, Sandbox};
-use support::fake_model::{FakeModel, Script, MODEL_ID};
-use support::real_hub::RealHub;
+use support::fake_model::{FakeModel, Script};
 use support::wait::wait_until;
 
 /// A Cline sandbox whose hook folder runs the real shim, plus a daemon sandbox beside it.
@@ -214,7 +213,7 @@ fn cline_in_a_long_tool(rig: &Rig) -> (std::process::Child, String) {
     let mut child = cmd.spawn().expect("spawn cline");
     let deadline = Instant::now() + Duration::from_secs(60);
     let session = loop {
-        if let Some(session) = session_with_a_tool_call(rig) {
+        if let Some(session) = rig.aep.session_with("tool.requested") {
             break session;
         }
         if Instant::now() > deadline {
@@ -225,18 +224,6 @@ fn cline_in_a_long_tool(rig: &Rig) -> (std::process::Child, String) {
         std::thread::sleep(Duration::from_millis(100));
     };
     (child, session)
-}
-
-/// The one session whose log holds a `tool.requested`, if there is one yet.
-fn session_with_a_tool_call(rig: &Rig) -> Option<String> {
-    let logs: Vec<PathBuf> = std::fs::read_dir(rig.aep.log_dir.join("cline"))
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    let [log] = logs.as_slice() else { return None };
-    let session = log.file_stem()?.to_str()?.to_string();
-    types(&rig.aep.log(&session))
-        .contains(&"tool.requested")
-        .then_some(session)
 }
 
 #[test]
@@ -316,87 +303,6 @@ fn ctrl_c_of_cline_json_leaves_no_run_open_and_ends_the_session() {
         .filter(|t| matches!(**t, "run.finished" | "run.cancelled" | "run.failed"))
         .count();
     assert_eq!(terminals, 1, "the run has exactly one terminal: {kinds:?}");
-    assert_eq!(project(&events), (true, 0));
-    assert_eq!(rig.aep.sessions_json()[&session]["state"], "ended");
-    assert_valid_stream(&events);
-    drop(daemon);
-}
-
-/// The issue's own steps: `cline --json` as a person runs it (Cline's default session backend,
-/// not the tests' `local`, with Cline's hub running), interrupted with SIGINT once its command
-/// runs. 3.0.65 then fires no further hook and records `status: failed`, `exit_code: 1` at the
-/// interrupt (in the `local` backend it fires its abort hooks and records `cancelled`): the
-/// session ends as that record says, at its `ended_at`, found by the store.
-#[test]
-fn ctrl_c_of_cline_json_in_its_default_mode_ends_as_clines_store_says() {
-    let rig = Rig::new(Script::command("touch started && sleep 30"));
-    let daemon: Daemon = rig.aep.start();
-    // The default backend starts Cline's hub when none runs: one on a port of the test's own,
-    // stopped when the test ends.
-    let hub = RealHub::ensure(&rig.cline);
-    let mut cmd = hub.command(&[
-        "--json",
-        "-P",
-        "openai-compatible",
-        "-m",
-        MODEL_ID,
-        "Run the command and report what it printed.",
-    ]);
-    cmd.env_remove("CLINE_SESSION_BACKEND_MODE")
-        .current_dir(rig.cline.workspace())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut cline = cmd.spawn().expect("spawn cline");
-    let marker = rig.cline.workspace().join("started");
-    wait_until("the command to start", Duration::from_secs(60), || {
-        marker.exists().then_some(())
-    });
-    let session = wait_until("the run's tool call", Duration::from_secs(30), || {
-        session_with_a_tool_call(&rig)
-    });
-    let interrupted = std::process::Command::new("kill")
-        .args(["-INT", &cline.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(interrupted.success());
-    cline.wait().unwrap();
-    let events = wait_for_type(&rig, &session, "session.ended");
-    let kinds = types(&events);
-    let record: Value = serde_json::from_slice(
-        &std::fs::read(
-            rig.cline
-                .cline_dir()
-                .join(format!("data/sessions/{session}/{session}.json")),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    eprintln!(
-        "after SIGINT: {kinds:?}; store: {} exit {} at {}",
-        record["status"], record["exit_code"], record["ended_at"]
-    );
-    let expected = match record["status"].as_str() {
-        Some("completed") => "run.finished",
-        Some("failed" | "error") => "run.failed",
-        _ => "run.cancelled",
-    };
-    let terminals: Vec<&str> = kinds
-        .iter()
-        .copied()
-        .filter(|t| matches!(*t, "run.finished" | "run.cancelled" | "run.failed"))
-        .collect();
-    assert_eq!(terminals, [expected], "as Cline recorded it: {kinds:?}");
-    let ended_at = aep_core::time::parse(record["ended_at"].as_str().unwrap(), true)
-        .map(aep_core::time::millis)
-        .unwrap();
-    let ended = support::daemon::of(&events, "session.ended")[0];
-    assert_eq!(ended["time"], ended_at.as_str(), "at Cline's ended_at: {ended}");
-    assert_eq!(ended["data"]["detected"]["by"], "cline_store", "{ended}");
-    if expected == "run.failed" {
-        let failed = support::daemon::of(&events, "run.failed")[0];
-        assert_eq!(failed["data"]["error"]["exit_code"], record["exit_code"], "{failed}");
-        assert_eq!(ended["data"]["reason"], "error");
-    }
     assert_eq!(project(&events), (true, 0));
     assert_eq!(rig.aep.sessions_json()[&session]["state"], "ended");
     assert_valid_stream(&events);

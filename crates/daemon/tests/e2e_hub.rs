@@ -356,14 +356,7 @@ fn a_cancel_of_a_run_outside_the_hub_is_refused_in_words_and_the_run_goes_on() {
         .stderr(std::process::Stdio::null());
     let mut run = run.spawn().unwrap();
     let session = support::wait::wait_until("the run's tool call", Duration::from_secs(60), || {
-        let logs = std::fs::read_dir(aep.log_dir.join("cline")).ok()?;
-        let session = logs
-            .filter_map(|e| e.ok())
-            .find_map(|e| e.path().file_stem()?.to_str().map(str::to_string))?;
-        aep.log(&session)
-            .iter()
-            .any(|e| e["type"] == "tool.requested")
-            .then_some(session)
+        aep.session_with("tool.requested")
     });
     let out = aep.run(&["cancel", &session], &[]);
     let said = String::from_utf8_lossy(&out.stderr);

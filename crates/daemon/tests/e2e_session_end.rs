@@ -1,7 +1,8 @@
 //! When a session ends that no hook ends, on the REAL Cline 3.0.65 CLI and hub, offline against
 //! the fake model (README "When does a session end"): hub runs completed while the daemon had no
-//! hub connection (running without the tap, or down), and a TUI run interrupted with Ctrl+C
-//! under tmux (plain daemon, and with the hub tap). Each asserts the log, `aep-cline sessions
+//! hub connection (running without the tap, or down), a `cline --json` in Cline's default
+//! backend interrupted with SIGINT, and a TUI run interrupted with Ctrl+C under tmux (plain
+//! daemon, and with the hub tap). Each asserts the log, `aep-cline sessions
 //! --json` and a consumer's projection written from the spec ([`support::daemon::project`]).
 //!
 //! What the real 3.0.65 does here (seen on these runs): a `cline --json` run through the hub
@@ -160,6 +161,64 @@ fn hub_runs_completed_while_the_daemon_had_no_hub_connection_end_as_clines_store
     });
     let _daemon = aep.start();
     assert_ended_as_the_store_says(&aep, &down, &record, "cline_store");
+}
+
+/// The issue's own steps: `cline --json` as a person runs it (Cline's default session backend,
+/// not the tests' `local`, with Cline's hub running), interrupted with SIGINT once its command
+/// runs. 3.0.65 then fires no further hook and records `status: failed`, `exit_code: 1` at the
+/// interrupt (in the `local` backend it fires its abort hooks and records `cancelled`): the
+/// session ends as that record says, at its `ended_at`, found by the store.
+#[test]
+fn ctrl_c_of_cline_json_in_its_default_mode_ends_as_clines_store_says() {
+    let model = FakeModel::start(Script::command("touch started && sleep 30"));
+    let cline = ClineSandbox::new(&model);
+    let aep = Sandbox::new();
+    aep.install_hooks_for(&cline);
+    // The default backend starts Cline's hub when none runs: one on a port of the test's own,
+    // stopped when the test ends.
+    let hub = RealHub::ensure(&cline);
+    let _daemon = aep.start();
+    let before = store_sessions(&cline);
+    let mut cmd = hub.command(&[
+        "--json",
+        "-P",
+        "openai-compatible",
+        "-m",
+        MODEL_ID,
+        "Run the command and report what it printed.",
+    ]);
+    cmd.env_remove("CLINE_SESSION_BACKEND_MODE")
+        .current_dir(cline.workspace())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut run = cmd.spawn().expect("spawn cline");
+    let marker = cline.workspace().join("started");
+    wait_until("the command to start", Duration::from_secs(60), || {
+        marker.exists().then_some(())
+    });
+    let session = new_session(&cline, &before);
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    run.wait().unwrap();
+    let record = store_end(&cline, &session);
+    eprintln!(
+        "after SIGINT: store {} exit {} at {}",
+        record["status"], record["exit_code"], record["ended_at"]
+    );
+    let log = assert_ended_as_the_store_says(&aep, &session, &record, "cline_store");
+    let terminals = types(&log)
+        .into_iter()
+        .filter(|t| matches!(*t, "run.finished" | "run.cancelled" | "run.failed"))
+        .count();
+    assert_eq!(terminals, 1, "one terminal, as Cline recorded it: {:?}", types(&log));
+    if record["status"] == "failed" {
+        let failed = of(&log, "run.failed")[0];
+        assert_eq!(failed["data"]["error"]["exit_code"], record["exit_code"], "{failed}");
+        assert_eq!(of(&log, "session.ended")[0]["data"]["reason"], "error");
+    }
 }
 
 /// A `cline` TUI in a tmux of its own (its own socket in the sandbox), killed when dropped.

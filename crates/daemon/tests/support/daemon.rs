@@ -149,6 +149,17 @@ impl Sandbox {
         cmd.output().expect("run aep-cline")
     }
 
+    /// The one session logged so far, once its log holds an Event of type `ty`; `None` before
+    /// (no log, more than one, or no such Event yet).
+    pub fn session_with(&self, ty: &str) -> Option<String> {
+        let logs: Vec<PathBuf> = std::fs::read_dir(self.log_dir.join("cline"))
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        let [log] = logs.as_slice() else { return None };
+        let session = log.file_stem()?.to_str()?.to_string();
+        self.log(&session).iter().any(|e| e["type"] == ty).then_some(session)
+    }
+
     /// A session's log, one parsed Event per line (asserting every line is whole JSON).
     pub fn log(&self, session: &str) -> Vec<Value> {
         let path = aep_cline::lane::Journal::new(&self.log_dir).path(session);
