@@ -16,6 +16,7 @@
 
 use crate::control::{Kind, Link, Request};
 use crate::lane::{IngestError, Lane, Published, Sessions};
+use aep_core::bounded::BoundedMap;
 use aep_core::{EventType, Scope};
 use cline_hooks::Planned;
 use cline_hub::ack::{self, Ack, HubOutcome, Nack, NackReason};
@@ -49,7 +50,7 @@ pub struct Intake {
     /// The daemon's own words for its latest refusals, by command id: the log keeps a
     /// `control.rejected`'s `detail` only at `redacted`/`full` (free text, AEP-0003), but a
     /// person who sent the command on this machine should read why ([`Intake::refusal`]).
-    refusals: Mutex<std::collections::VecDeque<(String, String)>>,
+    refusals: Mutex<BoundedMap<String, String>>,
 }
 
 /// Refusals whose words are kept for their senders.
@@ -67,19 +68,14 @@ impl Intake {
             accepts,
             hub,
             recorded: Mutex::new(Dedupe::new(MAX_RECORDED)),
-            refusals: Mutex::new(std::collections::VecDeque::new()),
+            refusals: Mutex::new(BoundedMap::new(MAX_REFUSALS)),
         }
     }
 
     /// Why the command `command_id` was refused, in the daemon's words, while it is among the
     /// latest refusals. For a local door only: the log is what every other reader gets.
     pub fn refusal(&self, command_id: &str) -> Option<String> {
-        let refusals = self.refusals.lock();
-        refusals
-            .iter()
-            .rev()
-            .find(|(id, _)| id == command_id)
-            .map(|(_, why)| why.clone())
+        self.refusals.lock().get(command_id).cloned()
     }
 
     /// The command types this daemon declares (`control.accepts`, authoritative, AEP-0004 §4.2).
@@ -337,11 +333,7 @@ impl Intake {
     /// The ack Event for a command: `cause` = the command id (AEP-0004 §3).
     fn ack_event(&self, command_id: &str, ack: &Ack) -> Planned {
         if let Ack::Rejected(nack) = ack {
-            let mut refusals = self.refusals.lock();
-            if refusals.len() == MAX_REFUSALS {
-                refusals.pop_front();
-            }
-            refusals.push_back((command_id.to_string(), nack.detail.clone()));
+            self.refusals.lock().insert(command_id.to_string(), nack.detail.clone());
         }
         let level = self.sessions.capture().ceiling("control.accepted");
         Planned {
