@@ -399,6 +399,29 @@ pub fn delegation_stopped(child: &str, ctx: &MapContext) -> Mapped {
     )
 }
 
+/// `tool.denied {tool, by: policy, rule?}` for a `tool_call` payload a policy blocked before
+/// it ran (AEP-0002 §4.1: no human loop). Linked like a `tool_result`: it resolves the call.
+pub fn tool_denied(p: &HookPayload, rule: Option<&str>, ctx: &MapContext) -> Option<Mapped> {
+    if p.hook_name != "tool_call" {
+        return None;
+    }
+    let call = p.tool_call.clone().unwrap_or_default();
+    let name = call.name.clone().unwrap_or_default();
+    let mut b = Builder::new("tool.denied", ctx)
+        .meta("tool", tool_ref(&name, call.id.as_deref()))
+        .meta("by", json!("policy"));
+    if let Some(rule) = rule {
+        b = b.meta("rule", json!(rule));
+    }
+    let link = match call.id.filter(|id| !id.is_empty()) {
+        Some(call_id) => Link::ToolResolved { call_id },
+        None => Link::ToolResolvedByName { tool: name.clone() },
+    };
+    let mut m = with(b.done(link), Some(&name), p.iteration);
+    m.severity = Some(Severity::Notice);
+    Some(m)
+}
+
 fn tool_ref(name: &str, call_id: Option<&str>) -> Value {
     let mut tool = json!({ "name": name });
     if let Some(id) = call_id.filter(|s| !s.is_empty()) {

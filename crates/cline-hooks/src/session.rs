@@ -410,6 +410,25 @@ impl SessionTracker {
         self.plan_with(payload, ctx, &HookUsage::default(), new_id)
     }
 
+    /// A tool call a guard blocked before it ran: its `tool.denied` (AEP-0002 §4.1, a block
+    /// with no human loop), planned as the resolution of the call's `tool.requested`, as its
+    /// `tool_result` would have been. `None` for a payload that is no `tool_call`.
+    pub fn plan_denied(
+        &mut self,
+        payload: &HookPayload,
+        rule: Option<&str>,
+        ctx: &MapContext,
+        new_id: &mut dyn FnMut() -> String,
+    ) -> Option<Planned> {
+        let event = crate::mapping::tool_denied(payload, rule, ctx)?;
+        let cause = match &event.link {
+            Link::ToolResolved { call_id } => self.tools.remove(call_id),
+            Link::ToolResolvedByName { tool } => self.pop_by_name(tool),
+            _ => None,
+        };
+        Some(self.in_run(payload.agent(), cause, event, new_id))
+    }
+
     /// When the open run of `agent` started (epoch ms), if known: the start of the window
     /// whose model calls are that run's share.
     pub fn run_started_at(&self, agent: &str) -> Option<i64> {
@@ -708,16 +727,18 @@ impl SessionTracker {
                     }
                 }
             },
-            "tool.completed" | "tool.failed" => match event.pointer("/data/tool/call_id").and_then(Value::as_str) {
-                Some(call) => {
-                    self.tools.remove(call);
-                }
-                None => {
-                    if let Some(tool) = tool_name(event) {
-                        self.pop_by_name(tool);
+            "tool.completed" | "tool.failed" | "tool.denied" => {
+                match event.pointer("/data/tool/call_id").and_then(Value::as_str) {
+                    Some(call) => {
+                        self.tools.remove(call);
+                    }
+                    None => {
+                        if let Some(tool) = tool_name(event) {
+                            self.pop_by_name(tool);
+                        }
                     }
                 }
-            },
+            }
             "delegation.subagent.started" => {
                 if let Some(child) = s("subject") {
                     self.delegations.insert(child.to_string(), id);

@@ -35,6 +35,13 @@ pub const PARENT_HEADER: &str = "x-aep-cline-parent";
 pub const CLINE_DATA_HEADER: &str = "x-aep-cline-data";
 /// Response header proving the daemon holds the discovery token.
 pub const PROOF_HEADER: &str = "x-aep-cline-proof";
+/// Response header saying the answer's body carries a guard's `control` for Cline
+/// ([`crate::guard`]): the shim prints it on stdout. Absent, the shim reads no body.
+pub const CONTROL_HEADER: &str = "x-aep-cline-control";
+/// `AEP_CLINE_ENFORCE`, read by the shim from Cline's environment: `closed` makes a daemon the
+/// shim cannot reach stop the tools Cline waits on, instead of letting them run (`open`, the
+/// default: the agent is never held up by aep-cline being away).
+pub const ENFORCE_VARIABLE: &str = "AEP_CLINE_ENFORCE";
 
 /// How long the shim waits for the daemon's answer before it spools the firing (the rest of
 /// its 250 ms budget is for the spool write). A request the daemon reads later than this after

@@ -12,7 +12,8 @@
 //! - [`control`]: the one command door; [`archive`]: the logs read back (replays reaching past
 //!   memory) and their retention; [`views`]: what people read and do (a session summed up, its
 //!   timeline, the pending approvals), shared by the commands, the dashboard and the fleet.
-//! - [`policy`], [`budget`]: the rules and the money limits that answer or stop.
+//! - [`policy`], [`budget`]: the rules and the money limits that answer or stop; [`guard`]:
+//!   both, at the hook Cline waits on before every tool (the control the shim prints).
 //! - [`endpoint`]: the embedded AEP endpoint, a sink (feed, SSE, socket) and a source (the
 //!   collector, commands over the socket); [`sinks`]: the relay, OTLP and NATS, with their
 //!   durable delivery.
@@ -45,6 +46,8 @@ pub mod views;
 
 pub mod budget;
 pub mod policy;
+
+pub mod guard;
 
 pub mod endpoint;
 pub mod sinks;

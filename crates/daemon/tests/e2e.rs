@@ -7,6 +7,7 @@ mod e2e_cline2;
 mod e2e_cline_smoke;
 mod e2e_dashboard;
 mod e2e_endpoint;
+mod e2e_guard;
 mod e2e_hooks;
 mod e2e_hub;
 mod e2e_session_end;

@@ -457,6 +457,31 @@ impl Ledger {
         out
     }
 
+    /// The first limit that `session` is at or past at `now_ms`: its run `run` (when that is
+    /// the run the ledger charges), the session, its day. What stops the next step (a tool
+    /// call, a prompt) before it spends more; `None` while every limit has room.
+    pub fn over(&self, session: &str, run: Option<&str>, applied: Applied<'_>, now_ms: i64) -> Option<Crossing> {
+        let spent = self.sessions.get(session);
+        let run_cost = spent
+            .and_then(|s| s.run.as_ref())
+            .filter(|(id, _, _)| Some(id.as_str()) == run)
+            .map(|(_, spend, _)| spend.cost);
+        let checks = [
+            (Scope::Run, run_cost),
+            (Scope::Session, spent.map(|s| s.spend.cost)),
+            (Scope::Day, Some(self.day(applied.day, now_ms))),
+        ];
+        checks.into_iter().find_map(|(scope, cost)| {
+            let (cost, limit) = (cost?, applied.limits.get(scope)?);
+            (cost > 0.0 && cost >= limit).then_some(Crossing {
+                scope,
+                level: Level::Reached,
+                limit,
+                cost,
+            })
+        })
+    }
+
     /// The session ended: its spend is let go.
     pub fn forget(&mut self, session: &str) {
         self.sessions.remove(session);

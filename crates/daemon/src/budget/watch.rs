@@ -149,7 +149,9 @@ impl Watch {
                 return;
             }
         };
-        let at = event.timestamp.unwrap_or_else(crate::lane::sessions::now_ms) as i64;
+        // The daemon's clock names the day, not the frame's stamp: one frame stamped a day
+        // ahead must not start a new day (or keep the old one) for every session.
+        let at = crate::lane::sessions::now_ms() as i64;
         let from = Origin::Hub {
             event: event.event_id.as_deref(),
         };
@@ -311,6 +313,35 @@ impl Watch {
                 withdraw(sessions, &request);
             }
         }
+    }
+
+    /// The limit `session` is at or past now (the daemon's clock names the day), with the
+    /// words Cline is told: the next tool call or prompt of the run is stopped there.
+    /// `run`: the run a tool call belongs to (`None` at a prompt, which starts a new one).
+    pub fn over(&self, session: &str, run: Option<&str>, workspace: Option<&str>) -> Option<(Crossing, String)> {
+        let budgets = self.budgets();
+        if budgets.is_empty() {
+            return None;
+        }
+        let facts = self.facts.lock().get(session).cloned().unwrap_or_default();
+        let applied = budgets.applied(facts.workspace.as_deref().or(workspace));
+        let now = crate::lane::sessions::now_ms() as i64;
+        let over = self.ledger.lock().over(session, run, applied, now)?;
+        let words = format!(
+            "aep-cline: the {} budget is reached ({} spent), so this step is stopped before it spends more; raise {} or wait for a new {}",
+            over.scope.as_str(),
+            amounts(&over),
+            match applied.workspace {
+                Some(_) => "the policy file's [[budget]]",
+                None => super::VARIABLE,
+            },
+            match over.scope {
+                Scope::Run => "run",
+                Scope::Session => "session",
+                Scope::Day => "UTC day",
+            },
+        );
+        Some((over, words))
     }
 
     /// What `/healthz` says: the limits, the day so far, and each session's use.

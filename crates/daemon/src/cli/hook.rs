@@ -1,6 +1,10 @@
 //! `aep-cline hook`: the shim Cline runs as a hook file. It reads the payload from stdin,
 //! hands it to the daemon, and exits 0 having printed nothing on stdout: Cline reads a hook's
 //! stdout as control (`{"cancel":true}` would abort the run), and an observer must never steer.
+//! The one exception is a guard the user turned on (a policy or budgets, [`crate::guard`]): the
+//! daemon's proven answer then carries the control that carries out its decision, printed as
+//! it came; and with `AEP_CLINE_ENFORCE=closed`, a tool hook the daemon did not decide is
+//! stopped rather than let through.
 //!
 //! Cline blocks on `tool_call` and `tool_result` hooks, so this path is paid twice per tool
 //! call: no async runtime, no logging framework, one plain HTTP/1.1 request over the daemon's
@@ -8,7 +12,10 @@
 //! Fail-open and lossless: if the daemon is absent, dead or hung, the shim gives up within
 //! [`BUDGET`] and spools the payload for the daemon to ingest later. Problems go to stderr.
 
-use crate::firing::{self, CLINE_DATA_HEADER, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER, SHIM_WAIT};
+use crate::firing::{
+    self, CLINE_DATA_HEADER, CONTROL_HEADER, DELIVERY_HEADER, ENFORCE_VARIABLE, FIRED_HEADER, PARENT_HEADER,
+    PROOF_HEADER, SHIM_WAIT,
+};
 use crate::lane::spool::{self, Spooled};
 use crate::state::discovery::Discovery;
 use std::io::{Read, Write};
@@ -40,10 +47,14 @@ fn daemon_wait(body_len: usize) -> Duration {
         .max(SHIM_WAIT / 4)
 }
 
+/// The largest control the shim prints (a cancel with its reason is a few hundred bytes).
+const MAX_CONTROL: usize = 64 << 10;
+
 /// What became of one hook.
 #[derive(Debug, PartialEq, Eq)]
 enum Delivered {
-    Recorded,
+    /// Recorded; with the control a guard answered (JSON text, printed on stdout for Cline).
+    Recorded(Option<String>),
     /// The daemon refused the body for good (not a hook, too large): spooling would not help.
     Refused(u16),
     /// Not delivered; spool it.
@@ -90,8 +101,16 @@ pub fn run() -> std::process::ExitCode {
         cline_data: firing::cline_data_header(),
     };
     let deadline = started + daemon_wait(spooled.body.len());
-    match deliver(&state_dir, &spooled, deadline) {
-        Delivered::Recorded => {}
+    let closed = enforce_closed();
+    let delivered = deliver(&state_dir, &spooled, deadline);
+    if closed && !matches!(delivered, Delivered::Recorded(_)) && waits_on(spooled.body.as_bytes()) {
+        // Nobody decided this tool: under `closed` it does not run (the daemon still records
+        // the hook from the spool).
+        print_control(&crate::guard::control_for(CLOSED_WORDS).to_string());
+    }
+    match delivered {
+        Delivered::Recorded(Some(control)) => print_control(&control),
+        Delivered::Recorded(None) => {}
         Delivered::Refused(413) => eprintln!(
             "aep-cline hook: the payload ({} bytes) is over the daemon's limit (AEP_CLINE_MAX_BODY) and was not recorded",
             spooled.body.len()
@@ -109,6 +128,55 @@ pub fn run() -> std::process::ExitCode {
         },
     }
     std::process::ExitCode::SUCCESS
+}
+
+/// What Cline is told when `AEP_CLINE_ENFORCE=closed` stops a tool nobody could decide.
+const CLOSED_WORDS: &str = "aep-cline: the daemon that decides tool calls cannot be reached, and AEP_CLINE_ENFORCE=closed stops every tool until it is back (`aep-cline doctor` says why; unset AEP_CLINE_ENFORCE to let tools run unguarded)";
+
+/// Whether `AEP_CLINE_ENFORCE` in Cline's environment says `closed`. `open` or unset: no. Any
+/// other value is read as `closed` (it names enforcement; a typo must not turn it off) and
+/// said on stderr.
+fn enforce_closed() -> bool {
+    match std::env::var(ENFORCE_VARIABLE).as_deref().map(str::trim) {
+        Err(_) | Ok("" | "open") => false,
+        Ok("closed") => true,
+        Ok(other) => {
+            eprintln!("aep-cline hook: {ENFORCE_VARIABLE}={other:?} is neither open nor closed; read as closed");
+            true
+        }
+    }
+}
+
+/// Hook control on stdout, one line, as Cline reads it (the whole of stdout is JSON).
+fn print_control(control: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(control.as_bytes()).and_then(|()| out.flush()) {
+        eprintln!("aep-cline hook: cannot tell Cline the guard's answer on stdout: {e}");
+    }
+}
+
+/// Whether the payload is a hook Cline waits on before a tool (`tool_call`, 2.x
+/// `PreToolUse`), by its `hookName` (the body is not parsed: only under `closed`, on failure).
+fn waits_on(body: &[u8]) -> bool {
+    const KEY: &[u8] = b"\"hookName\"";
+    let mut from = 0;
+    while let Some(at) = body[from..].windows(KEY.len()).position(|w| w == KEY) {
+        let rest = &body[from + at + KEY.len()..];
+        let rest: Vec<u8> = rest
+            .iter()
+            .copied()
+            .skip_while(|b| b.is_ascii_whitespace())
+            .take(24)
+            .collect();
+        if let Some(value) = rest.strip_prefix(b":") {
+            let value: Vec<u8> = value.iter().copied().skip_while(|b| b.is_ascii_whitespace()).collect();
+            if value.starts_with(b"\"tool_call\"") || value.starts_with(b"\"PreToolUse\"") {
+                return true;
+            }
+        }
+        from += at + KEY.len();
+    }
+    false
 }
 
 /// Whether the payload is Cline 2.x's: a PascalCase `hookName` (3.x's are snake_case). 2.x
@@ -151,7 +219,7 @@ fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
                 answer.status
             ))
         }
-        Ok(answer) if (200..300).contains(&answer.status) => Delivered::Recorded,
+        Ok(answer) if (200..300).contains(&answer.status) => Delivered::Recorded(answer.control),
         Ok(answer) if matches!(answer.status, 400 | 413 | 415) => Delivered::Refused(answer.status),
         Ok(answer) => Delivered::Retry(format!("the daemon answered HTTP {}", answer.status)),
         Err(e) => Delivered::Retry(format!("the daemon did not take the hook ({e})")),
@@ -182,6 +250,8 @@ impl std::fmt::Display for DataHeader<'_> {
 struct Answer {
     status: u16,
     proof: Option<String>,
+    /// A guard's control ([`CONTROL_HEADER`]), as JSON text.
+    control: Option<String>,
 }
 
 /// One `POST /hook` on the daemon's socket.
@@ -232,13 +302,46 @@ fn post(mut stream: UnixStream, daemon: &Discovery, firing: &Spooled, deadline: 
             std::io::Error::new(std::io::ErrorKind::InvalidData, "no HTTP status line in the answer")
         }));
     };
-    let proof = lines.find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.trim()
-            .eq_ignore_ascii_case(PROOF_HEADER)
-            .then(|| value.trim().to_string())
-    });
-    Ok(Answer { status, proof })
+    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4);
+    let (mut proof, mut has_control, mut length) = (None, false, None);
+    for l in lines.take_while(|l| !l.is_empty()) {
+        let Some((name, value)) = l.split_once(':') else {
+            continue;
+        };
+        let (name, value) = (name.trim(), value.trim());
+        if name.eq_ignore_ascii_case(PROOF_HEADER) {
+            proof = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case(CONTROL_HEADER) {
+            has_control = true;
+        } else if name.eq_ignore_ascii_case("content-length") {
+            length = value.parse::<usize>().ok();
+        }
+    }
+    // The body only when it carries a control (the daemon says so), bounded, within the budget.
+    let control = match (has_control, head_end, length) {
+        (true, Some(start), Some(length)) if length <= MAX_CONTROL => {
+            let mut body = response.split_off(start);
+            while body.len() < length {
+                stream.set_read_timeout(Some(remaining(deadline)?))?;
+                let n = stream.read(&mut chunk)?;
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+            control_of(&body)
+        }
+        _ => None,
+    };
+    Ok(Answer { status, proof, control })
+}
+
+/// The `control` of the daemon's answer body, as compact JSON text; `None` when the body is
+/// not an answer with an object `control`.
+fn control_of(body: &[u8]) -> Option<String> {
+    let answer: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let control = answer.get("control").filter(|c| c.is_object())?;
+    Some(control.to_string())
 }
 
 #[cfg(test)]

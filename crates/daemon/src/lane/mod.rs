@@ -19,7 +19,9 @@ pub mod sessions;
 pub mod spool;
 pub mod store2;
 pub mod usage;
+pub mod verdict;
 
 pub use bus::{Bus, Note, Published};
 pub use journal::Journal;
 pub use sessions::{IngestError, Ingested, Lane, Lifetime, Sessions, DELIVERY_EXTENSION};
+pub use verdict::{Judge, Verdict};

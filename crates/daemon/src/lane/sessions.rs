@@ -31,7 +31,8 @@ use crate::lane::bus::{Bus, Published};
 use crate::lane::journal::Journal;
 use crate::lane::local::Local;
 use crate::lane::parent::{Parent, PARENT_EXTENSION};
-use aep_core::bounded::BoundedSet;
+use crate::lane::verdict::{Judge, Verdict};
+use aep_core::bounded::{BoundedMap, BoundedSet};
 use aep_core::redact::Redactor;
 use aep_core::sequence::{MemorySequencer, Position, Sequencer};
 use aep_core::{CapturePolicy, ExtValue};
@@ -58,6 +59,10 @@ pub const CLINE_DATA_EXTENSION: &str = "clinedata";
 /// Delivery ids remembered per session.
 const MAX_DELIVERIES: usize = 4096;
 
+/// A guard's answers remembered per session, by delivery id: the same firing from another
+/// hook folder gets the same answer.
+const MAX_VERDICTS: usize = 64;
+
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error(transparent)]
@@ -71,13 +76,16 @@ pub enum IngestError {
 /// What one hook did.
 #[derive(Debug)]
 pub enum Ingested {
-    /// These Events were appended, in order, and published.
+    /// These Events were appended, in order, and published; `control` is what a guard
+    /// answers Cline ([`Verdict::control`]).
     Appended {
         session: String,
         events: Vec<Arc<Published>>,
+        control: Option<Value>,
     },
-    /// The delivery was seen before; nothing was recorded again.
-    Duplicate { session: String },
+    /// The delivery was seen before; nothing was recorded again. `control`: the answer the
+    /// first copy got.
+    Duplicate { session: String, control: Option<Value> },
 }
 
 struct SessionState {
@@ -85,6 +93,8 @@ struct SessionState {
     sequencer: MemorySequencer,
     /// Recent hook deliveries, so a redelivered hook is recorded once.
     deliveries: BoundedSet<String>,
+    /// What a guard answered recent deliveries ([`Verdict::control`]).
+    verdicts: BoundedMap<String, Value>,
     approvals: Approvals,
     /// Acks a hook's effect wrote ahead of the hub's reply, by command id, until the intake
     /// records them ([`cline_hub::answers_before_effects`]).
@@ -322,10 +332,28 @@ impl Sessions {
         self.ingest(HookPayload::parse(body)?, firing)
     }
 
+    /// [`Sessions::ingest_hook`] with a guard that may answer the hook ([`Judge`]), for a hook
+    /// Cline waits on.
+    pub fn ingest_hook_judged(&self, body: &[u8], firing: &Firing, judge: Judge<'_>) -> Result<Ingested, IngestError> {
+        self.ingest_judged(HookPayload::parse(body)?, firing, Some(judge))
+    }
+
     /// Maps one parsed hook to Events and appends them to its session's log, once per
     /// delivery id. Each Event's `time` is when the hook fired (the payload's `timestamp`, else
     /// the shim's clock), not when it reached the daemon.
     pub fn ingest(&self, payload: HookPayload, firing: &Firing) -> Result<Ingested, IngestError> {
+        self.ingest_judged(payload, firing, None)
+    }
+
+    /// [`Sessions::ingest`], asking `judge` (when given) what to answer the hook, under the
+    /// session's lock, after its Events are planned and before they are written: the audit goes
+    /// on them, and a blocked tool call's `tool.denied` in the same write.
+    pub fn ingest_judged(
+        &self,
+        payload: HookPayload,
+        firing: &Firing,
+        judge: Option<Judge<'_>>,
+    ) -> Result<Ingested, IngestError> {
         let session = payload.session_key().expect("parse checks the session key").to_string();
         let delivery = firing.delivery.as_deref();
         let time = fired_at(&payload, firing);
@@ -346,6 +374,7 @@ impl Sessions {
                 if state.deliveries.contains(d) {
                     return Ok(Ingested::Duplicate {
                         session: session.clone(),
+                        control: state.verdicts.get(d).cloned(),
                     });
                 }
             }
@@ -374,6 +403,10 @@ impl Sessions {
             let mut planned = state
                 .tracker
                 .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
+            let verdict = judge.and_then(|judge| judge(&payload, &state.tracker));
+            if let Some(verdict) = &verdict {
+                apply(verdict, &payload, &mut state.tracker, &ctx, &mut planned);
+            }
             let acks = self.answers_before_effects(&mut planned, state);
             self.dismiss_before_end(&mut planned, state);
             let events = self.commit(&session, state, &planned, delivery, &time)?;
@@ -382,8 +415,12 @@ impl Sessions {
                     state.acks_first.insert(ack.command, event.clone());
                 }
             }
+            let control = verdict.and_then(|v| v.control);
             if let Some(d) = delivery {
                 state.deliveries.insert(d.to_string());
+                if let Some(control) = &control {
+                    state.verdicts.insert(d.to_string(), control.clone());
+                }
             }
             if state.last_hook.as_deref().is_none_or(|last| *last < *time) {
                 state.last_hook = Some(time.clone());
@@ -399,6 +436,7 @@ impl Sessions {
             Ok(Ingested::Appended {
                 session: session.clone(),
                 events,
+                control,
             })
         })
     }
@@ -580,6 +618,7 @@ impl Sessions {
             tracker: SessionTracker::new(),
             sequencer: MemorySequencer::new(0),
             deliveries: BoundedSet::new(MAX_DELIVERIES),
+            verdicts: BoundedMap::new(MAX_VERDICTS),
             approvals: Approvals::new(),
             acks_first: HashMap::new(),
             ended: None,
@@ -653,6 +692,23 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A guard's verdict on a hook's planned Events: its audit in the first Event's data, and a
+/// blocked call's `tool.denied` right after its `tool.requested`.
+fn apply(
+    verdict: &Verdict,
+    payload: &HookPayload,
+    tracker: &mut SessionTracker,
+    ctx: &MapContext,
+    planned: &mut Vec<Planned>,
+) {
+    if let Some(data) = planned.first_mut().and_then(|p| p.event.data.as_mut()) {
+        data.extend(verdict.audit.clone());
+    }
+    if let Some(rule) = &verdict.denied {
+        planned.extend(tracker.plan_denied(payload, rule.as_deref(), ctx, &mut aep_core::id::new_id));
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,10 @@
 //! Every answer carries the proof that this daemon holds the discovery token.
 
 use super::AppState;
-use crate::firing::{self, Firing, CLINE_DATA_HEADER, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER};
+use crate::firing::{
+    self, Firing, CLINE_DATA_HEADER, CONTROL_HEADER, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER,
+};
+use crate::guard::Guard;
 use crate::http::auth::authorized;
 use crate::http::error::error;
 use crate::lane::spool::Spooled;
@@ -53,6 +56,8 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         cline_data: header(&headers, CLINE_DATA_HEADER).and_then(firing::decode_path),
     };
     let (sessions, spool) = (state.sessions.clone(), state.spool.clone());
+    // With a policy or budgets set, the hooks Cline waits on are decided as they are recorded.
+    let guard = Guard::new(state.policy.clone(), state.budget.clone());
     let outcome = tokio::task::spawn_blocking(move || {
         if firing.abandoned(firing::now_ns()) {
             // Its shim has spooled it (or is about to): order it with the spool, by firing time.
@@ -70,20 +75,26 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
                 .map_err(|e| IngestError::Spool(format!("cannot spool a late hook: {e}; check AEP_CLINE_STATE_DIR")));
         }
         // After its session's spooled firings, and only theirs (the spool's index says which).
-        spool.live(&body, &sessions, || sessions.ingest_hook(&body, &firing).map(Some))
+        spool.live(&body, &sessions, || {
+            if guard.is_on() {
+                let judge = |p: &cline_hooks::HookPayload, t: &cline_hooks::SessionTracker| guard.judge(p, t);
+                sessions.ingest_hook_judged(&body, &firing, &judge).map(Some)
+            } else {
+                sessions.ingest_hook(&body, &firing).map(Some)
+            }
+        })
     })
     .await;
     match outcome {
-        Ok(Ok(Some(Ingested::Appended { session, events }))) => (
-            StatusCode::OK,
-            Json(json!({"ok": true, "session": session, "events": events.len()})),
-        )
-            .into_response(),
-        Ok(Ok(Some(Ingested::Duplicate { session }))) => (
-            StatusCode::OK,
-            Json(json!({"ok": true, "session": session, "events": 0, "duplicate": true})),
-        )
-            .into_response(),
+        Ok(Ok(Some(Ingested::Appended {
+            session,
+            events,
+            control,
+        }))) => answered(json!({"ok": true, "session": session, "events": events.len()}), control),
+        Ok(Ok(Some(Ingested::Duplicate { session, control }))) => answered(
+            json!({"ok": true, "session": session, "events": 0, "duplicate": true}),
+            control,
+        ),
         Ok(Ok(None)) => (StatusCode::OK, Json(json!({"ok": true, "spooled": true}))).into_response(),
         Ok(Err(IngestError::Payload(e))) => {
             tracing::warn!(error = %e, "hook refused");
@@ -98,4 +109,18 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e)
         }
     }
+}
+
+/// A recorded hook's answer; with a guard's control, the control in it (`control`) and
+/// [`CONTROL_HEADER`] set, so the shim reads the body only when there is something to print.
+fn answered(mut body: serde_json::Value, control: Option<serde_json::Value>) -> Response {
+    let Some(control) = control else {
+        return (StatusCode::OK, Json(body)).into_response();
+    };
+    body["control"] = control;
+    let mut response = (StatusCode::OK, Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(CONTROL_HEADER, HeaderValue::from_static("1"));
+    response
 }

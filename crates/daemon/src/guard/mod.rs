@@ -1,0 +1,65 @@
+//! Guardrails where the tool call is decided: the hook door's answer to Cline.
+//!
+//! Cline waits on its `tool_call` hook (2.x: `PreToolUse`) before every tool, in every mode
+//! (hub or not, auto-approve or not, TUI, `--json`), and reads the hook's stdout as control.
+//! With a policy (`AEP_CLINE_POLICY`) or budgets (`AEP_CLINE_BUDGET`) set, the daemon decides
+//! each such hook while it records it ([`crate::lane::Sessions::ingest_judged`]) and the shim
+//! prints the answer; without either, nothing is decided and the shim prints nothing, as ever.
+//!
+//! - [`decide`]: the pure decision (the policy's answer, a budget reached) and the control
+//!   that carries it out.
+//! - this file: the daemon's side: the policy in force, the budgets' ledger, the clock.
+//!
+//! One decision per firing: Cline runs the hook file of every hook folder, and each copy of a
+//! firing gets the answer the first one got (the lane keeps it by delivery id).
+
+pub mod decide;
+
+use crate::budget::Watch;
+use crate::lane::Verdict;
+use crate::policy::Active;
+use cline_hooks::{HookPayload, SessionTracker};
+use std::sync::Arc;
+
+pub use decide::{control_for, Step};
+
+/// The policy and the budgets, as the hook door asks them.
+pub struct Guard {
+    policy: Option<Arc<Active>>,
+    budget: Arc<Watch>,
+}
+
+impl Guard {
+    pub fn new(policy: Option<Arc<Active>>, budget: Arc<Watch>) -> Guard {
+        Guard { policy, budget }
+    }
+
+    /// Whether anything is to be decided: a policy, or a budget.
+    pub fn is_on(&self) -> bool {
+        self.policy.is_some() || !self.budget.budgets().is_empty()
+    }
+
+    /// The verdict on one hook, under its session's lock (the budgets' ledger lock is taken
+    /// inside it, the one order); `None` for a hook nobody decides.
+    pub fn judge(&self, payload: &HookPayload, tracker: &SessionTracker) -> Option<Verdict> {
+        let step = Step::of(payload)?;
+        let session = payload.session_key()?;
+        let run = match step {
+            Step::Tool { .. } => tracker.open_run(payload.agent()).or_else(|| tracker.active_run()),
+            Step::Prompt => None,
+        };
+        let over = self.budget.over(session, run, tracker.workspace());
+        let policy = self.policy.as_ref().map(|p| p.current());
+        let verdict = decide::decide(&step, policy.as_deref(), tracker.workspace(), over.as_ref());
+        if let Some(v) = &verdict {
+            tracing::info!(
+                %session,
+                hook = %payload.hook_name,
+                stopped = v.control.is_some(),
+                audit = %serde_json::Value::Object(v.audit.clone()),
+                "guard: decided at the hook"
+            );
+        }
+        verdict
+    }
+}

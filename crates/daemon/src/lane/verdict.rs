@@ -1,0 +1,28 @@
+//! What a guard above the lane (`crate::guard`: the policy and the budgets) answers a hook
+//! before Cline goes on: the lane asks it under the session's lock, while it plans the hook's
+//! Events, so the decision, its audit on the hook's own Events and the answer the shim prints
+//! are one step, and a copy of the same firing (Cline runs every hook folder's file) gets the
+//! same answer ([`Sessions::ingest_judged`](super::Sessions::ingest_judged)).
+//!
+//! The lane knows nothing of rules or money: a [`Judge`] is handed in by the hook door, the
+//! dependency inverted as the command intake's [`crate::control::Link`] is.
+
+use cline_hooks::{HookPayload, SessionTracker};
+use serde_json::{Map, Value};
+
+/// A guard's answer to one hook.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    /// What the shim prints on stdout for Cline (its hook control, e.g. `{"cancel": true,
+    /// "errorMessage": ...}`); `None`: Cline goes on as it would have.
+    pub control: Option<Value>,
+    /// Fields added to the `data` of the hook's first Event (its `tool.requested`): the rule,
+    /// the answer, why, where it was enforced. Nothing at capture `none`, where there is no data.
+    pub audit: Map<String, Value>,
+    /// The tool call was blocked: the hook's `tool.requested` is resolved by a `tool.denied`
+    /// naming this rule, in the same write.
+    pub denied: Option<Option<String>>,
+}
+
+/// Decides a hook, given the session's tracker (its runs and workspace) as planned so far.
+pub type Judge<'a> = &'a (dyn Fn(&HookPayload, &SessionTracker) -> Option<Verdict> + Sync);

@@ -1,0 +1,124 @@
+//! Guardrails where the tool call is decided (#35), on the REAL Cline CLI 3.0.65 in its default
+//! mode: `cline --json "prompt"` in act mode with auto-approve on, in the local backend (no hub,
+//! so no approval ever reaches the policy). The daemon answers the `tool_call` hook, which
+//! Cline waits on before every tool, with the control that carries out its decision.
+
+use crate::support;
+
+use serde_json::Value;
+use std::time::Duration;
+use support::cline::ClineSandbox;
+use support::daemon::{types, Daemon, Sandbox};
+use support::fake_model::{FakeModel, Script};
+
+/// A deny rule for `rm`, an approve rule for `ls`, as a newcomer would write them.
+const POLICY: &str = r#"
+[[rule]]
+name = "no-rm"
+tool = "run_commands"
+command = '\brm\b'
+answer = "deny"
+reason = "deleting files needs a person"
+
+[[rule]]
+name = "echo"
+tool = "run_commands"
+command = '^echo\b'
+answer = "approve"
+"#;
+
+struct Rig {
+    _model: FakeModel,
+    cline: ClineSandbox,
+    aep: Sandbox,
+    _daemon: Daemon,
+}
+
+impl Rig {
+    fn new(script: Script, env: &[(&str, &str)]) -> Rig {
+        let model = FakeModel::start(script);
+        let cline = ClineSandbox::new(&model);
+        let mut aep = Sandbox::new();
+        let policy = aep.root.path().join("policy.toml");
+        std::fs::write(&policy, POLICY).unwrap();
+        aep = aep.with_env("AEP_CLINE_POLICY", policy.to_str().unwrap());
+        for (k, v) in env {
+            aep = aep.with_env(k, v);
+        }
+        aep.install_hooks_for(&cline);
+        let daemon = aep.start();
+        Rig {
+            _model: model,
+            cline,
+            aep,
+            _daemon: daemon,
+        }
+    }
+
+    /// The log of the one session with a tool call, once its run has ended.
+    fn log(&self) -> Vec<Value> {
+        let session = support::wait::wait_until("a session with a tool call", Duration::from_secs(30), || {
+            self.aep.session_with("tool.requested")
+        });
+        self.aep
+            .wait_log(&session, "the run's end", Duration::from_secs(30), |events| {
+                events.iter().any(|e| {
+                    matches!(
+                        e["type"].as_str(),
+                        Some("run.finished" | "run.failed" | "run.cancelled")
+                    )
+                })
+            })
+    }
+}
+
+#[test]
+fn a_deny_rule_stops_rm_rf_in_clines_default_auto_approve_mode_and_says_why() {
+    let rig = Rig::new(Script::command("rm -rf victim"), &[]);
+    let victim = rig.cline.workspace().join("victim");
+    std::fs::create_dir_all(victim.join("inner")).unwrap();
+    std::fs::write(victim.join("inner/keep.txt"), "precious").unwrap();
+    let run = rig.cline.run("please CMD:rm -rf victim");
+    assert!(
+        victim.join("inner/keep.txt").exists(),
+        "the denied command ran: victim is gone\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        run.stdout_lines.join("\n"),
+        run.stderr
+    );
+    // Cline 3.0.65 ends the run (its `--json` says `aborted`; the reason is in the log and
+    // the daemon's, as `cline --json` prints no hook reason).
+    eprintln!("--- cline stderr ---\n{}", run.stderr);
+    let result = run.run_result();
+    assert_eq!(result["finishReason"], "aborted", "{result}");
+    let log = rig.log();
+    let t = types(&log);
+    let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    assert_eq!(requested["data"]["cline.policy_rule"], "no-rm", "{requested}");
+    assert_eq!(requested["data"]["cline.policy_answer"], "deny");
+    assert_eq!(requested["data"]["cline.enforced_at"], "hook");
+    let denied = log
+        .iter()
+        .find(|e| e["type"] == "tool.denied")
+        .unwrap_or_else(|| panic!("no tool.denied in {t:?}"));
+    assert_eq!(denied["data"]["by"], "policy");
+    assert_eq!(denied["data"]["rule"], "no-rm");
+    assert_eq!(denied["cause"], requested["id"], "tool.denied resolves its request");
+    assert!(!t.contains(&"tool.completed"), "{t:?}");
+    support::daemon::assert_valid_stream(&log);
+}
+
+#[test]
+fn an_approved_command_runs_and_the_rule_is_named_on_its_request() {
+    let rig = Rig::new(Script::command("echo hi > ran.txt"), &[]);
+    let run = rig.cline.run("please CMD:echo hi > ran.txt");
+    run.assert_success("cline --json");
+    assert!(
+        rig.cline.workspace().join("ran.txt").exists(),
+        "the approved command did not run"
+    );
+    let log = rig.log();
+    let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    assert_eq!(requested["data"]["cline.policy_rule"], "echo", "{requested}");
+    assert_eq!(requested["data"]["cline.policy_answer"], "approve");
+    assert!(types(&log).contains(&"tool.completed"));
+}
