@@ -6,6 +6,7 @@
 mod cline2_replay;
 mod crash_campaign;
 mod daemon_lifecycle;
+mod guard_hook;
 mod history;
 mod hook_pipeline;
 mod hub_stub;

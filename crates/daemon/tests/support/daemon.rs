@@ -95,8 +95,16 @@ impl Sandbox {
 
     /// Runs the shim with `payload` on stdin.
     pub fn hook(&self, payload: &[u8]) -> Output {
-        let mut child = self
-            .command(&["hook"])
+        self.hook_env(payload, &[])
+    }
+
+    /// [`Sandbox::hook`] with extra environment for the shim (as Cline's would have).
+    pub fn hook_env(&self, payload: &[u8], env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(&["hook"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

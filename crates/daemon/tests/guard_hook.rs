@@ -1,0 +1,103 @@
+//! The guard's answer through the real shim and daemon (#35): what the shim prints on stdout
+//! for a hook Cline waits on, with a policy set, with the daemon away under
+//! `AEP_CLINE_ENFORCE=closed`, and for every copy of one firing.
+
+use crate::support;
+
+use serde_json::{json, Value};
+use support::daemon::{real_payload, types, Sandbox};
+
+const SESSION: &str = "1796007203184_6l7jh";
+
+/// The real 3.0.65 `tool_call` payload, running `command` instead of its `echo hi`.
+fn tool_call(command: &str) -> Vec<u8> {
+    let mut p: Value = serde_json::from_slice(&real_payload("hooks-local", "tool_call")).unwrap();
+    p["tool_call"]["input"] = json!({ "commands": [command] });
+    serde_json::to_vec(&p).unwrap()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn policy(sb: &Sandbox) -> Sandbox {
+    let path = sb.root.path().join("policy.toml");
+    std::fs::write(
+        &path,
+        "[[rule]]\nname = 'no-rm'\ntool = 'run_commands'\ncommand = '\\brm\\b'\nanswer = 'deny'\nreason = 'ask first'\n",
+    )
+    .unwrap();
+    Sandbox {
+        root: tempfile::tempdir().unwrap(),
+        log_dir: sb.log_dir.clone(),
+        state_dir: sb.state_dir.clone(),
+        env: vec![("AEP_CLINE_POLICY".into(), path.to_str().unwrap().into())],
+    }
+}
+
+#[test]
+fn a_denied_tool_call_gets_the_cancel_on_stdout_and_every_copy_of_the_firing_the_same() {
+    let base = Sandbox::new();
+    let sb = policy(&base);
+    let _daemon = sb.start();
+    assert_eq!(stdout(&sb.hook(&real_payload("hooks-local", "agent_start"))), "");
+    let body = tool_call("rm -rf victim");
+    let first = stdout(&sb.hook(&body));
+    let control: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?}"));
+    assert_eq!(control["cancel"], true);
+    let words = control["errorMessage"].as_str().unwrap();
+    assert!(words.contains("\"no-rm\"") && words.contains("ask first"), "{words}");
+    // Cline runs the file of every hook folder: each copy is told the same, recorded once.
+    assert_eq!(stdout(&sb.hook(&body)), first);
+    // A command no rule names is Cline's to run: nothing printed.
+    assert_eq!(stdout(&sb.hook(&tool_call("echo fine"))), "");
+    let log = sb.log(SESSION);
+    let t = types(&log);
+    assert_eq!(t.iter().filter(|t| **t == "tool.denied").count(), 1, "{t:?}");
+    assert_eq!(t.iter().filter(|t| **t == "tool.requested").count(), 2, "{t:?}");
+}
+
+#[test]
+fn a_2x_pre_tool_use_is_judged_under_the_3x_tool_name() {
+    let base = Sandbox::new();
+    let sb = policy(&base);
+    let _daemon = sb.start();
+    let pre = json!({
+        "clineVersion": "3.82.0", "hookName": "PreToolUse", "timestamp": "1796007203320",
+        "taskId": "1796007203320", "workspaceRoots": ["/home/dev/proj"],
+        "preToolUse": {"toolName": "execute_command", "parameters": {"command": "rm -rf victim", "requires_approval": "false"}}
+    });
+    let said = stdout(&sb.hook(&serde_json::to_vec(&pre).unwrap()));
+    let control: Value = serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said:?}"));
+    assert_eq!(control["cancel"], true, "{control}");
+}
+
+#[test]
+fn closed_enforcement_stops_tools_when_the_daemon_is_away_and_open_lets_them_run() {
+    let sb = Sandbox::new(); // no daemon started
+    let body = tool_call("rm -rf victim");
+    let closed = stdout(&sb.hook_env(&body, &[("AEP_CLINE_ENFORCE", "closed")]));
+    let control: Value = serde_json::from_str(&closed).unwrap_or_else(|e| panic!("{e}: {closed:?}"));
+    assert_eq!(control["cancel"], true);
+    assert!(control["errorMessage"]
+        .as_str()
+        .unwrap()
+        .contains("AEP_CLINE_ENFORCE=closed"));
+    // Only the hooks Cline waits on before a tool are stopped.
+    let start = real_payload("hooks-local", "agent_start");
+    assert_eq!(stdout(&sb.hook_env(&start, &[("AEP_CLINE_ENFORCE", "closed")])), "");
+    // Open (the default) and unset: fail open, as ever.
+    assert_eq!(stdout(&sb.hook_env(&body, &[("AEP_CLINE_ENFORCE", "open")])), "");
+    assert_eq!(stdout(&sb.hook(&body)), "");
+    // A typo names enforcement all the same: read as closed, and said.
+    let out = sb.hook_env(&body, &[("AEP_CLINE_ENFORCE", "closd")]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("read as closed"),
+        "{out:?}"
+    );
+    assert!(stdout(&out).contains("\"cancel\":true"));
+    // Every firing was still kept for the daemon.
+    let spooled = std::fs::read_dir(sb.state_dir.join("spool")).unwrap().count();
+    assert!(spooled >= 5, "{spooled} spooled");
+}
