@@ -16,6 +16,7 @@ use crate::nats::{free_port, Server};
 use crate::support::browser::Browser;
 use crate::support::daemon::{Sandbox, BIN};
 use crate::support::endpoint::request;
+use crate::support::wait::wait_until;
 
 use aep_cline::fleet::checkpoint;
 use aep_cline::sinks::nats::machine::{self, Machine};
@@ -920,6 +921,62 @@ fn the_console_says_how_far_it_has_applied_the_stream() {
     );
     let sessions = console.api("/api/sessions", &cookie);
     assert_eq!(sessions["total"].as_u64(), Some(5 + 30), "{sessions:#}");
+}
+
+/// `fleet serve` across a restart of nats-server (SIGTERM, then SIGKILL; same port and store):
+/// `/api/position` comes back, Events published after each restart appear as new sessions,
+/// and the console reads on from where it was (every message read once: no replay from the
+/// stream's first message).
+#[test]
+fn the_console_comes_back_after_the_server_restarts_and_reads_on_from_its_position() {
+    let mut server = Server::start(&[]);
+    let url = server.url();
+    let rt = runtime();
+    let (_, console) = serve_the_fleet(&rt, &url);
+    let cookie = console.sign_in();
+    let mut total = fleet_events().len() as u64;
+    for (round, stop) in [
+        ("sigterm", Server::terminate as fn(&mut Server)),
+        ("sigkill", Server::kill),
+    ] {
+        stop(&mut server);
+        wait_until(
+            &format!("/api/position to fail while the server is down ({round})"),
+            Duration::from_secs(30),
+            || (console.get("/api/position", &cookie).0 == 502).then_some(()),
+        );
+        server.start_again();
+        let session = format!("1796007203184_after{round}");
+        let after: Vec<Value> = (1..=3u64)
+            .map(|seq| event(A, &session, seq, "tool.requested", json!({})))
+            .collect();
+        // A fresh client: the test's own gave up on the old server.
+        rt.block_on(async { publish(&jetstream::new(connect(&url, None).await), &after).await });
+        total += 3;
+        let p = wait_until(
+            &format!("the console to read on after the {round} restart"),
+            Duration::from_secs(60),
+            || {
+                let (status, _, body) = console.get("/api/position", &cookie);
+                let p: Value = serde_json::from_str(&body).ok()?;
+                (status == 200 && p["applied"] == total).then_some(p)
+            },
+        );
+        assert_eq!(
+            (
+                p["stream_last"].as_u64(),
+                p["behind"].as_u64(),
+                p["counts"]["messages"].as_u64()
+            ),
+            (Some(total), Some(0), Some(total)),
+            "every message read once, none again from the start ({round}): {p:#}"
+        );
+        let sessions = console.api("/api/sessions", &cookie);
+        assert!(
+            sessions.to_string().contains(&session),
+            "the session published after the {round} restart is listed: {sessions:#}"
+        );
+    }
 }
 
 /// The checkpoint of stream AEP in the console's bucket, once there is one.

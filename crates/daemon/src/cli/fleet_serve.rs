@@ -72,7 +72,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
             let bound = listener.local_addr()?;
             let (refusals, hear) = Refusals::new();
-            let client = source.client(hear).await?;
+            let client = source.lasting_client(hear).await?;
             let mut view = View::new();
             source.catch_up(&client, &mut view).await?;
             say_skipped(&view);

@@ -27,20 +27,35 @@ impl Source {
         &self,
         on_event: impl Fn(&async_nats::Event) + Send + Sync + 'static,
     ) -> anyhow::Result<async_nats::Client> {
-        self.connect.connect_with("aep-cline fleet", on_event).await.map_err(|e| {
-            use async_nats::ConnectErrorKind as Kind;
-            let kind = e
-                .chain()
-                .find_map(|c| c.downcast_ref::<async_nats::ConnectError>())
-                .map(|c| c.kind());
-            match kind {
-                Some(Kind::AuthorizationViolation | Kind::Authentication) => e.context(
-                    "the server refused the credentials (AEP_NATS_CREDS, AEP_NATS_TOKEN or AEP_NATS_USER and AEP_NATS_PASSWORD)",
-                ),
-                Some(Kind::Tls) => e.context("TLS failed (AEP_NATS_CA, or a tls:// URL for a server without TLS)"),
-                _ => e.context("is nats-server running there (AEP_NATS_URL)?"),
-            }
-        })
+        let connected = self.connect.connect_with("aep-cline fleet", on_event).await;
+        connected.map_err(Self::said)
+    }
+
+    /// [`Source::client`] for `fleet serve`, which keeps one client for as long as it runs:
+    /// it reconnects whenever the server comes back, and the follower goes on from the
+    /// view's position ([`super::follow`]).
+    pub async fn lasting_client(
+        &self,
+        on_event: impl Fn(&async_nats::Event) + Send + Sync + 'static,
+    ) -> anyhow::Result<async_nats::Client> {
+        let connected = self.connect.connect_lasting("aep-cline fleet serve", on_event).await;
+        connected.map_err(Self::said)
+    }
+
+    /// A failed connection in words: what to check.
+    fn said(e: anyhow::Error) -> anyhow::Error {
+        use async_nats::ConnectErrorKind as Kind;
+        let kind = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<async_nats::ConnectError>())
+            .map(|c| c.kind());
+        match kind {
+            Some(Kind::AuthorizationViolation | Kind::Authentication) => e.context(
+                "the server refused the credentials (AEP_NATS_CREDS, AEP_NATS_TOKEN or AEP_NATS_USER and AEP_NATS_PASSWORD)",
+            ),
+            Some(Kind::Tls) => e.context("TLS failed (AEP_NATS_CA, or a tls:// URL for a server without TLS)"),
+            _ => e.context("is nats-server running there (AEP_NATS_URL)?"),
+        }
     }
 
     /// Reads the stream up to its last sequence, then the machine records, into `view`.

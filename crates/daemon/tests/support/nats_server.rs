@@ -50,6 +50,18 @@ impl Server {
     /// The same server again: same port, same store.
     pub fn restart(&mut self) {
         self.kill();
+        self.start_again();
+    }
+
+    /// Stopped as an operator stops it (SIGTERM: the server shuts down cleanly), the store kept.
+    pub fn terminate(&mut self) {
+        // SAFETY: a plain kill(2) of our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+
+    /// Started again on the same port and store after [`Server::kill`] or [`Server::terminate`].
+    pub fn start_again(&mut self) {
         self.child = spawn_server(self.port, &self.store, &self.args);
     }
 }

@@ -239,6 +239,28 @@ impl Connect {
         name: &str,
         on_event: impl Fn(&async_nats::Event) + Send + Sync + 'static,
     ) -> anyhow::Result<async_nats::Client> {
+        // Our own loop reconnects and resends; the client's retries would hide a dead server.
+        self.connect_reconnecting(name, Some(1), on_event).await
+    }
+
+    /// [`Connect::connect_with`] for a long-lived reader with no loop of its own around the
+    /// client (`fleet serve`: its page, its follower and its checkpoint share one client):
+    /// the client reconnects for as long as it lives, so a server restarted comes back to it
+    /// (a client that gave up would say "channel closed" for good).
+    pub async fn connect_lasting(
+        &self,
+        name: &str,
+        on_event: impl Fn(&async_nats::Event) + Send + Sync + 'static,
+    ) -> anyhow::Result<async_nats::Client> {
+        self.connect_reconnecting(name, None, on_event).await
+    }
+
+    async fn connect_reconnecting(
+        &self,
+        name: &str,
+        max_reconnects: Option<usize>,
+        on_event: impl Fn(&async_nats::Event) + Send + Sync + 'static,
+    ) -> anyhow::Result<async_nats::Client> {
         let mut options = match &self.auth {
             Auth::None => ConnectOptions::new(),
             Auth::Creds(text) => ConnectOptions::with_credentials(text).context("the credentials file")?,
@@ -250,8 +272,7 @@ impl Connect {
             .connection_timeout(Duration::from_secs(5))
             .tls_client_config((*self.tls).clone())
             .require_tls(self.require_tls)
-            // Our own loop reconnects and resends; the client's retries would hide a dead server.
-            .max_reconnects(Some(1))
+            .max_reconnects(max_reconnects)
             .event_callback(move |event| {
                 on_event(&event);
                 async move {
