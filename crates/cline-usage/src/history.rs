@@ -3,6 +3,7 @@
 //! editor's global storage ([`crate::editors`]).
 
 use crate::editors;
+use crate::index::Lookup;
 use crate::messages::CallRef;
 use crate::model::{Agent, Session};
 use crate::problem::{Problem, ProblemKind};
@@ -118,10 +119,12 @@ impl History {
         source: Source,
         id: &str,
         buf: &mut Vec<u8>,
+        look: &mut Lookup<'_>,
         sink: &mut dyn FnMut(&Agent, CallRef<'_>),
     ) -> Session {
+        // The index covers the 3.x store; a task history is read whole each time.
         match source {
-            Source::Store => self.store.scan_session(id, buf, sink),
+            Source::Store => self.store.scan_session(id, buf, look, sink),
             Source::Tasks(i) => self.tasks[i].store.scan_task(id, buf, sink),
         }
     }

@@ -28,6 +28,8 @@
 pub mod db;
 pub mod editors;
 mod history;
+pub mod index;
+pub mod index_file;
 mod messages;
 mod model;
 mod problem;
@@ -38,7 +40,7 @@ mod tasks;
 pub mod vendor_file;
 
 pub use history::{Extensions, History, Source, TaskSource};
-pub use messages::{read_calls, CallRef, CallSink, MAX_CALL_TOKENS};
+pub use messages::{count, read_calls, CallRef, CallSink, MAX_CALL_TOKENS};
 pub use model::{Agent, ModelCall, Session, Tokens};
 pub use problem::{Problem, ProblemKind};
 pub use store::{data_dir, Store};

@@ -7,6 +7,7 @@
 //! prompt) without building it, so a call costs no allocation; a file is read whole into a
 //! buffer the caller may reuse.
 
+use crate::index::{Bad, Call, Calls};
 use crate::model::Tokens;
 use crate::problem::{Problem, ProblemKind};
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -77,37 +78,74 @@ struct Metrics {
 /// half a conversation would be a wrong total.
 pub fn read_calls(path: &Path, buf: &mut Vec<u8>, sink: &mut dyn CallSink) -> Result<usize, Problem> {
     buf.clear();
-    read_into(path, buf).map_err(|e| match e.kind() {
+    read_into(path, buf).map_err(|e| io_problem(path, &e))?;
+    let calls = count(buf).map_err(|b| Problem::new(path, b.kind()))?;
+    hand_on(&calls, &mut |c| sink.call(c));
+    Ok(calls.calls.len())
+}
+
+/// The problem an I/O failure reading a messages file is.
+pub(crate) fn io_problem(path: &Path, e: &std::io::Error) -> Problem {
+    match e.kind() {
         std::io::ErrorKind::NotFound => Problem::new(path, ProblemKind::MissingMessages),
         _ => Problem::new(path, ProblemKind::Unreadable(e.to_string())),
-    })?;
-    let file: File<'_> =
-        serde_json::from_slice(buf).map_err(|e| Problem::new(path, ProblemKind::Corrupt(e.to_string())))?;
-    let calls = file.messages.iter().filter_map(|m| {
-        let Object(metrics) = m.metrics.as_ref()?;
+    }
+}
+
+/// Hands the calls on, in file order.
+pub(crate) fn hand_on(calls: &Calls, sink: &mut dyn FnMut(CallRef<'_>)) {
+    for c in &calls.calls {
+        let (provider, model) = calls
+            .models
+            .get(c.model as usize)
+            .map_or((None, None), |(p, m)| (p.as_deref(), m.as_deref()));
+        sink(CallRef {
+            time_ms: c.time_ms,
+            provider,
+            model,
+            tokens: c.tokens,
+        });
+    }
+}
+
+/// The calls a messages file's bytes record (pure). Not whole JSON, or a count no call can
+/// have, is [`Bad`] and no calls at all.
+pub fn count(bytes: &[u8]) -> Result<Calls, Bad> {
+    let file: File<'_> = serde_json::from_slice(bytes).map_err(|e| Bad::Corrupt(e.to_string()))?;
+    let mut out = Calls::default();
+    for m in &file.messages {
+        let Some(Object(metrics)) = m.metrics.as_ref() else {
+            continue;
+        };
         let info = m.model_info.as_ref();
-        Some(CallRef {
+        let provider = info.and_then(|i| i.provider.as_deref());
+        let model = info.and_then(|i| i.id.as_deref());
+        let tokens = Tokens {
+            input: metrics.input_tokens.unwrap_or(0),
+            output: metrics.output_tokens.unwrap_or(0),
+            cache_read: metrics.cache_read_tokens.unwrap_or(0),
+            cache_write: metrics.cache_write_tokens.unwrap_or(0),
+        };
+        // A file with an impossible count gives none.
+        if tokens.largest() > MAX_CALL_TOKENS {
+            return Err(Bad::Implausible(tokens.largest()));
+        }
+        let found = out
+            .models
+            .iter()
+            .position(|(p, m)| p.as_deref() == provider && m.as_deref() == model);
+        let index = found.unwrap_or_else(|| {
+            out.models
+                .push((provider.map(str::to_string), model.map(str::to_string)));
+            out.models.len() - 1
+        });
+        out.calls.push(Call {
             time_ms: m.ts.as_ref().and_then(epoch_ms),
-            provider: info.and_then(|i| i.provider.as_deref()),
-            model: info.and_then(|i| i.id.as_deref()),
-            tokens: Tokens {
-                input: metrics.input_tokens.unwrap_or(0),
-                output: metrics.output_tokens.unwrap_or(0),
-                cache_read: metrics.cache_read_tokens.unwrap_or(0),
-                cache_write: metrics.cache_write_tokens.unwrap_or(0),
-            },
-        })
-    });
-    // Checked whole before any call is handed on: a file with an impossible count gives none.
-    if let Some(most) = calls.clone().map(|c| c.tokens.largest()).find(|n| *n > MAX_CALL_TOKENS) {
-        return Err(Problem::new(path, ProblemKind::Implausible(most)));
+            model: index as u32,
+            tokens,
+        });
     }
-    let mut n = 0;
-    for call in calls {
-        sink.call(call);
-        n += 1;
-    }
-    Ok(n)
+    Ok(out)
 }
 
 /// More tokens in one count of one model call than any model can take or give (context

@@ -2,12 +2,12 @@
 
 use crate::problem::Problem;
 use cline_stream::{ClineUsage, TokenClasses};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::ops::AddAssign;
 
 /// Cline's four counts for one model call (`metrics`), or a sum of calls. `input` includes the
 /// cache reads, as everywhere in Cline; [`Tokens::classes`] splits them by the one rule.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
     pub input: u64,
     pub output: u64,

@@ -7,6 +7,7 @@
 //! for), never the number of calls.
 
 use crate::history::{History, Source};
+use crate::index::{Looks, Lookup};
 use crate::messages::CallRef;
 use crate::model::{Agent, Tokens};
 use crate::problem::Problem;
@@ -189,6 +190,18 @@ type Partial = HashMap<String, Acc>;
 
 /// Reads every history and builds the report.
 pub fn build(history: &History, opts: &Options, prices: &PriceTable) -> Report {
+    build_indexed(history, opts, prices, &Lookup::none).0
+}
+
+/// [`build`], the 3.x store's files looked up through `lookup` (one per reading thread): what
+/// is unchanged is taken from the index, not read. Returns what the lookups found, for the
+/// next index ([`crate::index::next_entries`]).
+pub fn build_indexed<'a>(
+    history: &History,
+    opts: &Options,
+    prices: &PriceTable,
+    lookup: &(dyn Fn() -> Lookup<'a> + Sync),
+) -> (Report, Looks) {
     let mut problems = Vec::new();
     let subagent_rows = match crate::db::subagents(&history.store.database()) {
         Ok(rows) => rows,
@@ -200,7 +213,7 @@ pub fn build(history: &History, opts: &Options, prices: &PriceTable) -> Report {
     let (ids, unlisted) = history.sessions();
     problems.extend(unlisted);
     let next = AtomicUsize::new(0);
-    let merged: Mutex<(Partial, Vec<Problem>, u64)> = Mutex::new((HashMap::new(), Vec::new(), 0));
+    let merged: Mutex<(Partial, Vec<Problem>, u64, Looks)> = Mutex::new((HashMap::new(), Vec::new(), 0, Vec::new()));
     let threads = opts.threads.clamp(1, 16).min(ids.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..threads {
@@ -209,6 +222,7 @@ pub fn build(history: &History, opts: &Options, prices: &PriceTable) -> Report {
                 let mut found = Vec::new();
                 let mut read = 0u64;
                 let mut buf = Vec::new();
+                let mut look = lookup();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((source, id)) = ids.get(i) else { break };
@@ -219,6 +233,7 @@ pub fn build(history: &History, opts: &Options, prices: &PriceTable) -> Report {
                         opts,
                         &subagent_rows,
                         &mut buf,
+                        &mut look,
                         &mut rows,
                         &mut found,
                     );
@@ -229,22 +244,24 @@ pub fn build(history: &History, opts: &Options, prices: &PriceTable) -> Report {
                 }
                 m.1.extend(found);
                 m.2 += read;
+                m.3.push((look.hits, look.fresh));
             });
         }
     });
-    let (rows, found, read) = merged.into_inner().expect("no reader panics");
+    let (rows, found, read, looks) = merged.into_inner().expect("no reader panics");
     problems.extend(found);
-    problems.sort_by(|a, b| a.path.cmp(&b.path));
-    finish(rows, problems, read, prices)
+    (finish(rows, problems, read, prices), looks)
 }
 
 /// One session into the partial rows.
+#[allow(clippy::too_many_arguments)] // one session, and the reading thread's state
 fn scan(
     history: &History,
     (source, id): (Source, &str),
     opts: &Options,
     subagent_rows: &HashMap<String, crate::db::Subagent>,
     buf: &mut Vec<u8>,
+    look: &mut Lookup<'_>,
     rows: &mut Partial,
     problems: &mut Vec<Problem>,
 ) {
@@ -259,7 +276,7 @@ fn scan(
     let mut local: Vec<(String, Acc)> = Vec::new();
     let mut agents: Vec<(String, u64, Tokens)> = Vec::new();
     let group = opts.group;
-    let session = history.scan(source, id, buf, &mut |agent, c| {
+    let session = history.scan(source, id, buf, look, &mut |agent, c| {
         // The zone conversion only where a date is asked for.
         let dated = opts.since.is_some() || opts.until.is_some() || !matches!(group, Group::Session | Group::Model);
         let date = if dated { c.time_ms.and_then(date_of) } else { None };
@@ -353,21 +370,39 @@ fn monday(d: Date) -> Date {
     d.checked_sub(jiff::Span::new().days(back)).unwrap_or(d)
 }
 
-/// Prices every row's models, sorts the rows and adds the totals.
-fn finish(rows: Partial, problems: Vec<Problem>, read: u64, prices: &PriceTable) -> Report {
+/// Prices every row's models, sorts the rows and adds the totals. Everything is in one order
+/// whatever order the reading threads merged in, so two runs over one history print the same
+/// bytes: the rows by start then key, the totals summed in that order (float costs included),
+/// the unpriced models by name. The totals row's `started` is the earliest start of any row,
+/// its `workspace` the one workspace every row that names one shares, else none.
+fn finish(rows: Partial, mut problems: Vec<Problem>, read: u64, prices: &PriceTable) -> Report {
     let mut unpriced = Vec::new();
+    let mut accs: Vec<(String, Acc)> = rows.into_iter().collect();
+    accs.sort_by(|(ka, a), (kb, b)| a.started_ms.cmp(&b.started_ms).then_with(|| ka.cmp(kb)));
+    let mut workspaces = accs.iter().filter_map(|(_, a)| a.workspace.as_deref());
+    let first = workspaces.next().map(str::to_string);
+    let shared = first.filter(|w| workspaces.all(|o| o == w));
     let mut total = Acc::default();
-    let mut out: Vec<Row> = rows
-        .into_iter()
-        .map(|(key, mut acc)| {
-            let row = to_row(key, &acc, prices, &mut unpriced);
-            acc.subagents.clear();
-            total.merge(acc);
-            row
-        })
-        .collect();
-    out.sort_by(|a, b| a.started_ms.cmp(&b.started_ms).then_with(|| a.key.cmp(&b.key)));
+    let mut out = Vec::with_capacity(accs.len());
+    for (key, mut acc) in accs {
+        out.push(to_row(key, &acc, prices, &mut unpriced));
+        acc.subagents.clear();
+        acc.workspace = None;
+        total.started_ms = match (total.started_ms, acc.started_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        total.merge(acc);
+    }
+    total.workspace = shared;
     let totals = (!out.is_empty()).then(|| to_row("total".to_string(), &total, prices, &mut unpriced));
+    unpriced.sort();
+    problems.sort_by(|a, b| {
+        a.path
+            .cmp(&b.path)
+            .then_with(|| a.kind.to_string().cmp(&b.kind.to_string()))
+    });
+    problems.dedup();
     Report {
         rows: out,
         totals,
@@ -409,6 +444,7 @@ fn to_row(key: String, acc: &Acc, prices: &PriceTable, unpriced: &mut Unpriced) 
             .total()
             .cmp(&a.tokens.total())
             .then_with(|| a.model.cmp(&b.model))
+            .then_with(|| a.provider.cmp(&b.provider))
     });
     Row {
         key,

@@ -3,7 +3,8 @@
 //! and one `agent_<agent id>.messages.json` per subagent the session spawned (their own
 //! sessions are named `<id>__agent_<…>` in the database; their files live in the root's folder).
 
-use crate::messages::{read_calls, CallRef};
+use crate::index::{Bad, Counted, Head, Identity, Lookup};
+use crate::messages::{count, hand_on, io_problem, CallRef};
 use crate::model::{Agent, ModelCall, Session};
 use crate::problem::{Problem, ProblemKind};
 use serde::Deserialize;
@@ -100,7 +101,7 @@ impl Store {
     pub fn read_session(&self, id: &str) -> Session {
         let mut buf = Vec::new();
         let mut calls = Vec::new();
-        let mut session = self.scan_session(id, &mut buf, &mut |agent, c| {
+        let mut session = self.scan_session(id, &mut buf, &mut Lookup::none(), &mut |agent, c| {
             let (session, parent) = match agent {
                 Agent::Lead => (id.to_string(), None),
                 Agent::Subagent(a) => (format!("{id}__{a}"), Some(id.to_string())),
@@ -120,60 +121,160 @@ impl Store {
     }
 
     /// One session's facts, its calls handed to `sink` (the lead's, then each subagent's)
-    /// instead of collected: what a report over the whole history uses, with one `buf` per
-    /// reading thread.
-    pub fn scan_session(&self, id: &str, buf: &mut Vec<u8>, sink: &mut dyn FnMut(&Agent, CallRef<'_>)) -> Session {
+    /// instead of collected: what a report over the whole history uses, with one `buf` and one
+    /// [`Lookup`] per reading thread. A file (or the folder) whose identity the index has is
+    /// not read again: its count comes from the index.
+    pub fn scan_session(
+        &self,
+        id: &str,
+        buf: &mut Vec<u8>,
+        look: &mut Lookup<'_>,
+        sink: &mut dyn FnMut(&Agent, CallRef<'_>),
+    ) -> Session {
         let dir = self.session_dir(id);
         let mut session = Session {
             id: id.to_string(),
             ..Session::default()
         };
         let head = dir.join(format!("{id}.json"));
-        match crate::messages::read_into(&head, buf).map(|()| &buf[..]) {
-            Ok(bytes) => match serde_json::from_slice::<SessionFile>(bytes) {
-                Ok(f) => {
-                    session.running = f.ended_at.is_none()
-                        && f.status.as_deref().is_none_or(|s| s == "running")
-                        && f.pid.is_none_or(alive);
-                    session.started_ms = f.started_at.as_deref().and_then(iso_ms);
-                    session.ended_ms = f.ended_at.as_deref().and_then(iso_ms);
-                    session.status = f.status;
-                    session.provider = f.provider;
-                    session.model = f.model;
-                    session.workspace = f.workspace_root.filter(|w| !w.is_empty()).or(f.cwd);
-                }
-                Err(e) => session
-                    .problems
-                    .push(Problem::new(&head, ProblemKind::Corrupt(e.to_string()))),
+        let facts = counted(
+            &head,
+            format!("{id}/{id}.json"),
+            buf,
+            look,
+            |b| match serde_json::from_slice::<SessionFile>(b) {
+                Ok(f) => Counted::Head(Head {
+                    started_ms: f.started_at.as_deref().and_then(iso_ms),
+                    ended_ms: f.ended_at.as_deref().and_then(iso_ms),
+                    ended: f.ended_at.is_some(),
+                    status: f.status,
+                    pid: f.pid,
+                    provider: f.provider,
+                    model: f.model,
+                    workspace: f.workspace_root.filter(|w| !w.is_empty()).or(f.cwd),
+                }),
+                Err(e) => Counted::Bad(Bad::Corrupt(e.to_string())),
             },
+        );
+        match facts.as_deref() {
+            Ok(Counted::Head(f)) => {
+                session.running =
+                    !f.ended && f.status.as_deref().is_none_or(|s| s == "running") && f.pid.is_none_or(alive);
+                session.started_ms = f.started_ms;
+                session.ended_ms = f.ended_ms;
+                session.status = f.status.clone();
+                session.provider = f.provider.clone();
+                session.model = f.model.clone();
+                session.workspace = f.workspace.clone();
+            }
+            Ok(Counted::Bad(b)) => session.problems.push(Problem::new(&head, b.kind())),
+            Ok(_) => session
+                .problems
+                .push(Problem::new(&head, ProblemKind::Corrupt("not a session file".into()))),
             Err(e) => session
                 .problems
                 .push(Problem::new(&head, ProblemKind::Unreadable(e.to_string()))),
         }
         let lead = dir.join(format!("{id}.messages.json"));
-        if let Err(p) = read_calls(&lead, buf, &mut |c: CallRef<'_>| sink(&Agent::Lead, c)) {
-            session.problems.push(p);
-        }
-        let mut agents: Vec<String> = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                let name = e.ok()?.file_name().into_string().ok()?;
-                let agent = name.strip_suffix(".messages.json")?;
-                agent.starts_with("agent_").then(|| agent.to_string())
-            })
-            .collect();
-        agents.sort();
+        calls_of(
+            &lead,
+            format!("{id}/{id}.messages.json"),
+            &Agent::Lead,
+            &mut session,
+            buf,
+            look,
+            sink,
+        );
+        let agents = subagents(&dir, format!("{id}/"), look);
         for a in &agents {
             let path = dir.join(format!("{a}.messages.json"));
             let agent = Agent::Subagent(a.clone());
-            if let Err(p) = read_calls(&path, buf, &mut |c: CallRef<'_>| sink(&agent, c)) {
-                session.problems.push(p);
-            }
+            calls_of(
+                &path,
+                format!("{id}/{a}.messages.json"),
+                &agent,
+                &mut session,
+                buf,
+                look,
+                sink,
+            );
         }
         session.subagents = agents;
         session
     }
+}
+
+/// One messages file's calls into `sink`, or its problem into the session.
+#[allow(clippy::too_many_arguments)] // one file of one session, and the thread's reading state
+fn calls_of(
+    path: &Path,
+    name: String,
+    agent: &Agent,
+    session: &mut Session,
+    buf: &mut Vec<u8>,
+    look: &mut Lookup<'_>,
+    sink: &mut dyn FnMut(&Agent, CallRef<'_>),
+) {
+    let calls = counted(path, name, buf, look, |b| match count(b) {
+        Ok(calls) => Counted::Calls(calls),
+        Err(bad) => Counted::Bad(bad),
+    });
+    match calls.as_deref() {
+        Ok(Counted::Calls(calls)) => hand_on(calls, &mut |c| sink(agent, c)),
+        Ok(Counted::Bad(b)) => session.problems.push(Problem::new(path, b.kind())),
+        Ok(_) => session
+            .problems
+            .push(Problem::new(path, ProblemKind::Corrupt("not a messages file".into()))),
+        Err(e) => session.problems.push(io_problem(path, e)),
+    }
+}
+
+/// What the file at `path` (`name` in the index) counts: the index's when the file's identity
+/// is unchanged (one `stat`, nothing read), else `parse` of its bytes, read as
+/// [`crate::vendor_file`] allows, recorded with the identity of the file actually opened.
+fn counted<'a>(
+    path: &Path,
+    name: String,
+    buf: &mut Vec<u8>,
+    look: &mut Lookup<'a>,
+    parse: impl FnOnce(&[u8]) -> Counted,
+) -> std::io::Result<std::borrow::Cow<'a, Counted>> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.is_file() {
+            if let Some(c) = look.get(&name, &Identity::of(&meta)) {
+                return Ok(std::borrow::Cow::Borrowed(c));
+            }
+        }
+    }
+    let meta = crate::vendor_file::read_with_meta(path, crate::vendor_file::MAX_FILE_BYTES, buf)?;
+    let c = parse(buf);
+    look.put(name, Identity::of(&meta), &c);
+    Ok(std::borrow::Cow::Owned(c))
+}
+
+/// A session folder's subagents (`agent_<…>`, sorted): the index's while the folder's identity
+/// (its mtime moves with every entry added, removed or renamed) is unchanged.
+fn subagents(dir: &Path, name: String, look: &mut Lookup<'_>) -> Vec<String> {
+    let meta = std::fs::metadata(dir).ok();
+    if let Some(meta) = &meta {
+        if let Some(Counted::Agents(a)) = look.get(&name, &Identity::of(meta)) {
+            return a.clone();
+        }
+    }
+    let mut agents: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let agent = name.strip_suffix(".messages.json")?;
+            agent.starts_with("agent_").then(|| agent.to_string())
+        })
+        .collect();
+    agents.sort();
+    if let Some(meta) = meta.filter(|m| m.is_dir()) {
+        look.put(name, Identity::of(&meta), &Counted::Agents(agents.clone()));
+    }
+    agents
 }
 
 /// Whether process `pid` exists (Linux: `/proc/<pid>`; elsewhere assumed, since the session

@@ -19,6 +19,11 @@ pub const MAX_FILE_BYTES: u64 = 256 << 20;
 /// Opens `path` for reading if it is a regular file (after symlinks) of at most `limit` bytes;
 /// returns the file and its size. Anything else is an error that says what stands there.
 pub fn open(path: &Path, limit: u64) -> std::io::Result<(File, u64)> {
+    open_meta(path, limit).map(|(f, m)| (f, m.len()))
+}
+
+/// [`open`], with the open file's metadata (its identity is that of what is read).
+fn open_meta(path: &Path, limit: u64) -> std::io::Result<(File, std::fs::Metadata)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
@@ -45,21 +50,28 @@ pub fn open(path: &Path, limit: u64) -> std::io::Result<(File, u64)> {
     if meta.len() > limit {
         return Err(too_large(meta.len(), limit));
     }
-    Ok((file, meta.len()))
+    Ok((file, meta))
 }
 
 /// Reads `path` into `buf` (cleared first), as [`open`] allows; a file that grows past `limit`
 /// while it is read is refused as well.
 pub fn read(path: &Path, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    read_with_meta(path, limit, buf).map(drop)
+}
+
+/// [`read`], returning the metadata of the file read, taken on the open descriptor before
+/// reading (a write during the read moves the mtime past it).
+pub fn read_with_meta(path: &Path, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<std::fs::Metadata> {
     buf.clear();
-    let (file, len) = open(path, limit)?;
+    let (file, meta) = open_meta(path, limit)?;
+    let len = meta.len();
     buf.reserve(len as usize);
     let read = file.take(limit + 1).read_to_end(buf)?;
     if read as u64 > limit {
         buf.clear();
         return Err(too_large(read as u64, limit));
     }
-    Ok(())
+    Ok(meta)
 }
 
 /// [`read`] as UTF-8 text.

@@ -484,3 +484,186 @@ fn absurd_counts_wrong_types_and_huge_files_are_named_never_summed() {
         "only the whole, plausible session counts"
     );
 }
+
+/// `usage` with its index in `cache` (as `$XDG_CACHE_HOME`).
+fn usage_cached(data: &Path, cache: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("usage")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CLINE_DATA_DIR", data)
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .expect("aep-cline runs")
+}
+
+/// Every file and folder under `dir` an hour old: settled, so the index keeps them.
+fn age(dir: &Path) {
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            age(&p);
+        }
+        std::fs::File::open(&p).unwrap().set_modified(old).unwrap();
+    }
+    std::fs::File::open(dir).unwrap().set_modified(old).unwrap();
+}
+
+const SESSION_JSON: &[&str] = &["session", "--json", "--timezone", "UTC"];
+
+/// The same bytes with the index as without it, and twice in a row; returns them.
+fn same_with_and_without(data: &Path, cache: &Path) -> Vec<u8> {
+    let plain = usage_cached(data, cache, &["session", "--json", "--timezone", "UTC", "--no-cache"]);
+    assert!(plain.status.success());
+    let first = usage_cached(data, cache, SESSION_JSON);
+    let again = usage_cached(data, cache, SESSION_JSON);
+    assert!(first.status.success() && again.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout),
+        String::from_utf8_lossy(&plain.stdout)
+    );
+    assert_eq!(
+        first.stdout, again.stdout,
+        "two runs over one store print the same bytes"
+    );
+    assert_eq!(first.stderr, plain.stderr);
+    first.stdout
+}
+
+#[test]
+fn the_index_reads_again_only_what_changed_and_counts_it_exactly() {
+    use std::os::unix::fs::PermissionsExt;
+    let store = generated(12, 5);
+    let cache = tempfile::tempdir().unwrap();
+    age(store.path());
+    let bytes = same_with_and_without(store.path(), cache.path());
+    let folder = cache.path().join("aep-cline");
+    let index = folder.join("usage-index");
+    assert_eq!(std::fs::metadata(&folder).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(std::fs::metadata(&index).unwrap().permissions().mode() & 0o777, 0o600);
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(v["totals"]["model_calls"], 60);
+    assert_eq!(v["totals"]["started"], "2026-12-01T12:00:00Z", "the earliest start");
+    assert_eq!(v["totals"]["workspace"], Value::Null, "two workspaces: none of them");
+
+    // The index is used: a file rewritten in place to the same size with its mtime put back
+    // (the known limit) still counts as before with it, as it now is without it.
+    let id = "1796100000000_gen00";
+    let file = store
+        .path()
+        .join("sessions")
+        .join(id)
+        .join(format!("{id}.messages.json"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+    std::fs::write(&file, text.replace("\"outputTokens\":500", "\"outputTokens\":900")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let cached: Value = serde_json::from_slice(&usage_cached(store.path(), cache.path(), SESSION_JSON).stdout).unwrap();
+    let plain: Value =
+        serde_json::from_slice(&usage_cached(store.path(), cache.path(), &["session", "--json", "--no-cache"]).stdout)
+            .unwrap();
+    assert_eq!(cached["totals"]["tokens"]["output"], 60 * 500);
+    assert_eq!(plain["totals"]["tokens"]["output"], 55 * 500 + 5 * 900);
+    std::fs::write(&file, &text).unwrap();
+
+    // A session that grew, a new one, a removed one, a truncated file: each as without the index.
+    write_session(
+        store.path(),
+        &Gen {
+            id,
+            workspace: "/work/even",
+            time_ms: NOON,
+            calls: 8,
+            model: "claude-sonnet-4-5-20250929",
+            running: false,
+        },
+    );
+    let grown: Value = serde_json::from_slice(&same_with_and_without(store.path(), cache.path())).unwrap();
+    assert_eq!(grown["totals"]["model_calls"], 63);
+    write_session(
+        store.path(),
+        &Gen {
+            id: "1796200000000_new",
+            workspace: "/work/odd",
+            time_ms: NOON,
+            calls: 2,
+            model: "m",
+            running: false,
+        },
+    );
+    std::fs::remove_dir_all(store.path().join("sessions/1796100000001_gen01")).unwrap();
+    age(store.path());
+    let v: Value = serde_json::from_slice(&same_with_and_without(store.path(), cache.path())).unwrap();
+    assert_eq!(v["totals"]["model_calls"], 63 + 2 - 5);
+    assert_eq!(v["rows"].as_array().unwrap().len(), 12);
+    let victim = store
+        .path()
+        .join("sessions/1796100000002_gen02/1796100000002_gen02.messages.json");
+    let whole = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &whole[..whole.len() / 2]).unwrap();
+    let v: Value = serde_json::from_slice(&same_with_and_without(store.path(), cache.path())).unwrap();
+    assert_eq!(v["totals"]["model_calls"], 60 - 5);
+    assert!(
+        v["problems"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("gen02.messages.json"),
+        "{}",
+        v["problems"]
+    );
+}
+
+#[test]
+fn a_corrupt_foreign_fifo_or_linked_index_is_rebuilt_and_an_unwritable_folder_breaks_nothing() {
+    let store = generated(4, 3);
+    age(store.path());
+    let cache = tempfile::tempdir().unwrap();
+    let folder = cache.path().join("aep-cline");
+    let index = folder.join("usage-index");
+    let want = usage_cached(store.path(), cache.path(), &["session", "--json", "--no-cache"]);
+    assert!(!folder.exists(), "--no-cache writes nothing");
+    let run = || {
+        let out = usage_cached(store.path(), cache.path(), &["session", "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, want.stdout);
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(&index, b"not an index at all").unwrap();
+    let said = run();
+    assert_eq!(said.matches("could not be used").count(), 1, "{said}");
+    assert_eq!(run(), "", "rebuilt: the next run says nothing");
+    // Another version's index: rebuilt without a word.
+    let mut foreign = std::fs::read(&index).unwrap();
+    foreign[b"aep-cline usage index\n".len()] ^= 0x7f;
+    std::fs::write(&index, foreign).unwrap();
+    assert_eq!(run(), "");
+    // A FIFO where the index belongs: never waited on, replaced.
+    std::fs::remove_file(&index).unwrap();
+    mkfifo(&index);
+    assert!(run().contains("not a regular file"));
+    assert!(std::fs::symlink_metadata(&index).unwrap().is_file());
+    // A symlink to a file elsewhere: not followed, not written through.
+    let elsewhere = cache.path().join("elsewhere");
+    std::fs::write(&elsewhere, b"someone's file").unwrap();
+    std::fs::remove_file(&index).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &index).unwrap();
+    assert!(run().contains("symlink"));
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), b"someone's file");
+    assert!(std::fs::symlink_metadata(&index).unwrap().is_file());
+    // A cache folder that cannot be made (a file stands in its path): the report is whole.
+    let blocked = cache.path().join("a-file");
+    std::fs::write(&blocked, b"").unwrap();
+    let out = usage_cached(store.path(), &blocked, &["session", "--json"]);
+    assert!(out.status.success());
+    assert_eq!(out.stdout, want.stdout);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.matches("cannot keep the index").count(), 1, "{said}");
+}

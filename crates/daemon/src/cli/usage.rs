@@ -101,6 +101,12 @@ pub struct UsageArgs {
     /// prices; the daemon reads the same file from AEP_CLINE_PRICES.
     #[arg(long, value_name = "FILE", env = "AEP_CLINE_PRICES")]
     pub prices: Option<PathBuf>,
+
+    /// Read every file of Cline's history, and neither use nor write the index of what was
+    /// read ($XDG_CACHE_HOME/aep-cline/usage-index, else ~/.cache/aep-cline/), by which a run
+    /// reads again only the 3.x files that changed or are new.
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 fn parse_date(s: &str) -> Result<Date, String> {
@@ -153,7 +159,7 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
             .map(|w| std::path::absolute(w).unwrap_or_else(|_| w.clone())),
         threads,
     };
-    let mut report = report::build(&history, &opts, &prices);
+    let (mut report, notes) = indexed(&history, &opts, &prices, !args.no_cache);
     report.problems.append(&mut opened);
     let tz_name = timezone.iana_name().unwrap_or("system").to_string();
     let stdout = std::io::stdout();
@@ -166,7 +172,46 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
     }
     out.flush()?;
     warn(&report);
+    for n in notes {
+        eprintln!("aep-cline usage: {n}");
+    }
     Ok(())
+}
+
+/// The report, through the index of what was read when `cache` (and a cache folder is known):
+/// the index is loaded, used for the 3.x store's files, and written back with this run's
+/// findings (removed files drop out). Returns what to tell the user about the index: nothing
+/// when it worked or was of another version; one line when it could not be used or kept.
+fn indexed(history: &History, opts: &Options, prices: &cline_stream::PriceTable, cache: bool) -> (Report, Vec<String>) {
+    use cline_usage::{index, index_file};
+    let Some(dir) = cache.then(index_file::folder).flatten() else {
+        return (report::build(history, opts, prices), Vec::new());
+    };
+    let mut notes = Vec::new();
+    let (mut index, note) = index_file::load(&dir);
+    notes.extend(note);
+    let data = history.store.data_dir().to_path_buf();
+    let first = index.stores.first().is_some_and(|(p, _)| *p == data);
+    let old = index.take(&data);
+    let known = old.len();
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    let (report, looks) =
+        report::build_indexed(history, opts, prices, &|| index::Lookup::new(Some(&old), now_ns, true));
+    // Nothing new, nothing gone, this store already first: the index on disk is this one.
+    let hits: usize = looks.iter().map(|(h, _)| h.len()).sum();
+    if first && hits == known && looks.iter().all(|(_, f)| f.is_empty()) {
+        return (report, notes);
+    }
+    index.put(&data, index::next_entries(old, looks));
+    if let Err(why) = index_file::save(&dir, &index) {
+        notes.push(format!(
+            "cannot keep the index of what was read in {} ({why}); the report is whole, the next run reads every file again (--no-cache does not try)",
+            dir.display()
+        ));
+    }
+    (report, notes)
 }
 
 /// Each problem once, then the count; each unpriced model once.
