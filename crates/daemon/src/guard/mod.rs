@@ -27,11 +27,23 @@ pub use decide::{control_for, Step};
 pub struct Guard {
     policy: Option<Arc<Active>>,
     budget: Arc<Watch>,
+    hub: Hub,
+}
+
+/// What the hub tap does for the sessions Cline's hub hosts: there the hub decides, as it did
+/// before the hook door did (a deny at the hub's approval fails only the tool; a budget cancels
+/// through the hub at the model call that crossed it), and the hook decides every other session.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hub {
+    /// The tap is on (`AEP_CLINE_HUB`): the budgets of hosted sessions cancel through it.
+    pub tapped: bool,
+    /// It answers (`AEP_CLINE_HUB_CONTROL=1`): the policy of hosted sessions answers there.
+    pub answers: bool,
 }
 
 impl Guard {
-    pub fn new(policy: Option<Arc<Active>>, budget: Arc<Watch>) -> Guard {
-        Guard { policy, budget }
+    pub fn new(policy: Option<Arc<Active>>, budget: Arc<Watch>, hub: Hub) -> Guard {
+        Guard { policy, budget, hub }
     }
 
     /// Whether anything is to be decided: a policy, or a budget.
@@ -42,14 +54,21 @@ impl Guard {
     /// The verdict on one hook, under its session's lock (the budgets' ledger lock is taken
     /// inside it, the one order); `None` for a hook nobody decides.
     pub fn judge(&self, payload: &HookPayload, tracker: &SessionTracker) -> Option<Verdict> {
+        let hosted = tracker.is_hosted();
         let step = Step::of(payload)?;
         let session = payload.session_key()?;
         let run = match step {
             Step::Tool { .. } => tracker.open_run(payload.agent()).or_else(|| tracker.active_run()),
             Step::Prompt => None,
         };
-        let over = self.budget.over(session, run, tracker.workspace());
-        let policy = self.policy.as_ref().map(|p| p.current());
+        let over = match hosted && self.hub.tapped {
+            true => None,
+            false => self.budget.over(session, run, tracker.workspace()),
+        };
+        let policy = match hosted && self.hub.answers {
+            true => None,
+            false => self.policy.as_ref().map(|p| p.current()),
+        };
         let verdict = decide::decide(&step, policy.as_deref(), tracker.workspace(), over.as_ref());
         if let Some(v) = &verdict {
             tracing::info!(

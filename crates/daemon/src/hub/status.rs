@@ -36,6 +36,12 @@ impl Status {
         }
     }
 
+    /// Whether the tap answers (`AEP_CLINE_HUB_CONTROL=1`): the policy's answers and the
+    /// budgets' cancels of hub-hosted sessions go through the hub.
+    pub fn control(&self) -> bool {
+        self.control
+    }
+
     pub fn connected(&self, url: &str, protocol: Option<&str>, hub_id: Option<&str>) {
         let mut s = self.inner.lock();
         s.connected = true;

@@ -57,7 +57,11 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
     };
     let (sessions, spool) = (state.sessions.clone(), state.spool.clone());
     // With a policy or budgets set, the hooks Cline waits on are decided as they are recorded.
-    let guard = Guard::new(state.policy.clone(), state.budget.clone());
+    let hub = crate::guard::Hub {
+        tapped: state.hub.is_some(),
+        answers: state.hub.as_ref().is_some_and(|h| h.control()),
+    };
+    let guard = Guard::new(state.policy.clone(), state.budget.clone(), hub);
     let outcome = tokio::task::spawn_blocking(move || {
         if firing.abandoned(firing::now_ns()) {
             // Its shim has spooled it (or is about to): order it with the spool, by firing time.
