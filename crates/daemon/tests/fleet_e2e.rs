@@ -1,5 +1,5 @@
 //! The fleet end to end (#24): a real `nats-server` with JetStream and the fleet's users and
-//! permissions (tests/data/nats-fleet.conf, docs/fleet.md), two real daemons with their own
+//! permissions (docs/fleet.md's, read from the page), two real daemons with their own
 //! `AEP_HOST` publishing to one stream (host-a on the REAL Cline 3.0.65 hub with the tap,
 //! `AEP_CLINE_HUB_CONTROL=1` and `AEP_NATS_CONTROL=1`; host-b plain, fed the real hook payloads),
 //! and every assertion made through the real `aep-cline fleet ... --json` commands: both machines
@@ -22,7 +22,6 @@ use support::hub_client::HubClient;
 use support::nats_server::Server;
 use support::real_hub::{tapped_sandbox, RealHub};
 
-const CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/nats-fleet.conf");
 /// host-b's session: the one of the real hook payloads (`cline-hooks/tests/data/hooks-local`).
 const B_SESSION: &str = "1796007203184_6l7jh";
 const WAIT: Duration = Duration::from_secs(90);
@@ -141,7 +140,9 @@ async fn stream_ids(url: &str) -> HashSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_real_daemons_one_on_the_real_hub_seen_and_commanded_through_the_fleet_console() {
-    let mut server = Server::start(&["-c", CONF]);
+    let conf_dir = tempfile::tempdir().unwrap();
+    let conf = support::nats_server::fleet_conf_file(conf_dir.path());
+    let mut server = Server::start(&["-c", conf.to_str().unwrap()]);
     let url = server.url();
 
     // host-a: the real hub with the tap and control over NATS.

@@ -9,6 +9,8 @@
 
 use crate::nats::{free_port, health, runtime, vendor_hook, Server, SESSION, WAIT};
 use crate::support;
+use support::nats_server::fleet_conf_file;
+use support::wait::wait_until_seen;
 
 use aep_cline::sinks::nats::machine::{self, Machine};
 use async_nats::jetstream;
@@ -212,8 +214,20 @@ fn a_dead_server_is_counted_caught_up_with_and_never_holds_the_shutdown() {
     assert!(status.success());
 }
 
-/// Users of one server: two daemons, an operator for host-a, one for host-b, a viewer.
-const PERMISSIONS: &str = include_str!("data/nats-fleet.conf");
+/// A daemon of `host` as docs/fleet.md's `user`, with control over NATS on or off.
+fn fleet_daemon(url: &str, dir: &std::path::Path, host: &str, user: &str, control: bool) -> Sandbox {
+    Sandbox::new()
+        .with_env("AEP_NATS_URL", url)
+        .with_env("AEP_NATS_USER", user)
+        .with_env("AEP_NATS_PASSWORD", &format!("{user}-secret"))
+        .with_env("AEP_HOST", host)
+        .with_env("AEP_NATS_CONTROL", if control { "1" } else { "0" })
+        .with_env("AEP_CLINE_HUB_CONTROL", if control { "1" } else { "0" })
+        // No hub runs: the tap keeps looking for one, and ending a session needs none.
+        .with_env("AEP_CLINE_HUB_DISCOVERY", dir.join("hub.json").to_str().unwrap())
+        .with_env("AEP_MAX_EVENT", "65536")
+        .with_env("RUST_LOG", "warn")
+}
 
 /// A command over NATS: the reply, or the request's error.
 fn request(
@@ -247,23 +261,10 @@ fn request(
 #[test]
 fn commands_over_nats_go_through_the_intake_and_the_servers_permissions_decide_who_may_send_them() {
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("fleet.conf");
-    std::fs::write(&conf, PERMISSIONS).unwrap();
+    let conf = fleet_conf_file(dir.path());
     let server = Server::start(&["-c", conf.to_str().unwrap()]);
     let url = server.url();
-    let host_box = |host: &str, user: &str, control: bool| {
-        Sandbox::new()
-            .with_env("AEP_NATS_URL", &url)
-            .with_env("AEP_NATS_USER", user)
-            .with_env("AEP_NATS_PASSWORD", &format!("{user}-secret"))
-            .with_env("AEP_HOST", host)
-            .with_env("AEP_NATS_CONTROL", if control { "1" } else { "0" })
-            .with_env("AEP_CLINE_HUB_CONTROL", if control { "1" } else { "0" })
-            // No hub runs: the tap keeps looking for one, and ending a session needs none.
-            .with_env("AEP_CLINE_HUB_DISCOVERY", dir.path().join("hub.json").to_str().unwrap())
-            .with_env("AEP_MAX_EVENT", "65536")
-            .with_env("RUST_LOG", "warn")
-    };
+    let host_box = |host: &str, user: &str, control: bool| fleet_daemon(&url, dir.path(), host, user, control);
     let (a, b) = (
         host_box("host-a", "daemon-a", true),
         host_box("host-b", "daemon-b", false),
@@ -410,6 +411,193 @@ fn commands_over_nats_go_through_the_intake_and_the_servers_permissions_decide_w
     assert!(
         record((&url, Some(viewer)), "host-c").is_none(),
         "no record under another host's key"
+    );
+}
+
+/// A JetStream API request as `user`'s client: the server's JSON answer, or `None` when the
+/// server refused the publish (no answer comes; the refusal is in the client's errors).
+async fn js_api(client: &async_nats::Client, subject: &str, body: Value) -> Option<Value> {
+    let asked = client
+        .send_request(
+            subject.to_string(),
+            async_nats::Request::new()
+                .payload(body.to_string().into())
+                .timeout(Some(Duration::from_secs(2))),
+        )
+        .await;
+    let reply = asked.ok().map(|m| serde_json::from_slice(&m.payload).unwrap());
+    let _ = client.flush().await;
+    reply
+}
+
+/// The campaign's attack with docs/fleet.md's permissions verbatim: daemon-a's user stores a
+/// command inside its grant and the viewer has JetStream deliver it to host-b's control
+/// subject (push consumers, acked and not): host-b refuses every delivery unanswered and
+/// counts it, and nothing of the command reaches its session. The viewer may neither delete
+/// nor take over another user's durable consumer, nor make a durable or a named one of its
+/// own, and still reads the fleet (`fleet sessions` as the viewer); a command published
+/// straight to a control subject is refused by the server as before.
+#[test]
+fn a_consumer_pointed_at_a_control_subject_delivers_no_command_and_a_viewer_touches_no_other_users_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = fleet_conf_file(dir.path());
+    let server = Server::start(&["-c", conf.to_str().unwrap()]);
+    let url = server.url();
+    let b = fleet_daemon(&url, dir.path(), "host-b", "daemon-b", true);
+    let daemon_b = b.start();
+    vendor_hook(&daemon_b, SESSION, 0);
+    wait_until_seen("host-b to take commands over NATS", WAIT, || {
+        let control = health(&daemon_b)["nats"]["control"].clone();
+        (control["subscribed"] == true).then_some(()).ok_or(control.to_string())
+    });
+    b.wait_log(SESSION, "host-b's session in its log", WAIT, |l| !l.is_empty());
+    let viewer = ("viewer", "viewer-secret");
+    let (errors_to, errors) = std::sync::mpsc::channel();
+    let planted = command(
+        "control.cancel",
+        SESSION,
+        json!({"scope": "session", "reason": "delivered by a consumer"}),
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        // daemon-a's user stores the command on a subject inside its grant.
+        let a = connect(&url, Some(("daemon-a", "daemon-a-secret")), None)
+            .await
+            .unwrap();
+        let js = jetstream::new(a);
+        let stored = js.publish("aep.host-a.cline.planted", planted.to_string().into()).await;
+        stored
+            .unwrap()
+            .await
+            .expect("the stream stores it: inside daemon-a's grant");
+        // The viewer points consumers at host-b's control subject.
+        let v = connect(&url, Some(viewer), Some(errors_to.clone())).await.unwrap();
+        for ack_policy in ["explicit", "none"] {
+            let config = json!({"deliver_subject": machine::control_subject("host-b"),
+                                "filter_subject": "aep.host-a.cline.planted",
+                                "deliver_policy": "all", "ack_policy": ack_policy});
+            let made = js_api(
+                &v,
+                "$JS.API.CONSUMER.CREATE.AEP",
+                json!({"stream_name": "AEP", "config": config}),
+            )
+            .await;
+            let made = made.expect("the viewer may make an ephemeral consumer");
+            assert!(made["error"].is_null(), "{made}");
+        }
+    });
+    let control = wait_until_seen("host-b to refuse both deliveries", WAIT, || {
+        let control = health(&daemon_b)["nats"]["control"].clone();
+        (control["deliveries_refused"].as_u64() >= Some(2))
+            .then_some(control.clone())
+            .ok_or(control.to_string())
+    });
+    assert_eq!(
+        (control["acked"].as_u64(), control["refused"].as_u64()),
+        (Some(0), Some(0)),
+        "{control}"
+    );
+    let log = b.log(SESSION);
+    assert!(
+        !log.iter()
+            .any(|e| e["type"] == "control.accepted" || e["type"] == "session.ended" || e["cause"] == planted["id"]),
+        "a delivery is no command: {log:#?}"
+    );
+
+    rt.block_on(async {
+        // Another user's durable: the ingester's.
+        let ingest = connect(&url, Some(("ingest", "ingest-secret")), None).await.unwrap();
+        let stream = jetstream::new(ingest).get_stream("AEP").await.unwrap();
+        let durable = async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some("ingest".into()),
+            ..Default::default()
+        };
+        stream
+            .create_consumer(durable)
+            .await
+            .expect("ingest may make its own durable");
+        let v = connect(&url, Some(viewer), Some(errors_to)).await.unwrap();
+        let takeover = json!({"stream_name": "AEP", "config": {"name": "ingest",
+            "deliver_subject": machine::control_subject("host-b"), "deliver_policy": "all", "ack_policy": "none"}});
+        for (subject, body) in [
+            ("$JS.API.CONSUMER.DELETE.AEP.ingest", json!({})),
+            ("$JS.API.CONSUMER.MSG.NEXT.AEP.ingest", json!({"batch": 1})),
+            ("$JS.API.CONSUMER.CREATE.AEP.ingest", takeover.clone()),
+            (
+                "$JS.API.CONSUMER.DURABLE.CREATE.AEP.mine",
+                json!({"stream_name": "AEP", "config": {"durable_name": "mine"}}),
+            ),
+            (
+                "$JS.API.CONSUMER.CREATE.AEP.mine",
+                json!({"stream_name": "AEP", "config": {"name": "mine"}}),
+            ),
+        ] {
+            assert_eq!(
+                js_api(&v, subject, body).await,
+                None,
+                "{subject}: the server answers nothing"
+            );
+        }
+        // Naming it inside an ephemeral create does not take it over either.
+        let named = js_api(&v, "$JS.API.CONSUMER.CREATE.AEP", takeover).await.unwrap();
+        assert!(
+            !named["error"].is_null(),
+            "an ephemeral create cannot name another's consumer: {named}"
+        );
+        let info = stream
+            .consumer_info("ingest")
+            .await
+            .expect("ingest's durable is still there");
+        assert_eq!(
+            (
+                info.config.deliver_subject.as_deref(),
+                info.config.durable_name.as_deref()
+            ),
+            (None, Some("ingest"))
+        );
+    });
+    let errors: Vec<String> = errors.try_iter().collect();
+    for subject in [
+        "DELETE.AEP.ingest",
+        "MSG.NEXT.AEP.ingest",
+        "CREATE.AEP.ingest",
+        "DURABLE.CREATE.AEP.mine",
+        "CREATE.AEP.mine",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.contains("Permissions Violation for Publish")
+                && e.contains(&format!("$JS.API.CONSUMER.{subject}"))),
+            "{subject}: {errors:?}"
+        );
+    }
+    // Published straight to host-b's control subject: refused by the server, as before.
+    let (reply, errors) = request(
+        &url,
+        ("daemon-a", "daemon-a-secret"),
+        "host-b",
+        planted.to_string().into_bytes(),
+        Duration::from_secs(3),
+    );
+    assert_eq!(reply.unwrap_err(), async_nats::RequestErrorKind::TimedOut);
+    assert!(
+        errors.iter().any(|e| e.contains("Permissions Violation for Publish")),
+        "{errors:?}"
+    );
+    // The viewer's grants still read the fleet.
+    let viewer_console = Sandbox::new();
+    let o = viewer_console.run(
+        &["fleet", "sessions", "--json"],
+        &[
+            ("AEP_NATS_URL", &url),
+            ("AEP_NATS_USER", "viewer"),
+            ("AEP_NATS_PASSWORD", "viewer-secret"),
+        ],
+    );
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success() && out.contains(SESSION), "{out}\n{err}");
+    assert!(
+        !b.log(SESSION).iter().any(|e| e["type"] == "session.ended"),
+        "host-b's session goes on"
     );
 }
 

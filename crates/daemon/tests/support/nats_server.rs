@@ -90,6 +90,24 @@ fn spawn_server(port: u16, store: &std::path::Path, args: &[String]) -> Child {
     child
 }
 
+/// The fleet's users and permissions, verbatim from docs/fleet.md (the block between its
+/// `<!-- fleet.conf -->` markers), so the page cannot say other than what is tested.
+pub fn fleet_conf() -> String {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/fleet.md")).unwrap();
+    let block = page
+        .split_once("<!-- fleet.conf -->\n```\n")
+        .and_then(|(_, rest)| rest.split_once("```\n<!-- /fleet.conf -->"))
+        .expect("docs/fleet.md holds the configuration between <!-- fleet.conf --> markers");
+    block.0.to_string()
+}
+
+/// [`fleet_conf`] as a file in `dir`, for `nats-server -c`.
+pub fn fleet_conf_file(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("fleet.conf");
+    std::fs::write(&path, fleet_conf()).unwrap();
+    path
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

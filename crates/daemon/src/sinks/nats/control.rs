@@ -8,7 +8,11 @@
 //! answered [`machine::refusal`] in words and leaves nothing in any log.
 //!
 //! Who may send commands is the server's to say (permissions on `aep-control.<host>`); a
-//! request it refuses never reaches the daemon.
+//! request it refuses never reaches the daemon. The server's own deliveries are never
+//! commands ([`not_a_request`]): any user who may create a consumer can have JetStream deliver
+//! stored messages to any subject, this one included, and those arrive as the server's, past
+//! every publish permission; so a message JetStream delivered (an ack or flow-control reply
+//! subject, `$JS.`..., or the stream's headers) is counted, logged and never answered.
 
 use super::machine;
 use super::settings::Connect;
@@ -42,6 +46,9 @@ pub struct Health {
     refused: AtomicU64,
     /// Messages without a reply subject (a publish, not a request): nobody to answer.
     unanswerable: AtomicU64,
+    /// Messages the server delivered from a stream (a consumer pointed at this subject), not
+    /// a publisher's request: never a command.
+    deliveries: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -54,6 +61,7 @@ impl Health {
             "acked": self.acked.load(Ordering::Relaxed),
             "refused": self.refused.load(Ordering::Relaxed),
             "unanswerable": self.unanswerable.load(Ordering::Relaxed),
+            "deliveries_refused": self.deliveries.load(Ordering::Relaxed),
             "last_error": *self.last_error.lock(),
         })
     }
@@ -145,6 +153,12 @@ impl Control {
                 }
             };
             self.health.requests.fetch_add(1, Ordering::Relaxed);
+            if let Some(why) = not_a_request(message.reply.as_deref(), message.headers.as_ref()) {
+                self.health.deliveries.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(subject = %self.subject, %why,
+                    "refused a message on the control subject: JetStream delivered it, no publisher sent it, so it is no command (is a consumer pointed at this subject?)");
+                continue;
+            }
             let Some(reply) = message.reply else {
                 self.health.unanswerable.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(subject = %self.subject, "a message on the control subject has no reply subject: send commands as requests");
@@ -164,7 +178,27 @@ impl Control {
             });
         }
     }
+}
 
+/// The headers JetStream puts on a stored message it hands out (a republish, a direct get).
+const STREAM_HEADERS: [&str; 3] = ["Nats-Stream", "Nats-Sequence", "Nats-Subject"];
+
+/// Why a message on the control subject is the server's delivery and not a publisher's
+/// request, or `None` for a request. A consumer's deliveries carry the server's reply
+/// subjects (`$JS.ACK.<stream>.<consumer>...`, `$JS.FC...`); every `$` subject is the
+/// server's (a client's inbox is `_INBOX.` or its own prefix, never `$`); a republished or
+/// directly read message carries the stream's headers. Replying would only ack it.
+pub fn not_a_request(reply: Option<&str>, headers: Option<&async_nats::HeaderMap>) -> Option<String> {
+    if let Some(reply) = reply.filter(|r| r.starts_with('$')) {
+        return Some(format!(
+            "its reply subject {reply:?} is the server's (a JetStream delivery)"
+        ));
+    }
+    let header = headers.and_then(|h| STREAM_HEADERS.into_iter().find(|name| h.get(*name).is_some()));
+    header.map(|name| format!("it carries the stream header {name} (a message of a stream)"))
+}
+
+impl Control {
     /// The reply to one request: its ack Event, or a refusal in words.
     async fn answer(&self, payload: &[u8]) -> Value {
         let refused = |cause: Option<&str>, reason: &str, detail: String| {
@@ -227,5 +261,39 @@ impl Control {
                 refused(id, "busy", format!("{e}; send the command again with the same id"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_jetstream_delivers_is_never_a_request() {
+        assert_eq!(not_a_request(Some("_INBOX.abc.1"), None), None);
+        assert_eq!(
+            not_a_request(Some("team._INBOX.x"), None),
+            None,
+            "a client's own inbox prefix"
+        );
+        assert_eq!(
+            not_a_request(None, None),
+            None,
+            "no reply: unanswerable, said elsewhere"
+        );
+        for reply in ["$JS.ACK.AEP.evil.1.5.5.1796.0", "$JS.FC.AEP.x.y", "$SYS.REQ.x"] {
+            assert!(not_a_request(Some(reply), None).unwrap().contains(reply), "{reply}");
+        }
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", "x");
+        assert_eq!(
+            not_a_request(Some("_INBOX.a"), Some(&headers)),
+            None,
+            "a publisher's own headers"
+        );
+        headers.insert("Nats-Stream", "AEP");
+        assert!(not_a_request(Some("_INBOX.a"), Some(&headers))
+            .unwrap()
+            .contains("Nats-Stream"));
     }
 }
