@@ -465,11 +465,23 @@ fn a_consumer_pointed_at_a_control_subject_delivers_no_command_and_a_viewer_touc
             .await
             .unwrap();
         let js = jetstream::new(a);
-        let stored = js.publish("aep.host-a.cline.planted", planted.to_string().into()).await;
-        stored
-            .unwrap()
-            .await
-            .expect("the stream stores it: inside daemon-a's grant");
+        // The daemons' sinks make the stream as they start: stored once it exists.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let stored = js
+                .publish("aep.host-a.cline.planted", planted.to_string().into())
+                .await
+                .unwrap()
+                .await;
+            match stored {
+                Ok(_) => break,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("not stored yet ({e}); again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("the stream stores it: inside daemon-a's grant: {e}"),
+            }
+        }
         // The viewer points consumers at host-b's control subject.
         let v = connect(&url, Some(viewer), Some(errors_to.clone())).await.unwrap();
         for ack_policy in ["explicit", "none"] {
