@@ -11,19 +11,19 @@ use support::cline::ClineSandbox;
 use support::daemon::{types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
 
-/// A deny rule for `rm`, an approve rule for `ls`, as a newcomer would write them.
+/// A deny rule for `rm`, an approve rule for `touch`, as a newcomer would write them.
 const POLICY: &str = r#"
 [[rule]]
 name = "no-rm"
 tool = "run_commands"
-command = '\brm\b'
+command = "rm"
 answer = "deny"
 reason = "deleting files needs a person"
 
 [[rule]]
-name = "echo"
+name = "touch"
 tool = "run_commands"
-command = '^echo\b'
+command = "touch *"
 answer = "approve"
 "#;
 
@@ -109,8 +109,8 @@ fn a_deny_rule_stops_rm_rf_in_clines_default_auto_approve_mode_and_says_why() {
 
 #[test]
 fn an_approved_command_runs_and_the_rule_is_named_on_its_request() {
-    let rig = Rig::new(Script::command("echo hi > ran.txt"), &[]);
-    let run = rig.cline.run("please CMD:echo hi > ran.txt");
+    let rig = Rig::new(Script::command("touch ran.txt"), &[]);
+    let run = rig.cline.run("please CMD:touch ran.txt");
     run.assert_success("cline --json");
     assert!(
         rig.cline.workspace().join("ran.txt").exists(),
@@ -118,7 +118,7 @@ fn an_approved_command_runs_and_the_rule_is_named_on_its_request() {
     );
     let log = rig.log();
     let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
-    assert_eq!(requested["data"]["cline.policy_rule"], "echo", "{requested}");
+    assert_eq!(requested["data"]["cline.policy_rule"], "touch", "{requested}");
     assert_eq!(requested["data"]["cline.policy_answer"], "approve");
     assert!(types(&log).contains(&"tool.completed"));
 }

@@ -920,20 +920,20 @@ mod policy {
 [[rule]]
 name = "no-denied-runs"
 tool = "run_commands"
-command = 'denied'
+command = "echo denied-*"
 answer = "deny"
 reason = "policy says no: use the staging box"
 
 [[rule]]
 name = "echo-here"
 tool = "run_*"
-command = '^echo\b'
+command = "echo *"
 workspace = "{}"
 answer = "approve"
 
 [[rule]]
 name = "cat-asks"
-command = '^cat\b'
+command = "cat *"
 answer = "ask"
 "#,
             cline.workspace().display()
@@ -1097,7 +1097,7 @@ answer = "ask"
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_rewritten_policy_applies_to_the_next_request_and_a_bad_one_keeps_the_last_good() {
         let (_model, cline, aep, path) =
-            setup_with("[[rule]]\nname = \"v1-approve\"\ncommand = '^echo'\nanswer = \"approve\"\n");
+            setup_with("[[rule]]\nname = \"v1-approve\"\ncommand = 'echo *'\nanswer = \"approve\"\n");
         let hub = RealHub::ensure(&cline);
         let daemon = aep.start();
         let first = wait_policy(&daemon, "the policy at start", |p| p["rules"] == 1);
@@ -1108,8 +1108,8 @@ answer = "ask"
         // Rewritten while the daemon runs: the next request is decided by the new rules.
         std::fs::write(
             &path,
-            "[[rule]]\nname = \"v2-deny-two\"\ncommand = 'two'\nanswer = \"deny\"\nreason = \"v2 says no\"\n\n\
-             [[rule]]\nname = \"v2-approve\"\ncommand = '^echo'\nanswer = \"approve\"\n",
+            "[[rule]]\nname = \"v2-deny-two\"\ncommand = 'echo two'\nanswer = \"deny\"\nreason = \"v2 says no\"\n\n\
+             [[rule]]\nname = \"v2-approve\"\ncommand = 'echo *'\nanswer = \"approve\"\n",
         )
         .unwrap();
         wait_policy(&daemon, "the rewritten policy", |p| p["rules"] == 2);
@@ -1124,7 +1124,7 @@ answer = "ask"
         // A bad file: the last good policy stays, and the log, /healthz and doctor say why.
         std::fs::write(
             &path,
-            "[[rule]]\nname = \"v3\"\ncommand = '(unclosed'\nanswer = \"deny\"\n",
+            "[[rule]]\nname = \"v3\"\ncommand_regex = '(unclosed'\nanswer = \"deny\"\n",
         )
         .unwrap();
         let bad = wait_policy(&daemon, "the bad file's error", |p| p["last_error"].is_string());

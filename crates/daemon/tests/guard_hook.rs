@@ -25,7 +25,7 @@ fn policy(sb: &Sandbox) -> Sandbox {
     let path = sb.root.path().join("policy.toml");
     std::fs::write(
         &path,
-        "[[rule]]\nname = 'no-rm'\ntool = 'run_commands'\ncommand = '\\brm\\b'\nanswer = 'deny'\nreason = 'ask first'\n",
+        "[[rule]]\nname = 'no-rm'\ntool = 'run_commands'\ncommand = 'rm'\nanswer = 'deny'\nreason = 'ask first'\n",
     )
     .unwrap();
     Sandbox {

@@ -20,7 +20,9 @@ enum PolicyCommand {
 /// Say which rule of FILE would answer a request, and why.
 ///
 /// Rules are tried in order and the first that matches answers (approve, deny or ask); when
-/// none matches, a person answers ("ask: no rule matched"). Rules that were tried first are
+/// none matches, a person answers ("ask: no rule matched"). An approve rule's `command` holds
+/// only for plain command lines whose every simple command matches exactly; a deny or ask
+/// rule's holds when any simple command anywhere could match (README, "Policy"). Rules that were tried first are
 /// listed with why each did not match. Exit 0 when the file is good, 2 when it cannot be used
 /// (the line and the problem are named, as the daemon would log them).
 ///
@@ -29,7 +31,9 @@ enum PolicyCommand {
 struct TestArgs {
     /// The policy file (TOML; README, "Policy").
     file: PathBuf,
-    /// A command the request runs; repeat for a batch (every command must match a rule's regex).
+    /// A command line the request runs; repeat for a batch. It is read as bash reads it: the
+    /// simple commands found (also inside substitutions and `bash -c`) and every construct
+    /// that keeps an approve rule from holding are printed before the answer.
     #[arg(long, value_name = "COMMAND")]
     command: Vec<String>,
     /// The tool that asks [default: run_commands with --command, else editor with --path]
@@ -60,9 +64,11 @@ pub fn run(args: PolicyArgs) -> ExitCode {
         .to_string()
     });
     let input = serde_json::json!({"commands": args.command, "paths": args.path});
-    let asked = Asked::from_approval(&tool, Some(&input.to_string()), args.workspace.as_deref());
+    let mut asked = Asked::from_approval(&tool, Some(&input.to_string()), args.workspace.as_deref());
+    crate::policy::links::resolve(&mut asked);
     let decision = policy.decide(&asked);
-    let mut text = String::new();
+    // What was read first: the simple commands, the constructs, where each path lies.
+    let mut text = asked.describe();
     for (rule, why) in &decision.skipped {
         text.push_str(&format!("  skipped {:?} (line {}): {why}\n", rule.name, rule.line));
     }

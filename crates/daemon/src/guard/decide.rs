@@ -67,12 +67,14 @@ pub fn control_for(words: &str) -> Value {
     json!({"cancel": true, "errorMessage": words})
 }
 
-/// Decides one step. `over`: the budget the session is at or past, and the words for Cline.
+/// Decides one step. `over`: the budget the session is at or past, and the words for Cline;
+/// `follow`: a path with its symbolic links resolved (the disk, given by the caller).
 pub fn decide(
     step: &Step,
     policy: Option<&PolicyFile>,
     workspace: Option<&str>,
     over: Option<&(Crossing, String)>,
+    follow: &dyn Fn(&str) -> Option<String>,
 ) -> Option<Verdict> {
     if let Some((crossing, words)) = over {
         let mut audit = Map::new();
@@ -96,7 +98,8 @@ pub fn decide(
         return None;
     };
     let file = policy?;
-    let asked = Asked::from_approval(tool, Some(&input.to_string()), workspace);
+    let mut asked = Asked::from_approval(tool, Some(&input.to_string()), workspace);
+    asked.follow_links(follow);
     let decision = file.decide(&asked);
     let rule = decision.rule?;
     let mut audit = Map::new();
@@ -143,18 +146,20 @@ mod tests {
     use super::*;
     use crate::budget::account::{Level, Scope};
 
+    const NO_LINKS: fn(&str) -> Option<String> = |_| None;
+
     const POLICY: &str = r#"
 [[rule]]
 name = "no-rm"
 tool = "run_commands"
-command = '\brm\b'
+command = "rm"
 answer = "deny"
 reason = "no deleting"
 
 [[rule]]
 name = "ls"
 tool = "run_commands"
-command = '^ls\b'
+command = "ls *"
 answer = "approve"
 
 [[rule]]
@@ -178,6 +183,7 @@ answer = "ask"
             Some(&p),
             None,
             None,
+            &NO_LINKS,
         )
         .unwrap();
         let control = v.control.unwrap();
@@ -200,20 +206,37 @@ answer = "ask"
             Some(&p),
             None,
             None,
+            &NO_LINKS,
         )
         .unwrap();
         assert_eq!((v.control, v.denied), (None, None));
         assert_eq!(v.audit["cline.policy_answer"], "approve");
-        let v = decide(&tool("editor", json!({"path": "a.rs"})), Some(&p), None, None).unwrap();
+        let v = decide(
+            &tool("editor", json!({"path": "a.rs"})),
+            Some(&p),
+            None,
+            None,
+            &NO_LINKS,
+        )
+        .unwrap();
         assert!(v.control.is_none());
         assert_eq!(v.audit["cline.policy_answer"], "ask");
         assert!(v.audit["cline.policy_note"].as_str().unwrap().contains("auto-approves"));
-        assert_eq!(decide(&tool("read_files", json!({})), Some(&p), None, None), None);
         assert_eq!(
-            decide(&tool("run_commands", json!({"commands": ["rm x"]})), None, None, None),
+            decide(&tool("read_files", json!({})), Some(&p), None, None, &NO_LINKS),
             None
         );
-        assert_eq!(decide(&Step::Prompt, Some(&p), None, None), None);
+        assert_eq!(
+            decide(
+                &tool("run_commands", json!({"commands": ["rm x"]})),
+                None,
+                None,
+                None,
+                &NO_LINKS
+            ),
+            None
+        );
+        assert_eq!(decide(&Step::Prompt, Some(&p), None, None, &NO_LINKS), None);
     }
 
     #[test]
@@ -229,7 +252,7 @@ answer = "ask"
             "the run budget is reached".to_string(),
         );
         for step in [tool("run_commands", json!({"commands": ["ls"]})), Step::Prompt] {
-            let v = decide(&step, Some(&p), None, Some(&over)).unwrap();
+            let v = decide(&step, Some(&p), None, Some(&over), &NO_LINKS).unwrap();
             assert_eq!(v.control.unwrap()["errorMessage"], "the run budget is reached");
             assert_eq!(v.audit["cline.budget_stop"]["name"], "run");
             assert_eq!(v.audit["cline.budget_stop"]["cost"], 0.213);
@@ -246,6 +269,9 @@ answer = "ask"
         let p = PolicyFile::parse(POLICY).unwrap();
         // 2.x's parameters are strings: `command` is one command.
         let step = tool(tool_name("execute_command", true), json!({"command": "rm -rf victim"}));
-        assert!(decide(&step, Some(&p), None, None).unwrap().control.is_some());
+        assert!(decide(&step, Some(&p), None, None, &NO_LINKS)
+            .unwrap()
+            .control
+            .is_some());
     }
 }

@@ -69,7 +69,13 @@ impl Guard {
             true => None,
             false => self.policy.as_ref().map(|p| p.current()),
         };
-        let verdict = decide::decide(&step, policy.as_deref(), tracker.workspace(), over.as_ref());
+        let verdict = decide::decide(
+            &step,
+            policy.as_deref(),
+            tracker.workspace(),
+            over.as_ref(),
+            &crate::policy::links::follow,
+        );
         if let Some(v) = &verdict {
             tracing::info!(
                 %session,

@@ -5,8 +5,9 @@
 //! [[rule]]
 //! name = "read-only"                  # required: named in every decision it makes
 //! tool = "run_commands"               # optional glob on the tool name
-//! command = '^(ls|cat|git status)\b'  # optional regex: every command of a batch must match
-//! path = "src/**"                     # optional glob on a file tool's paths (workspace-relative)
+//! command = ["ls *", "git status"]   # optional words of a command, or a list of them (words.rs)
+//! command_regex = '^cat [a-z./]+$'    # optional regex on each simple command's words
+//! path = "src/**"                     # optional glob on a file tool's paths (path.rs)
 //! workspace = "**/billing-*"          # optional glob on the workspace folder
 //! answer = "approve"                  # approve | deny | ask
 //! reason = "..."                      # told to Cline with a deny
@@ -14,7 +15,18 @@
 //!
 //! Rules are tried in order; the first whose every condition holds answers. None: `ask` (a
 //! person answers, as without a policy).
+//!
+//! A command is read as bash reads it ([`crate::shell`]). An `approve` rule's command
+//! condition holds only when every command line is plain (simple commands joined by `&&`,
+//! `||`, `;`, `|`, newlines: no substitution, redirection to a file, subshell, here-document,
+//! `eval`, `bash -c`, computed command name, unreadable text) and each of its simple commands
+//! matches exactly. A `deny` or `ask` rule's holds when any simple command anywhere (inside
+//! substitutions, `bash -c` scripts, behind `sudo` or `xargs`) could match. Paths: an approve
+//! rule needs every path to match, a deny or ask rule any one.
 
+use crate::path::Place;
+use crate::shell::{Script, SimpleCommand};
+use crate::words::CommandPattern;
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
@@ -77,7 +89,8 @@ pub struct Rule {
     /// Where the rule starts in the file (1-based).
     pub line: usize,
     tool: Option<Pattern<GlobMatcher>>,
-    command: Option<Pattern<Regex>>,
+    command: Vec<CommandPattern>,
+    command_regex: Option<Pattern<Regex>>,
     path: Option<Pattern<GlobMatcher>>,
     workspace: Option<Pattern<GlobMatcher>>,
     pub answer: Answer,
@@ -92,7 +105,16 @@ struct Pattern<M> {
 }
 
 /// The keys a rule may have.
-const RULE_KEYS: [&str; 7] = ["name", "tool", "command", "path", "workspace", "answer", "reason"];
+const RULE_KEYS: [&str; 8] = [
+    "name",
+    "tool",
+    "command",
+    "command_regex",
+    "path",
+    "workspace",
+    "answer",
+    "reason",
+];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -107,11 +129,20 @@ struct RawFile {
 struct RawRule {
     name: String,
     tool: Option<String>,
-    command: Option<String>,
+    command: Option<OneOrMore>,
+    command_regex: Option<String>,
     path: Option<String>,
     workspace: Option<String>,
     answer: Answer,
     reason: Option<String>,
+}
+
+/// `command = "ls *"` or `command = ["ls *", "cat *"]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMore {
+    One(String),
+    More(Vec<String>),
 }
 
 impl PolicyFile {
@@ -169,9 +200,27 @@ impl PolicyFile {
                 })
                 .transpose()
             };
-            let command = raw
-                .command
+            let command = match raw.command {
+                None => Vec::new(),
+                Some(OneOrMore::One(text)) => vec![text],
+                Some(OneOrMore::More(texts)) if texts.is_empty() => {
+                    return Err(bad(format!(
+                        "{label}: command = [] has no command; leave it out to match every command"
+                    )))
+                }
+                Some(OneOrMore::More(texts)) => texts,
+            }
+            .iter()
+            .map(|text| CommandPattern::parse(text).map_err(|e| bad(format!("{label}: {e}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+            let command_regex = raw
+                .command_regex
                 .map(|text| {
+                    if text.contains(" *") || text.starts_with('*') {
+                        return Err(bad(format!(
+                            "{label}: command_regex = {text:?} reads like a glob (in a regex `*` repeats what comes before it); for words with wildcards write command = {text:?}"
+                        )));
+                    }
                     RegexBuilder::new(&text)
                         .size_limit(MAX_REGEX_BYTES)
                         .build()
@@ -179,7 +228,7 @@ impl PolicyFile {
                             matcher,
                             text: text.clone(),
                         })
-                        .map_err(|e| bad(format!("{label}: command = {text:?} is not a regex: {}", one_line(&e))))
+                        .map_err(|e| bad(format!("{label}: command_regex = {text:?} is not a regex: {}", one_line(&e))))
                 })
                 .transpose()?;
             rules.push(Rule {
@@ -187,6 +236,7 @@ impl PolicyFile {
                 path: glob("path", raw.path)?,
                 workspace: glob("workspace", raw.workspace)?,
                 command,
+                command_regex,
                 name: raw.name,
                 line,
                 answer: raw.answer,
@@ -233,10 +283,12 @@ fn one_line(e: &regex::Error) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Asked {
     pub tool: String,
-    /// The commands of a command tool (`run_commands`): every one must match a rule's regex.
+    /// The command lines of a command tool (`run_commands`), as given.
     pub commands: Vec<String>,
-    /// The paths of a file tool, relative to the workspace when inside it.
-    pub paths: Vec<String>,
+    /// Each command line, read as bash reads it.
+    pub scripts: Vec<Script>,
+    /// The paths of a file tool, placed against the workspace.
+    pub paths: Vec<Place>,
     /// The session's workspace folder, when the hooks said it.
     pub workspace: Option<String>,
 }
@@ -251,15 +303,69 @@ impl Asked {
             .unwrap_or(Value::Null);
         let workspace = workspace.filter(|w| !w.is_empty()).map(str::to_string);
         let paths = raw_paths(&input)
-            .into_iter()
-            .map(|p| relative(&p, workspace.as_deref()))
+            .iter()
+            .map(|p| Place::new(p, workspace.as_deref()))
             .collect();
+        let commands = commands(&input);
         Asked {
             tool: tool.to_string(),
-            commands: commands(&input),
+            scripts: commands.iter().map(|c| Script::parse(c)).collect(),
+            commands,
             paths,
             workspace,
         }
+    }
+
+    /// Places each path again where `follow` (the daemon's look at the disk) says its
+    /// symbolic links lead: `follow(absolute)` is the path with its links resolved.
+    pub fn follow_links(&mut self, follow: impl Fn(&str) -> Option<String>) {
+        let workspace = self
+            .workspace
+            .as_deref()
+            .map(|w| follow(w).unwrap_or_else(|| w.to_string()));
+        for place in &mut self.paths {
+            if let Some(real) = place.absolute.as_deref().and_then(&follow) {
+                if Some(real.as_str()) != place.absolute.as_deref() {
+                    let given = std::mem::take(&mut place.given);
+                    *place = Place::new(&real, workspace.as_deref());
+                    place.given = given;
+                }
+            }
+        }
+    }
+
+    /// The simple commands and constructs found, a line each, for `policy test`.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (line, script) in self.commands.iter().zip(&self.scripts) {
+            out.push_str(&format!("command line {line:?}:\n"));
+            for c in &script.commands {
+                out.push_str(&format!("  runs {:?} ({})\n", c.display(), via(c)));
+            }
+            for c in &script.constructs {
+                out.push_str(&format!("  has {}: {:?}\n", c.what, c.text));
+            }
+        }
+        for p in &self.paths {
+            let at = match (&p.inside, &p.absolute) {
+                (Some(inside), _) => format!("inside the workspace as {inside:?}"),
+                (None, Some(abs)) => format!("outside the workspace, at {abs:?}"),
+                (None, None) => "outside the workspace".into(),
+            };
+            out.push_str(&format!("path {:?}: {at}\n", p.given));
+        }
+        out
+    }
+}
+
+fn via(c: &SimpleCommand) -> String {
+    use crate::shell::Via;
+    match &c.via {
+        Via::Top => "at the top".into(),
+        Via::Substitution => "inside a substitution".into(),
+        Via::Script(by) => format!("in a script {by} runs"),
+        Via::Wrapped(by) => format!("as the command {by} runs"),
+        Via::Compound => "inside a compound command".into(),
     }
 }
 
@@ -310,17 +416,6 @@ fn raw_paths(input: &Value) -> Vec<String> {
     paths
 }
 
-/// A path inside the workspace, relative to it; any other path as given.
-fn relative(path: &str, workspace: Option<&str>) -> String {
-    let Some(ws) = workspace.map(|w| w.trim_end_matches('/')) else {
-        return path.to_string();
-    };
-    match path.strip_prefix(ws).and_then(|rest| rest.strip_prefix('/')) {
-        Some(rest) => rest.to_string(),
-        None => path.strip_prefix("./").unwrap_or(path).to_string(),
-    }
-}
-
 impl Rule {
     /// `Ok(why it matches)` or `Err(why not)`.
     fn check(&self, asked: &Asked) -> Result<String, String> {
@@ -331,23 +426,41 @@ impl Rule {
             }
             why.push(format!("tool {:?} matches {:?}", asked.tool, t.text));
         }
-        if let Some(c) = &self.command {
-            if asked.commands.is_empty() {
+        let strict = self.answer == Answer::Approve;
+        if !self.command.is_empty() || self.command_regex.is_some() {
+            if asked.scripts.is_empty() {
                 return Err("the request has no command".into());
             }
-            if let Some(miss) = asked.commands.iter().find(|cmd| !c.matcher.is_match(cmd)) {
-                return Err(format!("command {miss:?} does not match /{}/", c.text));
-            }
-            why.push(format!("every command matches /{}/", c.text));
+            why.push(self.check_commands(asked, strict)?);
         }
         if let Some(p) = &self.path {
             if asked.paths.is_empty() {
                 return Err("the request names no path".into());
             }
-            if let Some(miss) = asked.paths.iter().find(|path| !p.matcher.is_match(path)) {
-                return Err(format!("path {miss:?} does not match {:?}", p.text));
+            let absolute = p.text.starts_with('/') || p.text.starts_with('~');
+            let seen = |place: &Place| -> Option<String> {
+                match absolute {
+                    true => place.absolute.clone(),
+                    false => place.inside.clone(),
+                }
+            };
+            let holds = |place: &Place| seen(place).is_some_and(|at| p.matcher.is_match(&at));
+            let placed = |place: &Place| match seen(place) {
+                Some(at) if at != place.given => format!("{:?} (as {at:?})", place.given),
+                Some(_) => format!("{:?}", place.given),
+                None => format!("{:?} (outside the workspace)", place.given),
+            };
+            if strict {
+                if let Some(miss) = asked.paths.iter().find(|place| !holds(place)) {
+                    return Err(format!("path {} does not match {:?}", placed(miss), p.text));
+                }
+                why.push(format!("every path matches {:?}", p.text));
+            } else {
+                match asked.paths.iter().find(|place| holds(place)) {
+                    Some(hit) => why.push(format!("path {} matches {:?}", placed(hit), p.text)),
+                    None => return Err(format!("no path matches {:?}", p.text)),
+                }
             }
-            why.push(format!("every path matches {:?}", p.text));
         }
         if let Some(w) = &self.workspace {
             let Some(ws) = asked.workspace.as_deref() else {
@@ -362,6 +475,61 @@ impl Rule {
             why.push("it has no condition".into());
         }
         Ok(why.join(", "))
+    }
+}
+
+impl Rule {
+    /// The command conditions: for approve (`strict`), every command line plain and each of
+    /// its simple commands matching exactly; else any simple command anywhere that could.
+    fn check_commands(&self, asked: &Asked, strict: bool) -> Result<String, String> {
+        let written = || {
+            let mut all: Vec<String> = self.command.iter().map(|c| format!("{:?}", c.text)).collect();
+            if let Some(r) = &self.command_regex {
+                all.push(format!("/{}/", r.text));
+            }
+            all.join(" or ")
+        };
+        let exactly = |c: &SimpleCommand| {
+            self.command.iter().any(|p| p.holds_exactly(c))
+                || self.command_regex.as_ref().is_some_and(|r| {
+                    !c.unknown && c.words.iter().all(|w| w.is_static()) && r.matcher.is_match(&c.display())
+                })
+        };
+        let could = |c: &SimpleCommand| {
+            self.command.iter().any(|p| p.could_hold(c))
+                || self
+                    .command_regex
+                    .as_ref()
+                    .is_some_and(|r| c.unknown || r.matcher.is_match(&c.display()))
+        };
+        if strict {
+            for (line, script) in asked.commands.iter().zip(&asked.scripts) {
+                if let Some(construct) = script.constructs.first() {
+                    return Err(format!(
+                        "command line {line:?} has {} ({:?}); an approve rule holds only for plain commands",
+                        construct.what, construct.text
+                    ));
+                }
+                if script.top().next().is_none() {
+                    return Err(format!("command line {line:?} runs no command"));
+                }
+                if let Some(miss) = script.top().find(|c| !exactly(c)) {
+                    return Err(format!("command {:?} does not match {}", miss.display(), written()));
+                }
+            }
+            return Ok(format!("every command matches {}", written()));
+        }
+        for script in &asked.scripts {
+            if let Some(hit) = script.commands.iter().find(|c| could(c)) {
+                return Ok(format!(
+                    "command {:?} ({}) matches {}",
+                    hit.display(),
+                    via(hit),
+                    written()
+                ));
+            }
+        }
+        Err(format!("no command matches {}", written()))
     }
 }
 
@@ -398,14 +566,14 @@ mod tests {
 [[rule]]
 name = "no-rm-rf"
 tool = "run_commands"
-command = 'rm\s+-rf'
+command = "rm -rf"
 answer = "deny"
 reason = "never rm -rf"
 
 [[rule]]
 name = "read-only"
 tool = "run_commands"
-command = '^(ls|cat|echo|git status)\b'
+command = ["ls *", "cat *", "echo *", "git status"]
 answer = "approve"
 
 [[rule]]
@@ -467,13 +635,19 @@ answer = "ask"
             r#"{"files":[{"path":"/home/dev/proj/src/a"},{"path":"README.md"}]}"#,
             ws,
         );
-        assert_eq!(read.paths, ["src/a", "README.md"]);
+        let inside = |a: &Asked| {
+            a.paths
+                .iter()
+                .map(|p| p.inside.clone().unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(inside(&read), ["src/a", "README.md"]);
         let patch = asked(
             "apply_patch",
             r#"{"input":"*** Begin Patch\n*** Update File: src/x.rs\n@@\n*** Add File: docs/y.md\n"}"#,
             ws,
         );
-        assert_eq!(patch.paths, ["src/x.rs", "docs/y.md"]);
+        assert_eq!(inside(&patch), ["src/x.rs", "docs/y.md"]);
         let tool_glob =
             PolicyFile::parse("[[rule]]\nname='files'\ntool='{read_files,editor}'\nanswer='approve'").unwrap();
         assert_eq!(decided(&tool_glob, &read).0, Answer::Approve);
@@ -506,10 +680,10 @@ answer = "ask"
     #[test]
     fn bad_files_say_the_line_and_the_problem() {
         let err = |text: &str| PolicyFile::parse(text).unwrap_err().to_string();
-        let e = err("[[rule]]\nname = 'a'\nanswer = 'approve'\n\n[[rule]]\nname = 'b'\ncommand = '(unclosed'\nanswer = 'deny'\n");
+        let e = err("[[rule]]\nname = 'a'\nanswer = 'approve'\n\n[[rule]]\nname = 'b'\ncommand_regex = '(unclosed'\nanswer = 'deny'\n");
         assert_eq!(
             e,
-            "line 5: rule \"b\": command = \"(unclosed\" is not a regex: unclosed group"
+            "line 5: rule \"b\": command_regex = \"(unclosed\" is not a regex: unclosed group"
         );
         let e = err("[[rule]]\nname = 'x'\nanswer = 'approve'\ncomand = 'ls'\n");
         assert!(e.contains("line 1: rule \"x\" has an unknown key \"comand\""), "{e}");
@@ -525,7 +699,7 @@ answer = "ask"
         assert!(e.starts_with("line 3: not TOML: ") && !e.contains('\n'), "{e}");
         let e = err("[[rules]]\nname = 'x'\n");
         assert!(e.contains("rules"), "{e}");
-        let e = err("[[rule]]\nname = 'x'\ncommand = 'a{1000}{1000}'\nanswer = 'ask'\n");
+        let e = err("[[rule]]\nname = 'x'\ncommand_regex = 'a{1000}{1000}'\nanswer = 'ask'\n");
         assert!(e.contains("is not a regex"), "{e}");
         let big = format!("# {}\n", "x".repeat(MAX_BYTES as usize));
         assert!(matches!(PolicyFile::parse(&big), Err(PolicyError::TooLarge(_))));
