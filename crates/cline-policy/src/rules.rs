@@ -37,6 +37,12 @@ use std::fmt;
 pub const MAX_BYTES: u64 = 1 << 20;
 /// A command regex compiles to at most this many bytes (the `regex` crate's own guard).
 const MAX_REGEX_BYTES: usize = 1 << 20;
+/// At most this many rules: a policy is a page of rules, and each is tried per tool call.
+pub const MAX_RULES: usize = 1000;
+/// At most this many `command_regex`: with [`MAX_REGEX_BYTES`] each, the compiled whole stays
+/// under 64 MiB however the file is written (a size bound alone bounds no total: 3,000 small
+/// regexes of `\w{20}` took 3.4 GiB and 25 s).
+pub const MAX_REGEXES: usize = 64;
 
 /// What a rule answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -156,6 +162,17 @@ impl PolicyFile {
             line: line_at(e.span().map_or(0, |s| s.start)),
             problem: e.message().trim_end().replace('\n', " "),
         })?;
+        if raw.rule.len() > MAX_RULES {
+            let line = line_at(raw.rule[MAX_RULES].span().start);
+            return Err(PolicyError::Rule {
+                line,
+                problem: format!(
+                    "the file has {} rules, above the bound of {MAX_RULES}: a policy is a page of rules; join rules with lists (command = [..], tool = '{{a,b}}')",
+                    raw.rule.len()
+                ),
+            });
+        }
+        let mut regexes = 0;
         let mut rules = Vec::with_capacity(raw.rule.len());
         for (i, spanned) in raw.rule.into_iter().enumerate() {
             let line = line_at(spanned.span().start);
@@ -213,6 +230,14 @@ impl PolicyFile {
             .iter()
             .map(|text| CommandPattern::parse(text).map_err(|e| bad(format!("{label}: {e}"))))
             .collect::<Result<Vec<_>, _>>()?;
+            if raw.command_regex.is_some() {
+                regexes += 1;
+                if regexes > MAX_REGEXES {
+                    return Err(bad(format!(
+                        "{label}: more than {MAX_REGEXES} rules have command_regex, the bound that keeps the compiled policy small; write command as words (they cost little), or join regexes with |"
+                    )));
+                }
+            }
             let command_regex = raw
                 .command_regex
                 .map(|text| {
@@ -701,6 +726,19 @@ answer = "ask"
         assert!(e.contains("rules"), "{e}");
         let e = err("[[rule]]\nname = 'x'\ncommand_regex = 'a{1000}{1000}'\nanswer = 'ask'\n");
         assert!(e.contains("is not a regex"), "{e}");
+        let many: String = (0..=MAX_RULES)
+            .map(|i| format!("[[rule]]\nname = 'r{i}'\ncommand = 'x{i} *'\nanswer = 'deny'\n"))
+            .collect();
+        let e = err(&many);
+        assert!(
+            e.starts_with(&format!("line {}: the file has 1001 rules", 4 * MAX_RULES + 1)),
+            "{e}"
+        );
+        let regexes: String = (0..=MAX_REGEXES)
+            .map(|i| format!("[[rule]]\nname = 'r{i}'\ncommand_regex = 'x\\w{{20}}'\nanswer = 'deny'\n"))
+            .collect();
+        let e = err(&regexes);
+        assert!(e.contains("rule \"r64\": more than 64 rules have command_regex"), "{e}");
         let big = format!("# {}\n", "x".repeat(MAX_BYTES as usize));
         assert!(matches!(PolicyFile::parse(&big), Err(PolicyError::TooLarge(_))));
     }

@@ -623,6 +623,17 @@ fn policy_test_refuses_a_command_that_is_surely_a_mistake_with_the_fix() {
         assert_eq!(code, Some(2), "{text}: {err}");
         assert!(err.contains("line 1") && err.contains(says), "{text}: {err}");
     }
+    // #30: a small file of many costly rules is bounded by what it costs, not only its size.
+    let many: String = (0..3001)
+        .map(|i| format!("[[rule]]\nname = 'r{i}'\ncommand_regex = 'x\\w{{20}}'\nanswer = 'deny'\n"))
+        .collect();
+    std::fs::write(&file, &many).unwrap();
+    let (code, _, err) = policy_test(&file, &["--command", "ls"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("the file has 3001 rules, above the bound of 1000"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,6 +1,11 @@
 //! The policy file on disk (`AEP_CLINE_POLICY`): read at start, read again when its identity
 //! (inode, size, modification time) changes, looked at every second. A file that cannot be
 //! used keeps the last good policy and says why (the log, `/healthz`, `aep-cline doctor`).
+//!
+//! A file is used only once it is whole: a changed file is read when its identity has stayed
+//! the same for a whole poll and while it was read (a file rewritten in place is not used
+//! half-written; a rename is seen at the poll after the next). At start, two reads must agree.
+//! It is parsed off every lock the doors take: `/healthz` and the hooks never wait on it.
 
 use super::rules::{PolicyFile, MAX_BYTES};
 use parking_lot::Mutex;
@@ -14,17 +19,47 @@ use tokio::sync::watch;
 /// How often the file is looked at.
 pub const POLL: Duration = Duration::from_secs(1);
 
+/// At start, a file that changes between two reads is read again this many times.
+const START_TRIES: usize = 20;
+/// The pause between the two reads at start.
+const START_PAUSE: Duration = Duration::from_millis(50);
+
 /// Reads and parses a policy file (at most [`MAX_BYTES`]).
 pub fn read(path: &Path) -> Result<PolicyFile, String> {
+    parse(path, &read_text(path)?)
+}
+
+/// Reads a policy file twice, [`START_PAUSE`] apart, until both reads agree: a file that is
+/// being written is not used half-written.
+pub fn read_whole(path: &Path) -> Result<PolicyFile, String> {
+    let mut text = read_text(path)?;
+    for _ in 0..START_TRIES {
+        std::thread::sleep(START_PAUSE);
+        let again = read_text(path)?;
+        if again == text {
+            return parse(path, &text);
+        }
+        text = again;
+    }
+    Err(format!(
+        "the policy file {} kept changing while it was read: write it elsewhere and rename it into place",
+        path.display()
+    ))
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
     // The safe opener: a FIFO or a device where the file should be is refused, never waited on.
-    let text = cline_usage::vendor_file::read_to_string(path, MAX_BYTES).map_err(|e| match e.kind() {
+    cline_usage::vendor_file::read_to_string(path, MAX_BYTES).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!(
             "the policy file {} does not exist: create it (README, \"Policy\") or unset AEP_CLINE_POLICY",
             path.display()
         ),
         _ => format!("cannot read the policy file {}: {e}", path.display()),
-    })?;
-    let file = PolicyFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    })
+}
+
+fn parse(path: &Path, text: &str) -> Result<PolicyFile, String> {
+    let file = PolicyFile::parse(text).map_err(|e| format!("{}: {e}", path.display()))?;
     // Its `[[budget]]` tables are checked with the rest: a file with a bad one is a bad file
     // (the last good policy, budgets included, stays).
     crate::budget::Budgets::default()
@@ -66,7 +101,16 @@ pub struct Status {
 pub struct Active {
     path: PathBuf,
     current: watch::Sender<Arc<PolicyFile>>,
-    state: Mutex<(Option<Stamp>, Status)>,
+    /// What `doctor` and `/healthz` read: taken only for a moment, never while a file parses.
+    status: Mutex<Status>,
+    /// The checker's own: the stamp last looked at, and the one last read.
+    looked: Mutex<Looked>,
+}
+
+#[derive(Debug, Default)]
+struct Looked {
+    seen: Option<Stamp>,
+    read: Option<Stamp>,
 }
 
 fn now() -> String {
@@ -85,7 +129,7 @@ impl Active {
     /// Reads the file at start: a missing or bad file is an error that says what to do.
     pub fn load(path: &Path) -> Result<Arc<Active>, String> {
         let before = stamp(path);
-        let file = read(path)?;
+        let file = read_whole(path)?;
         let status = Status {
             path: path.to_path_buf(),
             rules: file.rules.len(),
@@ -95,7 +139,11 @@ impl Active {
         Ok(Arc::new(Active {
             path: path.to_path_buf(),
             current: watch::Sender::new(Arc::new(file)),
-            state: Mutex::new((before, status)),
+            status: Mutex::new(status),
+            looked: Mutex::new(Looked {
+                seen: before,
+                read: before,
+            }),
         }))
     }
 
@@ -110,29 +158,54 @@ impl Active {
     }
 
     pub fn status(&self) -> Status {
-        self.state.lock().1.clone()
+        self.status.lock().clone()
     }
 
-    /// Reads the file again if it changed since last looked at. Blocking (file I/O).
+    /// Reads the file again if it changed and has stayed so since the last look (one poll).
+    /// Blocking (file I/O, parsing), under the checker's own lock only.
     pub fn check(&self) {
+        let mut looked = self.looked.lock();
         let now_stamp = stamp(&self.path);
-        let mut state = self.state.lock();
-        if now_stamp == state.0 {
+        if now_stamp == looked.read {
+            looked.seen = now_stamp;
             return;
         }
-        state.0 = now_stamp;
-        match read(&self.path) {
+        if now_stamp != looked.seen {
+            // Changed since the last look: perhaps still being written. Read at the next.
+            looked.seen = now_stamp;
+            return;
+        }
+        let result = read_text(&self.path).and_then(|text| {
+            // Changed while it was read: not whole yet.
+            match stamp(&self.path) == now_stamp {
+                true => parse(&self.path, &text).map(Some),
+                false => Ok(None),
+            }
+        });
+        let file = match result {
+            Ok(None) => {
+                looked.seen = stamp(&self.path);
+                return;
+            }
+            Ok(Some(file)) => Ok(file),
+            Err(e) => Err(e),
+        };
+        looked.read = now_stamp;
+        drop(looked);
+        match file {
             Ok(file) => {
                 let rules = file.rules.len();
                 self.current.send_replace(Arc::new(file));
-                state.1.rules = rules;
-                state.1.loaded_at = now();
-                state.1.last_error = None;
+                let mut status = self.status.lock();
+                status.rules = rules;
+                status.loaded_at = now();
+                status.last_error = None;
                 tracing::info!(path = %self.path.display(), rules, "policy reloaded");
             }
             Err(e) => {
-                tracing::warn!(error = %e, rules = state.1.rules, "policy file not used: the last good policy stays active");
-                state.1.last_error = Some(e);
+                let mut status = self.status.lock();
+                tracing::warn!(error = %e, rules = status.rules, "policy file not used: the last good policy stays active");
+                status.last_error = Some(e);
             }
         }
     }
@@ -163,11 +236,17 @@ mod tests {
 
         std::fs::write(&path, TWO).unwrap();
         active.check();
+        assert!(
+            !told.has_changed().unwrap(),
+            "a file just changed waits a poll: it may be half-written"
+        );
+        active.check();
         assert!(told.has_changed().unwrap());
         assert_eq!(told.borrow_and_update().rules.len(), 2);
         assert_eq!(active.status().rules, 2);
 
         std::fs::write(&path, "[[rule]]\nname = 'a'\nanswer = 'perhaps'\n").unwrap();
+        active.check();
         active.check();
         assert_eq!(active.current().rules.len(), 2, "the last good policy stays");
         let error = active.status().last_error.unwrap();
@@ -175,13 +254,77 @@ mod tests {
 
         std::fs::remove_file(&path).unwrap();
         active.check();
+        active.check();
         assert!(active.status().last_error.unwrap().contains("does not exist"));
         assert_eq!(active.current().rules.len(), 2);
 
         std::fs::write(&path, ONE).unwrap();
         active.check();
+        active.check();
         assert_eq!(active.current().rules.len(), 1);
         assert!(active.status().last_error.is_none());
+    }
+
+    /// #30: a file rewritten in place whose valid-TOML prefix approves before its condition is
+    /// written is never used; the whole file is, once it stays so for a poll.
+    #[test]
+    fn a_half_written_file_is_not_used() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, ONE).unwrap();
+        let active = Active::load(&path).unwrap();
+        let mut told = active.subscribe();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"[[rule]]\nname = 'all'\nanswer = 'approve'\n").unwrap();
+        active.check();
+        // The writer goes on between the looks: the prefix is never used.
+        f.write_all(b"tool = 'read_files'\n").unwrap();
+        // The same second, a size differs: the file is not yet stable.
+        active.check();
+        assert!(!told.has_changed().unwrap(), "a half-written file was used");
+        drop(f);
+        active.check();
+        assert!(told.has_changed().unwrap());
+        let file = told.borrow_and_update().clone();
+        assert_eq!(file.rules.len(), 1);
+        assert_eq!(file.rules[0].name, "all");
+        let asked = crate::policy::Asked::from_approval("run_commands", Some(r#"{"commands":["rm -rf x"]}"#), None);
+        assert_eq!(
+            file.decide(&asked).answer(),
+            crate::policy::Answer::Ask,
+            "the rule is for read_files only"
+        );
+    }
+
+    /// At start, a file that keeps changing under the reader is refused with the fix.
+    #[test]
+    fn at_start_two_reads_must_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, ONE).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    std::fs::write(&path, format!("{ONE}# {i}\n")).unwrap();
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        let e = Active::load(&path).err();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        let e = e.expect("a file that never stops changing is not used");
+        assert!(e.contains("kept changing") && e.contains("rename"), "{e}");
+        assert!(Active::load(&path).is_ok());
     }
 
     #[test]
