@@ -32,10 +32,16 @@ pub fn read(path: &Path) -> Result<PolicyFile, String> {
 /// Reads a policy file twice, [`START_PAUSE`] apart, until both reads agree: a file that is
 /// being written is not used half-written.
 pub fn read_whole(path: &Path) -> Result<PolicyFile, String> {
-    let mut text = read_text(path)?;
+    agreed(path, read_text)
+}
+
+/// Reads with `read` until two reads [`START_PAUSE`] apart agree; the reader is a parameter so
+/// a test can be a writer that never stops, whatever the scheduler does.
+fn agreed(path: &Path, mut read: impl FnMut(&Path) -> Result<String, String>) -> Result<PolicyFile, String> {
+    let mut text = read(path)?;
     for _ in 0..START_TRIES {
         std::thread::sleep(START_PAUSE);
-        let again = read_text(path)?;
+        let again = read(path)?;
         if again == text {
             return parse(path, &text);
         }
@@ -307,22 +313,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("policy.toml");
         std::fs::write(&path, ONE).unwrap();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = {
-            let (path, stop) = (path.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut i = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    i += 1;
-                    std::fs::write(&path, format!("{ONE}# {i}\n")).unwrap();
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            })
-        };
-        let e = Active::load(&path).err();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        writer.join().unwrap();
-        let e = e.expect("a file that never stops changing is not used");
+        // A writer that never stops: every read sees another version.
+        let mut i = 0u64;
+        let e = agreed(&path, |_| {
+            i += 1;
+            Ok(format!("{ONE}# {i}\n"))
+        })
+        .expect_err("a file that never stops changing is not used");
+        assert_eq!(i, START_TRIES as u64 + 1, "it gave up after its tries");
+        // One that settles on the last try is used.
+        let mut j = 0u64;
+        assert!(agreed(&path, |_| {
+            j += 1;
+            Ok(format!("{ONE}# {}\n", j.min(START_TRIES as u64)))
+        })
+        .is_ok());
         assert!(e.contains("kept changing") && e.contains("rename"), "{e}");
         assert!(Active::load(&path).is_ok());
     }
