@@ -186,6 +186,14 @@ impl Approvals {
         self.find(approval_id).map(|i| self.pending[i].request_event.as_str())
     }
 
+    /// Whether the request `request_event` is pending and nobody's answer is on its way: what a
+    /// timeout must see before it answers (a person's answer stands).
+    pub fn unanswered(&self, request_event: &str) -> bool {
+        self.pending
+            .iter()
+            .any(|p| p.request_event == request_event && matches!(p.answered, Answered::No))
+    }
+
     /// Our answer never reached the hub: the request is open to other answers again.
     pub fn withdraw(&mut self, approval_id: &str) {
         if let Some(i) = self.find(approval_id) {

@@ -171,6 +171,18 @@ pub fn by_policy(m: &mut Mapped, rule: &str, decided: Option<&str>) {
     data.insert("cline.policy_rule".into(), json!(rule));
 }
 
+/// A request a person has until `expires_at` (RFC 3339, AEP-0002 §5.3) to answer, after which
+/// the policy answers `answer` (`cline.policy_timeout {after_s, answer, rule}`; metadata).
+/// Nothing at capture `none`.
+pub fn expires(m: &mut Mapped, expires_at: &str, after_s: u64, answer: &str, rule: &str) {
+    let Some(data) = m.data.as_mut() else { return };
+    data.insert("expires_at".into(), json!(expires_at));
+    data.insert(
+        "cline.policy_timeout".into(),
+        json!({"after_s": after_s, "answer": answer, "rule": rule}),
+    );
+}
+
 /// `attention.resolved {resolution, latency_ms?}`, subject = the request Event's id.
 pub fn resolved(
     resolution: Resolution,

@@ -14,4 +14,4 @@ pub mod rules;
 pub mod shell;
 pub mod words;
 
-pub use rules::{Answer, Asked, Decision, PolicyError, PolicyFile, Rule};
+pub use rules::{Answer, Asked, Decision, PolicyError, PolicyFile, Rule, Timeout};

@@ -11,7 +11,12 @@
 //! workspace = "**/billing-*"          # optional glob on the workspace folder
 //! answer = "approve"                  # approve | deny | ask
 //! reason = "..."                      # told to Cline with a deny
+//! timeout = "10m"                     # ask rules only: nobody answered within it ...
+//! on_timeout = "deny"                 # ... and this answers (approve | deny)
 //! ```
+//!
+//! A file may also set `timeout` and `on_timeout` at its top, before any table: the default for
+//! an approval no rule answers (a person is asked, and this answers if nobody does).
 //!
 //! Rules are tried in order; the first whose every condition holds answers. None: `ask` (a
 //! person answers, as without a policy).
@@ -84,6 +89,8 @@ pub enum PolicyError {
 #[derive(Debug, Default)]
 pub struct PolicyFile {
     pub rules: Vec<Rule>,
+    /// What answers an approval no rule answered, when nobody did within a time.
+    pub timeout: Option<Timeout>,
     /// The `[[budget]]` tables, as written: parsed by the budgets module.
     pub budget: Vec<toml::Table>,
 }
@@ -101,6 +108,56 @@ pub struct Rule {
     workspace: Option<Pattern<GlobMatcher>>,
     pub answer: Answer,
     pub reason: Option<String>,
+    /// An ask rule's answer when nobody answered in time.
+    pub timeout: Option<Timeout>,
+}
+
+/// An answer given when nobody answered an approval within `after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeout {
+    pub after: std::time::Duration,
+    /// Approve or deny.
+    pub answer: Answer,
+}
+
+/// The shortest and longest timeouts: shorter than a person can read, or longer than a run.
+const TIMEOUT_BOUNDS: (u64, u64) = (5, 7 * 24 * 3600);
+
+/// `"90s"`, `"10m"`, `"2h"`, `"1d"`: a whole number and its unit.
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("timeout = {text:?} is not a time: write a number and s, m, h or d (\"10m\")"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86400),
+        _ => return Err(format!("timeout = {text:?} has no unit: write s, m, h or d (\"10m\")")),
+    };
+    if secs < TIMEOUT_BOUNDS.0 || secs > TIMEOUT_BOUNDS.1 {
+        return Err(format!("timeout = {text:?} is outside 5s to 7d"));
+    }
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+/// `timeout` and `on_timeout` go together, and `on_timeout` is approve or deny.
+fn timeout_of(timeout: Option<&str>, on: Option<Answer>) -> Result<Option<Timeout>, String> {
+    match (timeout, on) {
+        (None, None) => Ok(None),
+        (Some(_), None) => {
+            Err("timeout needs on_timeout = \"deny\" (or \"approve\"): what answers when nobody did".into())
+        }
+        (None, Some(_)) => Err("on_timeout needs timeout = \"10m\" (how long a person has to answer)".into()),
+        (Some(_), Some(Answer::Ask)) => Err("on_timeout = \"ask\" changes nothing: write deny or approve".into()),
+        (Some(t), Some(answer)) => Ok(Some(Timeout {
+            after: duration(t)?,
+            answer,
+        })),
+    }
 }
 
 /// A compiled condition and the text it was written as.
@@ -111,7 +168,7 @@ struct Pattern<M> {
 }
 
 /// The keys a rule may have.
-const RULE_KEYS: [&str; 8] = [
+const RULE_KEYS: [&str; 10] = [
     "name",
     "tool",
     "command",
@@ -120,11 +177,15 @@ const RULE_KEYS: [&str; 8] = [
     "workspace",
     "answer",
     "reason",
+    "timeout",
+    "on_timeout",
 ];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
+    timeout: Option<String>,
+    on_timeout: Option<Answer>,
     #[serde(default)]
     rule: Vec<toml::Spanned<toml::Table>>,
     #[serde(default)]
@@ -141,6 +202,8 @@ struct RawRule {
     workspace: Option<String>,
     answer: Answer,
     reason: Option<String>,
+    timeout: Option<String>,
+    on_timeout: Option<Answer>,
 }
 
 /// `command = "ls *"` or `command = ["ls *", "cat *"]`.
@@ -256,7 +319,16 @@ impl PolicyFile {
                         .map_err(|e| bad(format!("{label}: command_regex = {text:?} is not a regex: {}", one_line(&e))))
                 })
                 .transpose()?;
+            let timeout =
+                timeout_of(raw.timeout.as_deref(), raw.on_timeout).map_err(|e| bad(format!("{label}: {e}")))?;
+            if timeout.is_some() && raw.answer != Answer::Ask {
+                return Err(bad(format!(
+                    "{label}: timeout is for answer = \"ask\" (a person has until then); an {} rule answers at once",
+                    raw.answer
+                )));
+            }
             rules.push(Rule {
+                timeout,
                 tool: glob("tool", raw.tool)?,
                 path: glob("path", raw.path)?,
                 workspace: glob("workspace", raw.workspace)?,
@@ -268,8 +340,13 @@ impl PolicyFile {
                 reason: raw.reason.filter(|r| !r.trim().is_empty()),
             });
         }
+        let timeout = timeout_of(raw.timeout.as_deref(), raw.on_timeout).map_err(|e| PolicyError::Rule {
+            line: 1,
+            problem: format!("the file's default: {e}"),
+        })?;
         Ok(PolicyFile {
             rules,
+            timeout,
             budget: raw.budget,
         })
     }
@@ -574,6 +651,18 @@ impl Decision<'_> {
     }
 }
 
+impl PolicyFile {
+    /// What answers this decision if nobody does in time: the ask rule's own timeout, else,
+    /// when no rule matched, the file's default. `None`: a person has all the time there is.
+    pub fn timeout_for(&self, decision: &Decision) -> Option<Timeout> {
+        match decision.rule {
+            Some(rule) if rule.answer == Answer::Ask => rule.timeout,
+            Some(_) => None,
+            None => self.timeout,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -693,6 +782,39 @@ answer = "ask"
     }
 
     #[test]
+    fn an_ask_rule_or_the_default_says_what_answers_when_nobody_does() {
+        let p = PolicyFile::parse(
+            "timeout = '1h'\non_timeout = 'deny'\n\
+             [[rule]]\nname = 'edits'\ntool = 'editor'\nanswer = 'ask'\ntimeout = '10m'\non_timeout = 'approve'\n\
+             [[rule]]\nname = 'ls'\ncommand = 'ls'\nanswer = 'approve'\n",
+        )
+        .unwrap();
+        let of = |tool: &str, input: &str| {
+            let a = asked(tool, input, None);
+            p.timeout_for(&p.decide(&a))
+        };
+        let ten = Timeout {
+            after: std::time::Duration::from_secs(600),
+            answer: Answer::Approve,
+        };
+        assert_eq!(of("editor", r#"{"path":"a"}"#), Some(ten));
+        assert_eq!(
+            of("run_commands", r#"{"commands":["ls"]}"#),
+            None,
+            "an approve answers at once"
+        );
+        let hour = Timeout {
+            after: std::time::Duration::from_secs(3600),
+            answer: Answer::Deny,
+        };
+        assert_eq!(
+            of("run_commands", r#"{"commands":["make"]}"#),
+            Some(hour),
+            "the default"
+        );
+    }
+
+    #[test]
     fn budgets_are_passed_through_untouched() {
         let p = PolicyFile::parse("[[budget]]\nworkspace='**/x'\nrun=2.5\nanything='goes'\n").unwrap();
         assert!(p.rules.is_empty());
@@ -739,6 +861,20 @@ answer = "ask"
             .collect();
         let e = err(&regexes);
         assert!(e.contains("rule \"r64\": more than 64 rules have command_regex"), "{e}");
+        for (text, says) in [
+            ("timeout = '10m'", "needs on_timeout"),
+            ("on_timeout = 'deny'", "needs timeout"),
+            ("timeout = '10'\non_timeout = 'deny'", "has no unit"),
+            ("timeout = '1s'\non_timeout = 'deny'", "outside 5s to 7d"),
+            ("timeout = '10m'\non_timeout = 'ask'", "changes nothing"),
+        ] {
+            let e = err(&format!("[[rule]]\nname = 'x'\nanswer = 'ask'\n{text}\n"));
+            assert!(e.contains("rule \"x\"") && e.contains(says), "{e}");
+        }
+        let e = err("[[rule]]\nname = 'x'\nanswer = 'deny'\ntimeout = '10m'\non_timeout = 'deny'\n");
+        assert!(e.contains("timeout is for answer = \"ask\""), "{e}");
+        let e = err("timeout = 'soon'\non_timeout = 'deny'\n");
+        assert!(e.contains("the file's default") && e.contains("not a time"), "{e}");
         let big = format!("# {}\n", "x".repeat(MAX_BYTES as usize));
         assert!(matches!(PolicyFile::parse(&big), Err(PolicyError::TooLarge(_))));
     }

@@ -910,6 +910,91 @@ mod policy {
             .collect()
     }
 
+    /// #35: an approval nobody answers is answered by the policy's `on_timeout` once its
+    /// `timeout` passes (audited by the rule, `expires_at` on the request, the time left in
+    /// `approvals`); one a person answered in time keeps the person's answer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_approval_nobody_answers_is_answered_on_timeout_and_a_persons_answer_stands() {
+        let (_model, cline, _) = setup();
+        let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL").with_env("RUST_LOG", "info");
+        let path = aep.root.path().join("policy.toml");
+        std::fs::write(
+            &path,
+            "timeout = '5s'\non_timeout = 'approve'\n\n\
+             [[rule]]\nname = 'cat-waits'\ncommand = 'cat *'\nanswer = 'ask'\ntimeout = '5s'\non_timeout = 'deny'\n",
+        )
+        .unwrap();
+        let aep = aep.with_env("AEP_CLINE_POLICY", path.to_str().unwrap());
+        let hub = RealHub::ensure(&cline);
+        let daemon = aep.start();
+        let client = HubClient::connect(&hub.discovery()).await;
+        let session = client.create_session(&cline.workspace()).await;
+
+        client.start_run(&session, "please CMD:cat Cargo.toml");
+        let log = wait_log(&aep, &session, "the first approval", |l| {
+            !of(l, "attention.requested").is_empty()
+        });
+        let request = of(&log, "attention.requested")[0].clone();
+        assert_eq!(request["data"]["cline.policy_rule"], "cat-waits");
+        assert_eq!(
+            request["data"]["cline.policy_timeout"],
+            json!({"after_s": 5, "answer": "deny", "rule": "cat-waits"})
+        );
+        assert!(request["data"]["expires_at"].is_string(), "{request}");
+        let table = String::from_utf8(aep.run(&["approvals"], &[]).stdout).unwrap();
+        assert!(table.contains("ask (cat-waits), deny in"), "{table}");
+        let log = wait_log(&aep, &session, "the run's end after the timeout", |l| {
+            !of(l, "run.finished").is_empty()
+        });
+        let answered = answered_by(&log, "cat-waits");
+        assert_eq!(answered.len(), 1, "{:?}", types(&log));
+        assert_eq!(answered[0]["data"]["answer"], json!({"option": "deny"}));
+        let resolved = client.event(&session, "approval.resolved", 0).await;
+        assert_eq!(resolved["payload"]["approved"], false);
+        let reason = resolved["payload"]["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("nobody answered") && reason.contains("cat-waits"),
+            "{resolved}"
+        );
+        assert_eq!(of(&log, "tool.failed")[0]["data"]["error"]["type"], "denied");
+
+        // No rule: the file's default (approve after 5 s), but a person answers first.
+        client.start_run(&session, "then CMD:ls -la");
+        let log = wait_log(&aep, &session, "the second approval", |l| {
+            of(l, "attention.requested").len() == 2
+        });
+        let second = of(&log, "attention.requested")[1].clone();
+        assert_eq!(second["data"]["cline.policy_timeout"]["rule"], "timeout");
+        hub_frames_handled(&client, &aep, &cline).await;
+        post(
+            &daemon,
+            &command(
+                "CMD-person-first",
+                "control.attention.respond",
+                &session,
+                second["id"].as_str(),
+                json!({"answer": {"option": "deny"}}),
+            ),
+        );
+        wait_log(&aep, &session, "the second run's end", |l| {
+            of(l, "run.finished").len() == 2
+        });
+        // Past its timeout: the person's answer is the only one.
+        std::thread::sleep(Duration::from_secs(6));
+        let log = aep.log(&session);
+        let answers: Vec<&Value> = of(&log, "attention.answered")
+            .into_iter()
+            .filter(|e| e["subject"] == second["id"])
+            .collect();
+        assert_eq!(answers.len(), 1, "{:?}", types(&log));
+        assert_eq!(answers[0]["cause"], "CMD-person-first");
+        assert_valid_stream(&log);
+        let (_, stderr) = daemon.stop();
+        let stderr = plain(&stderr);
+        assert!(stderr.contains("policy: answered on timeout"), "{stderr}");
+        assert!(stderr.contains("policy: timeout not applied"), "{stderr}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn approve_and_deny_rules_answer_with_no_person_and_the_rest_waits() {
         let model = FakeModel::start(Script::default());

@@ -20,7 +20,14 @@ const state = {
   firstPaint: null,
 };
 
-async function api(path, options = {}) {
+async // The time left before the policy answers a request nobody answered (`expires_at`).
+function timeLeft(x) {
+  const s = Math.max(0, Math.round((Date.parse(x.at) - Date.now()) / 1000));
+  const left = s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : `${Math.floor(s / 3600)}h`;
+  return `${x.answer} on timeout in ${left}`;
+}
+
+function api(path, options = {}) {
   const response = await fetch(path, { credentials: 'same-origin', ...options });
   if (response.status === 401) {
     signedOut();
@@ -152,7 +159,8 @@ function approvalItem(p, live) {
       el('span', { class: 'muted waited' }, ` · waiting ${ago(p.time).replace(' ago', '')} · id `),
       el('span', { class: 'mono' }, p.short)),
     p.detail ? askedBlock(p.detail) : (p.prompt ? el('div', { class: 'mono' }, p.prompt) : ''),
-    p.policy ? el('div', { class: 'muted policy' }, `policy rule ${p.policy.rule}: ${p.policy.answer}`) : '');
+    p.policy ? el('div', { class: 'muted policy' }, `policy rule ${p.policy.rule}: ${p.policy.answer}`) : '',
+    p.expires ? el('div', { class: 'muted expires', 'data-at': p.expires.at }, timeLeft(p.expires)) : '');
   if (canAnswer) {
     const text = el('input', { type: 'text', 'aria-label': `Answer ${p.short} in words`, placeholder: 'or answer in words (other text denies, as the reason)', size: 44 });
     item.append(el('div', { class: 'row' },

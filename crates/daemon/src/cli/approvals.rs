@@ -137,6 +137,24 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
 /// The approvals table's columns (the fleet's adds HOST after ID).
 pub(super) const HEADER: [&str; 6] = ["ID", "SESSION", "ASKS", "WAITING", "POLICY", "PROMPT"];
 
+/// The rule that decided it, and the time left before the policy answers (`deny in 9m`).
+fn policy_cell(p: &crate::views::Pending, now: SystemTime) -> String {
+    let rule = p.policy.as_ref().map(|b| format!("{} ({})", b.answer, b.rule));
+    let left = p.expires.as_ref().map(|e| {
+        let left = out::parse_time(&e.at).and_then(|t| t.duration_since(now).ok());
+        match left {
+            Some(d) => format!("{} in {}", e.answer, out::short_duration(d)),
+            None => format!("{} now", e.answer),
+        }
+    });
+    match (rule, left) {
+        (Some(r), Some(l)) => format!("{r}, {l}"),
+        (Some(r), None) => r,
+        (None, Some(l)) => l,
+        (None, None) => "-".into(),
+    }
+}
+
 /// One pending approval as a row of [`HEADER`].
 pub(super) fn row(p: &crate::views::Pending, now: SystemTime) -> Vec<String> {
     let mut prompt = p.prompt.as_deref().map(|x| out::one_line(x, 70)).unwrap_or_default();
@@ -148,9 +166,7 @@ pub(super) fn row(p: &crate::views::Pending, now: SystemTime) -> Vec<String> {
         p.session.clone(),
         p.tool.clone().unwrap_or_else(|| p.kind.clone()),
         out::age(&p.time, now).trim_end_matches(" ago").to_string(),
-        p.policy
-            .as_ref()
-            .map_or("-".into(), |b| format!("{} ({})", b.answer, b.rule)),
+        policy_cell(p, now),
         prompt,
     ]
 }

@@ -352,14 +352,29 @@ impl Connection<'_> {
                 match (event.event.as_str(), event.session_id.clone()) {
                     ("approval.requested", _) => {
                         let (notify, policy) = (self.settings.notify.clone(), self.settings.policy.clone());
-                        self.lane
+                        let later = self
+                            .lane
                             .run(move |s, i| {
                                 let waiting = tap::approval_requested(s, i, &event, control, policy.as_deref());
+                                let later = waiting
+                                    .as_ref()
+                                    .and_then(|w| w.timeout.clone().map(|t| (w.session.clone(), w.request.clone(), t)));
                                 if let (Some(notify), Some(waiting)) = (notify, waiting) {
                                     notify.approval(waiting);
                                 }
+                                later
                             })
                             .await;
+                        // A person has until the timeout; then the policy answers (unless one
+                        // did: `timed_out` answers only a request nobody's answer is on its way to).
+                        if let Some((session, request, (timeout, rule))) = later {
+                            let lane = self.lane.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(timeout.after).await;
+                                lane.run(move |s, i| tap::timed_out(i, s, &session, &request, timeout, &rule))
+                                    .await;
+                            });
+                        }
                     }
                     ("approval.resolved", Some(session)) => {
                         self.lane

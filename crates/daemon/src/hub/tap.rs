@@ -11,6 +11,7 @@ use crate::control::{Intake, Kind, Request};
 use crate::lane::reconcile::StoreSession;
 use crate::lane::{Lane, Sessions};
 use crate::notify::Waiting;
+use crate::policy::rules::Timeout;
 use crate::policy::{self, Answer, Asked, PolicyFile};
 use crate::views::act::{self, Action};
 use cline_hooks::Planned;
@@ -64,6 +65,7 @@ pub fn approval_requested(
         .then(|| cline_hub::Detail::requested(&approval, sessions.redactor()));
     let file = policy.map(policy::Active::current);
     let mut decided = None;
+    let mut later = None;
     let published = sessions.append_in(&session, |lane| {
         let run = approval
             .agent_id
@@ -95,7 +97,7 @@ pub fn approval_requested(
                 lane.tracker.workspace(),
             );
             crate::policy::links::resolve(&mut asked);
-            decided = decide(file, &asked, control, &session, request);
+            (decided, later) = decide(file, &asked, control, &session, request);
         }
         planned.into_iter().collect()
     });
@@ -125,37 +127,98 @@ pub fn approval_requested(
         tool: approval.tool_name,
         input_json: approval.input_json,
         since: requested.value["time"].as_str().unwrap_or_default().to_string(),
+        timeout: later,
     })
+}
+
+/// The rule name a file's default timeout is audited under.
+pub const DEFAULT_TIMEOUT_RULE: &str = "timeout";
+
+/// Nobody answered `request` in time: the policy's `on_timeout` answer is submitted as a rule's
+/// would be, with words that say so. A request answered meanwhile is refused by the intake
+/// (it no longer waits), which is the point: the person's answer stands.
+pub fn timed_out(intake: &Intake, sessions: &Sessions, session: &str, request: &str, timeout: Timeout, rule: &str) {
+    let minutes = timeout.after.as_secs().div_ceil(60);
+    let reason = format!(
+        "aep-cline: nobody answered within {minutes} min; policy rule {rule:?} answers {}",
+        timeout.answer
+    );
+    let action = match timeout.answer {
+        Answer::Approve => Action::Approve {
+            request: request.to_string(),
+            reason: Some(reason.clone()),
+        },
+        _ => Action::Deny {
+            request: request.to_string(),
+            reason: Some(reason.clone()),
+        },
+    };
+    let mut open = false;
+    let looked = sessions.append_in(session, |lane| {
+        open = lane.approvals.unanswered(request);
+        Vec::new()
+    });
+    if looked.is_err() || !open {
+        tracing::info!(%session, %request, rule, "policy: timeout not applied (answered meanwhile, or gone)");
+        return;
+    }
+    let command = act::command(&action, session, POLICY_AGENT, sessions.host());
+    match intake.submit_policy(&command, rule) {
+        Ok(()) => tracing::info!(%session, %request, rule, answer = %timeout.answer, "policy: answered on timeout"),
+        Err(e) => {
+            tracing::info!(%session, %request, rule, error = %e, "policy: timeout not applied (answered meanwhile, or gone)")
+        }
+    }
 }
 
 /// The agent name the policy's commands are sent as.
 const POLICY_AGENT: &str = "aep-cline-policy";
 
-/// Decides `request` by `file`, logs the decision and names the rule on the request. `Some`
-/// (request id, rule, answer, reason) when the policy answers it itself.
+/// Decides `request` by `file`, logs the decision and names the rule on the request. First:
+/// `Some` (request id, rule, answer, reason) when the policy answers it itself; second: the
+/// timeout and its rule when a person has until then (marked on the request as `expires_at`).
 fn decide(
     file: &PolicyFile,
     asked: &Asked,
     control: bool,
     session: &str,
     request: &mut Planned,
-) -> Option<(String, String, Answer, Option<String>)> {
+) -> (Decided, Option<(Timeout, String)>) {
     let decision = file.decide(asked);
+    let later = file.timeout_for(&decision).filter(|_| control).map(|t| {
+        let rule = decision.rule.map_or(DEFAULT_TIMEOUT_RULE, |r| r.name.as_str()).to_string();
+        let at = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::from_secs(t.after.as_secs() as i64))
+            .unwrap_or(jiff::Timestamp::MAX);
+        attention::expires(
+            &mut request.event,
+            &aep_core::time::seconds(at),
+            t.after.as_secs(),
+            t.answer.as_str(),
+            &rule,
+        );
+        tracing::info!(%session, request = %request.id, rule, answer = %t.answer, after_s = t.after.as_secs(), "policy: a person has until the timeout");
+        (t, rule)
+    });
     let Some(rule) = decision.rule else {
         tracing::info!(%session, request = %request.id, tool = %asked.tool, "policy: no rule matched; a person answers");
-        return None;
+        return (None, later);
     };
     let answer = rule.answer;
     if answer != Answer::Ask && !control {
         tracing::warn!(%session, request = %request.id, tool = %asked.tool, rule = %rule.name, %answer,
             "policy: not applied: answering needs the hub control gate (AEP_CLINE_HUB_CONTROL=1); a person answers");
-        return None;
+        return (None, later);
     }
     tracing::info!(%session, request = %request.id, tool = %asked.tool, rule = %rule.name, %answer,
         why = %decision.why, "policy: decided");
     attention::by_policy(&mut request.event, &rule.name, Some(answer.as_str()));
-    (answer != Answer::Ask).then(|| (request.id.clone(), rule.name.clone(), answer, rule.reason.clone()))
+    let decided = (answer != Answer::Ask).then(|| (request.id.clone(), rule.name.clone(), answer, rule.reason.clone()));
+    (decided, later)
 }
+
+/// The policy's own answer: (request id, rule, answer, reason).
+type Decided = Option<(String, String, Answer, Option<String>)>;
 
 /// `approval.resolved` → the answer and the resolution (or nothing yet, while our own answer's
 /// reply is outstanding).

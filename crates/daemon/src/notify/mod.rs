@@ -50,6 +50,8 @@ pub struct Waiting {
     pub input_json: Option<String>,
     /// When it started waiting (RFC 3339).
     pub since: String,
+    /// What the policy answers if nobody does in time (`timeout`, `on_timeout`), and the rule.
+    pub timeout: Option<(crate::policy::rules::Timeout, String)>,
 }
 
 /// What kind of news a message is.
@@ -559,6 +561,7 @@ mod tests {
             tool: Some("run_commands".into()),
             input_json: Some(r#"{"commands":["make"]}"#.into()),
             since: "2026-12-01T09:00:00.000Z".into(),
+            timeout: None,
         }
     }
 

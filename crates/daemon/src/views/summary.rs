@@ -55,6 +55,18 @@ pub struct Pending {
     /// flight, or `ask` (a person answers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<ByPolicy>,
+    /// Until when a person may answer (`expires_at`), and what the policy answers then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Expires>,
+}
+
+/// A request's deadline (`expires_at`, `cline.policy_timeout`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expires {
+    /// RFC 3339.
+    pub at: String,
+    /// What answers then: `approve` or `deny`.
+    pub answer: String,
 }
 
 /// A policy rule's decision on a request (`cline.policy_rule`, `cline.policy_answer`).
@@ -307,6 +319,15 @@ impl Summary {
                     policy: str_of(data, "cline.policy_rule").map(|rule| ByPolicy {
                         rule: rule.to_string(),
                         answer: str_of(data, "cline.policy_answer").unwrap_or("ask").to_string(),
+                    }),
+                    expires: str_of(data, "expires_at").map(|at| Expires {
+                        at: at.to_string(),
+                        answer: data
+                            .get("cline.policy_timeout")
+                            .and_then(|t| t.get("answer"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("timeout")
+                            .to_string(),
                     }),
                 };
                 self.waiting.insert(id, pending);
