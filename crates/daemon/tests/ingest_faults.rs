@@ -340,6 +340,12 @@ fn state_and_log_folders_are_owner_only_whatever_the_umask() {
 /// Runs the shim as a child of a shell that stays (as Cline stays while its run goes on), and
 /// returns that shell: the shim's parent.
 fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
+    cline_stand_in_at(sb, sb.root.path(), payloads)
+}
+
+/// [`cline_stand_in`] with `home` as its `HOME` (the shim names `$HOME/.cline/data` as Cline's
+/// data folder).
+fn cline_stand_in_at(sb: &Sandbox, home: &std::path::Path, payloads: &[Vec<u8>]) -> std::process::Child {
     let dir = (1..)
         .map(|n| sb.root.path().join(format!("stand-in-{n}")))
         .find(|d| std::fs::create_dir(d).is_ok())
@@ -355,7 +361,7 @@ fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
         .arg("-c")
         .arg(script)
         .arg(support::daemon::BIN)
-        .env("HOME", sb.root.path())
+        .env("HOME", home)
         .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
         .spawn()
         .unwrap()
@@ -365,8 +371,13 @@ fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
 /// sleep): a stand-in Cline is killed and its session's end awaited; twice, as one pass judges
 /// its sessions in no set order and the second probe's end comes on a later pass.
 fn wait_reconciled(sb: &Sandbox) {
+    wait_reconciled_at(sb, sb.root.path());
+}
+
+/// [`wait_reconciled`] with probes whose Cline data folder is `home`'s.
+fn wait_reconciled_at(sb: &Sandbox, home: &std::path::Path) {
     for probe in ["probe-1", "probe-2"] {
-        let mut cline = cline_stand_in(sb, &[payload("hooks-local", "agent_start", probe, None)]);
+        let mut cline = cline_stand_in_at(sb, home, &[payload("hooks-local", "agent_start", probe, None)]);
         sb.wait_log(probe, "the probe's run", Duration::from_secs(20), |e| e.len() >= 2);
         cline.kill().unwrap();
         cline.wait().unwrap();
@@ -420,6 +431,101 @@ fn a_cline_that_exits_after_its_run_ends_its_session_normally() {
         ["session.started", "run.started", "run.finished", "session.ended"]
     );
     assert_eq!(events[3]["data"]["reason"], "normal");
+    drop(daemon);
+}
+
+/// Cline's `db/sessions.db` under `home`, Cline 3.0.65's schema, with `session`'s row saying it
+/// completed (and no session file beside it).
+fn store_says_completed(home: &std::path::Path, session: &str) -> std::path::PathBuf {
+    let db = home.join(".cline/data/db/sessions.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let schema = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cline-usage/tests/data/captured/sessions.db.schema.sql"
+    ))
+    .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    // The captured dump lists SQLite's own table, which SQLite makes itself.
+    conn.execute_batch(&schema.replace("CREATE TABLE sqlite_sequence(name,seq);", ""))
+        .unwrap();
+    conn.execute(
+        "INSERT INTO sessions (session_id, source, pid, started_at, ended_at, exit_code, status, interactive, \
+         provider, model, cwd, workspace_root, enable_tools, enable_spawn, enable_teams, hook_path, updated_at) \
+         VALUES (?1, 'cli', 1, '2026-12-01T05:05:40.000Z', '2026-12-01T05:05:51.796Z', 0, 'completed', 0, \
+         'openai-compatible', 'fake-model', '/w', '/w', 1, 1, 1, '', '2026-12-01T05:05:51.796Z')",
+        [session],
+    )
+    .unwrap();
+    db
+}
+
+#[test]
+fn a_locked_sessions_db_is_read_again_later_not_taken_for_no_evidence() {
+    use std::io::{BufRead, Write};
+    let sb = Sandbox::new();
+    let db = store_says_completed(sb.root.path(), SESSION);
+    // Another process holds Cline's database exclusively (as one did while Cline exited).
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             c.execute('BEGIN EXCLUSIVE')\n\
+             print('held', flush=True)\n\
+             sys.stdin.read()\n\
+             c.execute('COMMIT')\n",
+        )
+        .arg(&db)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said.trim(), "held");
+    let daemon = sb.start();
+    let mut cline = cline_stand_in(
+        &sb,
+        &[
+            real_payload("hooks-local", "agent_start"),
+            real_payload("hooks-local", "tool_call"),
+        ],
+    );
+    sb.wait_for_events(SESSION, 3);
+    cline.kill().unwrap();
+    cline.wait().unwrap();
+    daemon.wait_stderr("Cline's store cannot be read", Duration::from_secs(30));
+    // Probes of a Cline with no database end: the reconciler has judged the session since its
+    // process went (and its hooks settled), and wrote nothing.
+    let elsewhere = sb.root.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    wait_reconciled_at(&sb, &elsewhere);
+    assert_eq!(
+        types(&sb.log(SESSION)),
+        ["session.started", "run.started", "tool.requested"],
+        "no end while its evidence cannot be read"
+    );
+    // Released: the row is read, and says the run completed.
+    holder.stdin.take().unwrap().write_all(b"").unwrap();
+    assert!(holder.wait().unwrap().success());
+    let events = sb.wait_for_events(SESSION, 5);
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "run.finished",
+            "session.ended"
+        ]
+    );
+    assert_eq!(events[4]["data"]["reason"], "normal");
+    assert_eq!(events[4]["data"]["detected"]["by"], "cline_store");
+    assert!(events[4]["data"]["detected"].get("unread").is_none(), "{}", events[4]);
+    assert_eq!(events[4]["time"], "2026-12-01T05:05:51.796Z", "at the row's end");
+    support::daemon::assert_valid_stream(&events);
     drop(daemon);
 }
 

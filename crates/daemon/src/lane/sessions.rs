@@ -165,6 +165,13 @@ pub struct Sessions {
     /// judges them as it judges the sessions in memory, and takes up again the ones that are
     /// over to end them.
     watched: Mutex<std::collections::HashMap<String, Watched>>,
+    /// Open sessions whose Cline store exists but could not be read: since when, and why
+    /// ([`crate::lane::reconcile::Unread`]); cleared by a good read and by the session's end.
+    store_unread: Mutex<std::collections::HashMap<String, (Instant, String)>>,
+    /// Cline data folders whose `sessions.db` was last found unreadable: when, and why. Read
+    /// again only [`watch::STORE_EVERY`] later, whichever session asks, so a pass over many
+    /// sessions of a locked store does not wait out a busy timeout for each.
+    db_unread: Mutex<std::collections::HashMap<String, (Instant, String)>>,
     /// The owner's local view (never logged, never published).
     local: Local,
 }
@@ -185,6 +192,8 @@ impl Sessions {
             hosted: Mutex::new(BoundedSet::new(MAX_HOSTED)),
             hub_connected: AtomicBool::new(false),
             watched: Mutex::new(std::collections::HashMap::new()),
+            store_unread: Mutex::new(std::collections::HashMap::new()),
+            db_unread: Mutex::new(std::collections::HashMap::new()),
             local: Local::new(true),
         }
     }
