@@ -337,6 +337,61 @@ fn state_and_log_folders_are_owner_only_whatever_the_umask() {
     let _ = daemon.wait();
 }
 
+#[test]
+fn an_open_state_folder_is_tightened_at_start_and_a_shared_one_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(&sb.state_dir).unwrap();
+    std::fs::set_permissions(&sb.state_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let daemon = sb.start();
+    let mode = std::fs::metadata(&sb.state_dir).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o700);
+    let said = daemon.wait_stderr("tightened it to 0700", Duration::from_secs(10));
+    assert!(said.contains("0755"), "says what it was: {said}");
+    let (status, stderr) = daemon.stop();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stderr.matches("tightened it to 0700").count(), 1, "said once: {stderr}");
+    // A shared folder like /tmp itself: refused, left as it was, and the error says the fix.
+    let shared = sb.root.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let said = sb.root.path().join("refused.stderr");
+    let mut refused = std::process::Command::new(support::daemon::BIN)
+        .arg("daemon")
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &shared)
+        .env("AEP_LISTEN", "127.0.0.1:0")
+        .stderr(std::fs::File::create(&said).unwrap())
+        .spawn()
+        .unwrap();
+    // A daemon that took the folder would serve on: wait for its exit, but not for ever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = refused.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = refused.kill();
+            let _ = refused.wait();
+            panic!(
+                "the daemon took the shared folder: {}",
+                std::fs::read_to_string(&said).unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&said).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("shared folder") && stderr.contains("set AEP_CLINE_STATE_DIR"),
+        "{stderr}"
+    );
+    let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o1777);
+    assert!(!shared.join("daemon.lock").exists(), "nothing written in it");
+}
+
 /// Runs the shim as a child of a shell that stays (as Cline stays while its run goes on), and
 /// returns that shell: the shim's parent.
 fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
