@@ -525,6 +525,9 @@ impl Sessions {
                             store_read: state.store_read,
                         };
                         self.watched.lock().insert(session.clone(), watched);
+                    } else if expired {
+                        // Ended by its hooks: nothing will judge it again.
+                        self.store_unread.lock().remove(session);
                     }
                     expired
                 }
