@@ -514,12 +514,10 @@ fn store_says_completed(home: &std::path::Path, session: &str) -> std::path::Pat
     db
 }
 
-#[test]
-fn a_locked_sessions_db_is_read_again_later_not_taken_for_no_evidence() {
-    use std::io::{BufRead, Write};
-    let sb = Sandbox::new();
-    let db = store_says_completed(sb.root.path(), SESSION);
-    // Another process holds Cline's database exclusively (as one did while Cline exited).
+/// A python3 process holding `db` with `BEGIN EXCLUSIVE` (every reader gets SQLITE_BUSY) until
+/// its stdin closes; returned once it holds it.
+fn hold_exclusively(db: &std::path::Path) -> std::process::Child {
+    use std::io::BufRead;
     let mut holder = std::process::Command::new("python3")
         .arg("-c")
         .arg(
@@ -530,7 +528,7 @@ fn a_locked_sessions_db_is_read_again_later_not_taken_for_no_evidence() {
              sys.stdin.read()\n\
              c.execute('COMMIT')\n",
         )
-        .arg(&db)
+        .arg(db)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -540,6 +538,16 @@ fn a_locked_sessions_db_is_read_again_later_not_taken_for_no_evidence() {
         .read_line(&mut said)
         .unwrap();
     assert_eq!(said.trim(), "held");
+    holder
+}
+
+#[test]
+fn a_locked_sessions_db_is_read_again_later_not_taken_for_no_evidence() {
+    use std::io::Write;
+    let sb = Sandbox::new();
+    let db = store_says_completed(sb.root.path(), SESSION);
+    // Another process holds Cline's database exclusively (as one did while Cline exited).
+    let mut holder = hold_exclusively(&db);
     let daemon = sb.start();
     let mut cline = cline_stand_in(
         &sb,
@@ -581,6 +589,40 @@ fn a_locked_sessions_db_is_read_again_later_not_taken_for_no_evidence() {
     assert!(events[4]["data"]["detected"].get("unread").is_none(), "{}", events[4]);
     assert_eq!(events[4]["time"], "2026-12-01T05:05:51.796Z", "at the row's end");
     support::daemon::assert_valid_stream(&events);
+    drop(daemon);
+}
+
+#[test]
+fn a_store_locked_past_its_patience_ends_the_session_saying_what_was_not_read() {
+    let sb = Sandbox::new().with_env("AEP_SESSION_STORE_PATIENCE", "2s");
+    let db = store_says_completed(sb.root.path(), SESSION);
+    let mut holder = hold_exclusively(&db);
+    let daemon = sb.start();
+    let mut cline = cline_stand_in(
+        &sb,
+        &[
+            real_payload("hooks-local", "agent_start"),
+            real_payload("hooks-local", "tool_call"),
+        ],
+    );
+    sb.wait_for_events(SESSION, 3);
+    cline.kill().unwrap();
+    cline.wait().unwrap();
+    // Held for good: once its patience is spent it ends on what is known (the process went),
+    // and says what it could not read.
+    let events = sb.wait_for_events(SESSION, 5);
+    support::daemon::assert_cut_short(&events);
+    let detected = &events[4]["data"]["detected"];
+    assert_eq!(detected["by"], "process_gone", "{detected}");
+    assert_eq!(detected["unread"]["source"], "cline_store", "{detected}");
+    assert!(detected["unread"]["waited_s"].as_u64().unwrap() >= 2, "{detected}");
+    assert!(
+        detected["unread"]["problem"].as_str().unwrap().contains("sessions.db"),
+        "{detected}"
+    );
+    daemon.wait_stderr("Cline's store still cannot be read", Duration::from_secs(10));
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
     drop(daemon);
 }
 

@@ -24,7 +24,7 @@
 //!
 //! Nor while the store cannot be read (`sessions.db` locked or busy, say, as Cline exits): it
 //! may hold the end, so the session waits for it, read again on the reconciler's schedule, for
-//! up to [`UNREAD_PATIENCE`]; past that it ends on the rest of the evidence, and its
+//! up to [`UNREAD_PATIENCE`] (`AEP_SESSION_STORE_PATIENCE`); past that it ends on the rest of the evidence, and its
 //! `session.ended` says what was not read (`data.detected.unread`).
 //!
 //! Pure: the caller reads the evidence (`/proc`, the store, the spool) and applies the verdict.
@@ -41,7 +41,8 @@ pub const STALE: Duration = Duration::from_secs(24 * 3600);
 /// hooks, fired by processes that outlive Cline, come within it.
 pub const HOOKS_SETTLE: Duration = Duration::from_secs(3);
 
-/// How long a session waits for a store that cannot be read before it ends without it.
+/// How long a session waits for a store that cannot be read before it ends without it, unless
+/// `AEP_SESSION_STORE_PATIENCE` says otherwise ([`Unread::patience`]).
 pub const UNREAD_PATIENCE: Duration = Duration::from_secs(10 * 60);
 
 /// The largest store session file read (the real ones are a few KiB).
@@ -108,6 +109,8 @@ pub struct End {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unread {
     pub waited: Duration,
+    /// How long it is waited for ([`UNREAD_PATIENCE`] by default).
+    pub patience: Duration,
     pub problem: String,
 }
 
@@ -150,7 +153,7 @@ pub fn judge(evidence: &Evidence<'_>) -> Option<End> {
         return None;
     }
     let unread = evidence.unread.filter(|_| !evidence.hub_hosts);
-    if unread.is_some_and(|u| u.waited < UNREAD_PATIENCE) {
+    if unread.is_some_and(|u| u.waited < u.patience) {
         return None; // the store may hold the end: read it again later
     }
     let mut end = weigh(evidence)?;
@@ -536,6 +539,7 @@ mod tests {
     fn an_unreadable_store_holds_the_verdict_until_its_patience_runs_out() {
         let unread = |waited| Unread {
             waited,
+            patience: UNREAD_PATIENCE,
             problem: "sessions.db: database is locked".into(),
         };
         let gone = |unread| Evidence {

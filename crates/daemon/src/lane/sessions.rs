@@ -138,6 +138,9 @@ pub struct Lifetime {
     pub grace: Duration,
     /// Without any work: the session is let go and reloaded from its log if it speaks again.
     pub idle: Duration,
+    /// How long a session whose Cline store cannot be read waits for it before it is ended
+    /// without it ([`crate::lane::reconcile::UNREAD_PATIENCE`]).
+    pub store_patience: Duration,
 }
 
 impl Default for Lifetime {
@@ -145,6 +148,7 @@ impl Default for Lifetime {
         Lifetime {
             grace: Duration::from_secs(60),
             idle: Duration::from_secs(4 * 3600),
+            store_patience: crate::lane::reconcile::UNREAD_PATIENCE,
         }
     }
 }
@@ -499,7 +503,7 @@ impl Sessions {
     /// Lets go of the sessions that ended more than the grace period ago or were idle longer
     /// than the idle time, and says so on the bus. Returns how many left.
     pub fn sweep(&self, now: Instant) -> usize {
-        let Lifetime { grace, idle } = self.lifetime;
+        let Lifetime { grace, idle, .. } = self.lifetime;
         let mut closed = Vec::new();
         self.live.retain(|session, slot| {
             // Held elsewhere (a holder is made only under this shard lock): in use, keep.

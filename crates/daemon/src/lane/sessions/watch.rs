@@ -210,7 +210,7 @@ impl Sessions {
                 match unread.get_mut(session) {
                     Some((_, last)) => *last = problem,
                     None => {
-                        tracing::warn!(%session, %problem, patience_s = reconcile::UNREAD_PATIENCE.as_secs(),
+                        tracing::warn!(%session, %problem, patience_s = self.lifetime.store_patience.as_secs(),
                             "Cline's store cannot be read: the session's end waits for it (read again on the reconciler's schedule)");
                         unread.insert(session.to_string(), (Instant::now(), problem));
                     }
@@ -224,6 +224,7 @@ impl Sessions {
     fn unread(&self, session: &str) -> Option<Unread> {
         self.store_unread.lock().get(session).map(|(since, problem)| Unread {
             waited: since.elapsed(),
+            patience: self.lifetime.store_patience,
             problem: problem.clone(),
         })
     }
