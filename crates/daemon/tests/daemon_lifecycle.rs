@@ -454,6 +454,7 @@ fn the_registry_never_hands_out_a_position_twice_while_it_sweeps() {
         .with_lifetime(Lifetime {
             grace: Duration::ZERO,
             idle: Duration::ZERO,
+            ..Lifetime::default()
         }),
     );
     let session = "swept";

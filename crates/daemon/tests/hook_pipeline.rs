@@ -187,6 +187,12 @@ fn a_hung_daemon_does_not_block_the_shim_and_a_hook_it_took_is_not_recorded_twic
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(out.status.success() && out.stdout.is_empty());
     assert_eq!(sb.spooled(), 1);
+    // Its socket's timeout ran out (EAGAIN): said as the wait it is, not as `os error 11`.
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("the daemon did not answer within") && said.contains("spooled") && !said.contains("os error"),
+        "{said}"
+    );
     daemon.signal("-CONT");
     // The daemon now answers the request it had accepted, then drains the spool: one copy.
     sb.wait_spool_empty(Duration::from_secs(30));

@@ -337,9 +337,70 @@ fn state_and_log_folders_are_owner_only_whatever_the_umask() {
     let _ = daemon.wait();
 }
 
+#[test]
+fn an_open_state_folder_is_tightened_at_start_and_a_shared_one_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(&sb.state_dir).unwrap();
+    std::fs::set_permissions(&sb.state_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let daemon = sb.start();
+    let mode = std::fs::metadata(&sb.state_dir).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o700);
+    let said = daemon.wait_stderr("tightened it to 0700", Duration::from_secs(10));
+    assert!(said.contains("0755"), "says what it was: {said}");
+    let (status, stderr) = daemon.stop();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stderr.matches("tightened it to 0700").count(), 1, "said once: {stderr}");
+    // A shared folder like /tmp itself: refused, left as it was, and the error says the fix.
+    let shared = sb.root.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let said = sb.root.path().join("refused.stderr");
+    let mut refused = std::process::Command::new(support::daemon::BIN)
+        .arg("daemon")
+        .env("HOME", sb.root.path())
+        .env("AEP_LOG_DIR", &sb.log_dir)
+        .env("AEP_CLINE_STATE_DIR", &shared)
+        .env("AEP_LISTEN", "127.0.0.1:0")
+        .stderr(std::fs::File::create(&said).unwrap())
+        .spawn()
+        .unwrap();
+    // A daemon that took the folder would serve on: wait for its exit, but not for ever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = refused.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = refused.kill();
+            let _ = refused.wait();
+            panic!(
+                "the daemon took the shared folder: {}",
+                std::fs::read_to_string(&said).unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&said).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("shared folder") && stderr.contains("set AEP_CLINE_STATE_DIR"),
+        "{stderr}"
+    );
+    let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o1777);
+    assert!(!shared.join("daemon.lock").exists(), "nothing written in it");
+}
+
 /// Runs the shim as a child of a shell that stays (as Cline stays while its run goes on), and
 /// returns that shell: the shim's parent.
 fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
+    cline_stand_in_at(sb, sb.root.path(), payloads)
+}
+
+/// [`cline_stand_in`] with `home` as its `HOME` (the shim names `$HOME/.cline/data` as Cline's
+/// data folder).
+fn cline_stand_in_at(sb: &Sandbox, home: &std::path::Path, payloads: &[Vec<u8>]) -> std::process::Child {
     let dir = (1..)
         .map(|n| sb.root.path().join(format!("stand-in-{n}")))
         .find(|d| std::fs::create_dir(d).is_ok())
@@ -355,7 +416,7 @@ fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
         .arg("-c")
         .arg(script)
         .arg(support::daemon::BIN)
-        .env("HOME", sb.root.path())
+        .env("HOME", home)
         .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
         .spawn()
         .unwrap()
@@ -365,8 +426,13 @@ fn cline_stand_in(sb: &Sandbox, payloads: &[Vec<u8>]) -> std::process::Child {
 /// sleep): a stand-in Cline is killed and its session's end awaited; twice, as one pass judges
 /// its sessions in no set order and the second probe's end comes on a later pass.
 fn wait_reconciled(sb: &Sandbox) {
+    wait_reconciled_at(sb, sb.root.path());
+}
+
+/// [`wait_reconciled`] with probes whose Cline data folder is `home`'s.
+fn wait_reconciled_at(sb: &Sandbox, home: &std::path::Path) {
     for probe in ["probe-1", "probe-2"] {
-        let mut cline = cline_stand_in(sb, &[payload("hooks-local", "agent_start", probe, None)]);
+        let mut cline = cline_stand_in_at(sb, home, &[payload("hooks-local", "agent_start", probe, None)]);
         sb.wait_log(probe, "the probe's run", Duration::from_secs(20), |e| e.len() >= 2);
         cline.kill().unwrap();
         cline.wait().unwrap();
@@ -420,6 +486,143 @@ fn a_cline_that_exits_after_its_run_ends_its_session_normally() {
         ["session.started", "run.started", "run.finished", "session.ended"]
     );
     assert_eq!(events[3]["data"]["reason"], "normal");
+    drop(daemon);
+}
+
+/// Cline's `db/sessions.db` under `home`, Cline 3.0.65's schema, with `session`'s row saying it
+/// completed (and no session file beside it).
+fn store_says_completed(home: &std::path::Path, session: &str) -> std::path::PathBuf {
+    let db = home.join(".cline/data/db/sessions.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let schema = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../cline-usage/tests/data/captured/sessions.db.schema.sql"
+    ))
+    .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    // The captured dump lists SQLite's own table, which SQLite makes itself.
+    conn.execute_batch(&schema.replace("CREATE TABLE sqlite_sequence(name,seq);", ""))
+        .unwrap();
+    conn.execute(
+        "INSERT INTO sessions (session_id, source, pid, started_at, ended_at, exit_code, status, interactive, \
+         provider, model, cwd, workspace_root, enable_tools, enable_spawn, enable_teams, hook_path, updated_at) \
+         VALUES (?1, 'cli', 1, '2026-12-01T05:05:40.000Z', '2026-12-01T05:05:51.796Z', 0, 'completed', 0, \
+         'openai-compatible', 'fake-model', '/w', '/w', 1, 1, 1, '', '2026-12-01T05:05:51.796Z')",
+        [session],
+    )
+    .unwrap();
+    db
+}
+
+/// A python3 process holding `db` with `BEGIN EXCLUSIVE` (every reader gets SQLITE_BUSY) until
+/// its stdin closes; returned once it holds it.
+fn hold_exclusively(db: &std::path::Path) -> std::process::Child {
+    use std::io::BufRead;
+    let mut holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys\n\
+             c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+             c.execute('BEGIN EXCLUSIVE')\n\
+             print('held', flush=True)\n\
+             sys.stdin.read()\n\
+             c.execute('COMMIT')\n",
+        )
+        .arg(db)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said.trim(), "held");
+    holder
+}
+
+#[test]
+fn a_locked_sessions_db_is_read_again_later_not_taken_for_no_evidence() {
+    use std::io::Write;
+    let sb = Sandbox::new();
+    let db = store_says_completed(sb.root.path(), SESSION);
+    // Another process holds Cline's database exclusively (as one did while Cline exited).
+    let mut holder = hold_exclusively(&db);
+    let daemon = sb.start();
+    let mut cline = cline_stand_in(
+        &sb,
+        &[
+            real_payload("hooks-local", "agent_start"),
+            real_payload("hooks-local", "tool_call"),
+        ],
+    );
+    sb.wait_for_events(SESSION, 3);
+    cline.kill().unwrap();
+    cline.wait().unwrap();
+    daemon.wait_stderr("Cline's store cannot be read", Duration::from_secs(30));
+    // Probes of a Cline with no database end: the reconciler has judged the session since its
+    // process went (and its hooks settled), and wrote nothing.
+    let elsewhere = sb.root.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    wait_reconciled_at(&sb, &elsewhere);
+    assert_eq!(
+        types(&sb.log(SESSION)),
+        ["session.started", "run.started", "tool.requested"],
+        "no end while its evidence cannot be read"
+    );
+    // Released: the row is read, and says the run completed.
+    holder.stdin.take().unwrap().write_all(b"").unwrap();
+    assert!(holder.wait().unwrap().success());
+    let events = sb.wait_for_events(SESSION, 5);
+    assert_eq!(
+        types(&events),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "run.finished",
+            "session.ended"
+        ]
+    );
+    assert_eq!(events[4]["data"]["reason"], "normal");
+    assert_eq!(events[4]["data"]["detected"]["by"], "cline_store");
+    assert!(events[4]["data"]["detected"].get("unread").is_none(), "{}", events[4]);
+    assert_eq!(events[4]["time"], "2026-12-01T05:05:51.796Z", "at the row's end");
+    support::daemon::assert_valid_stream(&events);
+    drop(daemon);
+}
+
+#[test]
+fn a_store_locked_past_its_patience_ends_the_session_saying_what_was_not_read() {
+    let sb = Sandbox::new().with_env("AEP_SESSION_STORE_PATIENCE", "2s");
+    let db = store_says_completed(sb.root.path(), SESSION);
+    let mut holder = hold_exclusively(&db);
+    let daemon = sb.start();
+    let mut cline = cline_stand_in(
+        &sb,
+        &[
+            real_payload("hooks-local", "agent_start"),
+            real_payload("hooks-local", "tool_call"),
+        ],
+    );
+    sb.wait_for_events(SESSION, 3);
+    cline.kill().unwrap();
+    cline.wait().unwrap();
+    // Held for good: once its patience is spent it ends on what is known (the process went),
+    // and says what it could not read.
+    let events = sb.wait_for_events(SESSION, 5);
+    support::daemon::assert_cut_short(&events);
+    let detected = &events[4]["data"]["detected"];
+    assert_eq!(detected["by"], "process_gone", "{detected}");
+    assert_eq!(detected["unread"]["source"], "cline_store", "{detected}");
+    assert!(detected["unread"]["waited_s"].as_u64().unwrap() >= 2, "{detected}");
+    assert!(
+        detected["unread"]["problem"].as_str().unwrap().contains("sessions.db"),
+        "{detected}"
+    );
+    daemon.wait_stderr("Cline's store still cannot be read", Duration::from_secs(10));
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
     drop(daemon);
 }
 

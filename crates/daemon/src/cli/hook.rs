@@ -196,6 +196,7 @@ fn is_legacy(body: &[u8]) -> bool {
 }
 
 fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
+    let started = Instant::now();
     let Some(daemon) = Discovery::read(state_dir) else {
         return Delivered::Retry("no daemon is running (no discovery file)".to_string());
     };
@@ -203,6 +204,12 @@ fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
     // holds the TCP port after the daemon died gets nothing, not even the token.
     let stream = match remaining(deadline).and_then(|within| daemon.connect(within)) {
         Ok(stream) => stream,
+        Err(e) if out_of_time(&e) => {
+            return Delivered::Retry(format!(
+                "the daemon cannot be reached within {} ms: its socket's queue stayed full (busy, or frozen)",
+                started.elapsed().as_millis()
+            ))
+        }
         Err(e) => return Delivered::Retry(format!("the daemon cannot be reached ({e})")),
     };
     match post(stream, &daemon, firing, deadline) {
@@ -222,8 +229,19 @@ fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
         Ok(answer) if (200..300).contains(&answer.status) => Delivered::Recorded(answer.control),
         Ok(answer) if matches!(answer.status, 400 | 413 | 415) => Delivered::Refused(answer.status),
         Ok(answer) => Delivered::Retry(format!("the daemon answered HTTP {}", answer.status)),
+        Err(e) if out_of_time(&e) => Delivered::Retry(format!(
+            "the daemon did not answer within {} ms (busy, or frozen)",
+            started.elapsed().as_millis()
+        )),
         Err(e) => Delivered::Retry(format!("the daemon did not take the hook ({e})")),
     }
+}
+
+/// Whether an exchange failed because the shim's wait ran out. A blocking socket whose
+/// timeout expires says EAGAIN (`os error 11`, "Resource temporarily unavailable"): under
+/// load that is the daemon being slow to accept or answer, not a fault to report as one.
+fn out_of_time(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
 }
 
 fn remaining(deadline: Instant) -> std::io::Result<Duration> {

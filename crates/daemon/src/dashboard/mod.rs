@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -73,7 +73,7 @@ pub struct Dashboard {
     host: String,
     /// What `/api/status` adds: capture, hub, relay (the daemon's `/healthz` view).
     status: Arc<dyn Fn() -> Value + Send + Sync>,
-    codes: Mutex<HashMap<String, Instant>>,
+    codes: Codes,
     closing: CancellationToken,
 }
 
@@ -98,7 +98,7 @@ impl Dashboard {
             url: format!("http://{listen}"),
             host,
             status,
-            codes: Mutex::new(HashMap::new()),
+            codes: Codes::default(),
             closing: CancellationToken::new(),
         })
     }
@@ -114,10 +114,31 @@ impl Dashboard {
 
     /// A fresh one-time login code.
     fn new_code(&self) -> String {
+        self.codes.issue(crate::firing::boot_ns())
+    }
+
+    /// Spends a code: true once, within its lifetime.
+    fn spend(&self, code: &str) -> bool {
+        self.codes.spend(code, crate::firing::boot_ns())
+    }
+}
+
+/// Outstanding login codes, each with its issue time on the boot clock
+/// ([`crate::firing::boot_ns`]): it counts a suspend and never steps back, so a code outlives
+/// [`CODE_LIFETIME`] neither by a wall clock set back nor by a laptop's sleep.
+#[derive(Default)]
+struct Codes(Mutex<HashMap<String, u64>>);
+
+impl Codes {
+    fn young(at: u64, now: u64) -> bool {
+        u128::from(now.saturating_sub(at)) < CODE_LIFETIME.as_nanos()
+    }
+
+    /// A fresh code issued at `now` (boot ns).
+    fn issue(&self, now: u64) -> String {
         let code = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-        let mut codes = self.codes.lock();
-        let now = Instant::now();
-        codes.retain(|_, at| now.duration_since(*at) < CODE_LIFETIME);
+        let mut codes = self.0.lock();
+        codes.retain(|_, at| Self::young(*at, now));
         if codes.len() >= MAX_CODES {
             if let Some(oldest) = codes.iter().min_by_key(|(_, at)| **at).map(|(c, _)| c.clone()) {
                 codes.remove(&oldest);
@@ -127,14 +148,13 @@ impl Dashboard {
         code
     }
 
-    /// Spends a code: true once, within its lifetime.
-    fn spend(&self, code: &str) -> bool {
-        let mut codes = self.codes.lock();
+    /// Spends `code` at `now`: true once, within its lifetime.
+    fn spend(&self, code: &str, now: u64) -> bool {
+        let mut codes = self.0.lock();
         let found = codes.keys().find(|c| crate::http::auth::same_token(c, code)).cloned();
-        match found.and_then(|c| codes.remove(&c)) {
-            Some(at) => at.elapsed() < CODE_LIFETIME,
-            None => false,
-        }
+        found
+            .and_then(|c| codes.remove(&c))
+            .is_some_and(|at| Self::young(at, now))
     }
 }
 
@@ -373,5 +393,30 @@ async fn act_on(State(d): State<Arc<Dashboard>>, headers: HeaderMap, body: Bytes
     match act::submit_and_wait(&d.sessions, &d.intake, command, act::ACK_WAIT, act::OUTCOME_WAIT).await {
         Ok(waited) => Json(json!(waited)).into_response(),
         Err(e) => crate::routes::control::refused(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_login_code_lives_its_lifetime_on_the_boot_clock_once() {
+        let codes = Codes::default();
+        let lifetime = CODE_LIFETIME.as_secs();
+        let code = codes.issue(1_000 * S);
+        assert!(!codes.spend("not-a-code", 1_000 * S));
+        assert!(codes.spend(&code, (1_000 + lifetime - 1) * S));
+        assert!(!codes.spend(&code, (1_000 + lifetime - 1) * S), "once");
+        // Past its lifetime by the boot clock (a suspend counts), whatever the wall clock says.
+        let late = codes.issue(1_000 * S);
+        assert!(!codes.spend(&late, (1_000 + lifetime) * S));
+        // Issued codes are bounded.
+        for n in 0..MAX_CODES as u64 + 5 {
+            codes.issue(2_000 * S + n);
+        }
+        assert_eq!(codes.0.lock().len(), MAX_CODES);
     }
 }

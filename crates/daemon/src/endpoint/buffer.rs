@@ -317,7 +317,8 @@ mod tests {
     fn memory_is_bounded_by_bytes_the_oldest_going_first() {
         let one = sized("a", "0", 0, 10_000, false).weight;
         assert!(one > 20_000, "the line and the parsed value both count: {one}");
-        let mut b = ReplayBuffer::new(100, 10, 3 * one + one / 2, one + 100);
+        let line = sized("a", "0", 0, 10_000, false).event.line.len();
+        let mut b = ReplayBuffer::new(100, 10, 3 * one + one / 2, line + 100);
         b.admit(&sized("a", "0", 0, 10_000, false));
         b.admit(&sized("b", "1", 1, 10_000, false));
         b.admit(&sized("a", "2", 2, 10_000, false));
@@ -344,5 +345,101 @@ mod tests {
         b.forget("a");
         b.forget("c");
         assert_eq!(b.bytes(), 0);
+    }
+
+    /// This thread's live heap, as malloc reserves it (usable size and header): the buffer's
+    /// bound must hold against what memory it really takes, not a model of it.
+    struct Counting;
+
+    thread_local! {
+        static LIVE: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+    }
+
+    #[allow(unsafe_code)] // a GlobalAlloc; each call forwards to the system allocator
+    unsafe impl std::alloc::GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+            // SAFETY: forwarded as given; the size read is of the block just returned.
+            unsafe {
+                let ptr = std::alloc::System.alloc(layout);
+                if !ptr.is_null() {
+                    let n = libc::malloc_usable_size(ptr.cast()) as isize + 8;
+                    let _ = LIVE.try_with(|l| l.set(l.get() + n));
+                }
+                ptr
+            }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+            // SAFETY: as above; the size is read before the block is given back.
+            unsafe {
+                let n = libc::malloc_usable_size(ptr.cast()) as isize + 8;
+                let _ = LIVE.try_with(|l| l.set(l.get() - n));
+                std::alloc::System.dealloc(ptr, layout)
+            }
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    fn live() -> isize {
+        LIVE.with(|l| l.get())
+    }
+
+    /// An Event as the daemon writes one (value built, line serialized) or as a collector
+    /// receives one (line parsed), its data of about `size` bytes in a few fields.
+    fn realistic(n: u64, size: usize, parsed: bool) -> Arc<Stored> {
+        let value = json!({
+            "specversion": "0.1",
+            "id": format!("01KB{n:022}"),
+            "source": "aep://build-host-7/agent/cline",
+            "type": if n.is_multiple_of(3) { "tool.requested" } else { "tool.completed" },
+            "time": "2026-12-03T07:15:00.123Z",
+            "session": format!("1796007203184_{:05}", n % 40),
+            "run": format!("01KBRUN{:019}", n % 40),
+            "seq": n,
+            "capture": "redacted",
+            "data": {
+                "tool": {"name": "execute_command", "call_id": format!("call_{n}")},
+                "input": {"command": "x".repeat(size), "cwd": "/home/dev/project"},
+                "gen_ai.usage.input_tokens": n * 7,
+                "labels": ["a", "bb", "ccc"],
+            },
+        });
+        let line = serde_json::to_string(&value).unwrap();
+        let value = if parsed {
+            serde_json::from_str(&line).unwrap()
+        } else {
+            value
+        };
+        Arc::new(Stored::new(Arc::new(Published { value, line }), n, !parsed))
+    }
+
+    #[test]
+    fn the_byte_bound_holds_against_the_memory_really_taken() {
+        const BOUND: usize = 4 << 20;
+        for (size, parsed) in [(40, false), (40, true), (900, false), (3_000, true)] {
+            let before = live();
+            let mut b = ReplayBuffer::new(100_000, 1_000, BOUND, 1 << 20);
+            for n in 0..40_000 {
+                let event = realistic(n, size + (n as usize % 7) * 10, parsed);
+                b.admit(&event);
+                if b.bytes() >= BOUND - 64 * 1024 && n > 20_000 {
+                    break;
+                }
+            }
+            let taken = (live() - before) as f64;
+            let counted = b.bytes() as f64;
+            assert!(b.bytes() <= BOUND);
+            assert!(
+                counted > 0.9 * BOUND as f64,
+                "filled to its bound: {counted} ({size} B, parsed: {parsed})"
+            );
+            let ratio = taken / counted;
+            assert!(
+                (0.85..=1.15).contains(&ratio),
+                "{size}-byte Events (parsed: {parsed}): {taken} bytes taken for {counted} counted ({ratio:.2}x)"
+            );
+            drop(b);
+        }
     }
 }

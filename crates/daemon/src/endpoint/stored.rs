@@ -23,7 +23,8 @@ pub struct Stored {
     pub capture: Capture,
     /// One of this daemon's own Events (its session logs hold it), not a collected one.
     pub own: bool,
-    /// About how many bytes of memory holding it takes (its line and its parsed value).
+    /// The bytes of memory holding it takes (its line, its parsed value and its place in the
+    /// buffer), as malloc reserves them: what the replay buffer's bound counts.
     pub weight: usize,
 }
 
@@ -41,7 +42,8 @@ impl Stored {
             None => Capture::default(),
             Some(c) => c.as_str().and_then(|s| s.parse().ok()).unwrap_or(Capture::Full),
         };
-        let weight = HELD + event.line.len() + heap(v);
+        let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default();
+        let weight = held(text("source"), text("id")) + chunk(event.line.capacity()) + heap(v);
         Stored {
             event,
             n,
@@ -83,19 +85,55 @@ impl Stored {
     }
 }
 
-/// What holding any Event costs beside its content (the `Stored`, the `Published`, the
-/// buffer's slot and its `(source, id)` key), about.
-const HELD: usize = 256;
+/// What malloc reserves for a request of `n` bytes: glibc's chunk (an 8-byte header, 16-byte
+/// steps, 32 at least); nothing for an empty allocation. Counted so the buffer's bound is
+/// its memory, not its JSON.
+pub(crate) fn chunk(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        ((n + 8 + 15) & !15).max(32)
+    }
+}
 
-/// About how many heap bytes a parsed JSON value takes (serde_json's `Value`, a B-tree map per
-/// object).
+/// What holding any Event costs beside its content: the `Stored` and the `Published` (each in
+/// its `Arc`), the buffer's slot (its `VecDeque`, grown by doubling) and its dedupe entry
+/// (a `(String, String)` in a hash set at most 7/8 full, power-of-two sized: about 1.5 slots).
+fn held(source: &str, id: &str) -> usize {
+    use std::mem::size_of;
+    let arcs = chunk(16 + size_of::<Stored>()) + chunk(16 + size_of::<Published>());
+    let slot = 2 * size_of::<Arc<Stored>>();
+    let key = (3 * (2 * size_of::<String>() + 1)) / 2 + chunk(source.len()) + chunk(id.len());
+    arcs + slot + key
+}
+
+/// The heap a parsed JSON value holds (serde_json's `Value`: a `String` per string, a `Vec`
+/// per array, a B-tree of nodes of 11 entries per object), counted as malloc reserves it.
 fn heap(value: &Value) -> usize {
-    const SLOT: usize = std::mem::size_of::<Value>();
+    use std::mem::size_of;
+    const SLOT: usize = size_of::<Value>();
+    // A B-tree node: parent, index and length, 11 keys and 11 values; an internal one 12 edges more.
+    const LEAF: usize = 16 + 11 * (size_of::<String>() + SLOT);
+    const INTERNAL: usize = LEAF + 12 * size_of::<usize>();
     match value {
-        Value::String(s) => s.capacity(),
-        Value::Array(items) => items.capacity() * SLOT + items.iter().map(heap).sum::<usize>(),
-        // Per entry: the key, the value's slot, and the tree's share of node overhead.
-        Value::Object(map) => map.iter().map(|(k, v)| k.capacity() + SLOT + 24 + heap(v)).sum(),
+        Value::String(s) => chunk(s.capacity()),
+        Value::Array(items) => chunk(items.capacity() * SLOT) + items.iter().map(heap).sum::<usize>(),
+        Value::Object(map) => {
+            let n = map.len();
+            // Up to 11 entries fit one leaf; past that, splits leave leaves 1/2 to 1/1 full
+            // (8 entries, about) under internal nodes of as many edges.
+            let (leaves, internal) = match n {
+                0 => (0, 0),
+                1..=11 => (1, 0),
+                _ => {
+                    let leaves = n.div_ceil(8);
+                    (leaves, leaves.div_ceil(8))
+                }
+            };
+            leaves * chunk(LEAF)
+                + internal * chunk(INTERNAL)
+                + map.iter().map(|(k, v)| chunk(k.capacity()) + heap(v)).sum::<usize>()
+        }
         _ => 0,
     }
 }

@@ -22,6 +22,11 @@
 //! [`HOOKS_SETTLE`] (Cline 3.x fires `agent_end` and `session_shutdown` from hook processes
 //! that outlive it; a run that finished must not be taken for one cut short).
 //!
+//! Nor while the store cannot be read (`sessions.db` locked or busy, say, as Cline exits): it
+//! may hold the end, so the session waits for it, read again on the reconciler's schedule, for
+//! up to [`UNREAD_PATIENCE`] (`AEP_SESSION_STORE_PATIENCE`); past that it ends on the rest of the evidence, and its
+//! `session.ended` says what was not read (`data.detected.unread`).
+//!
 //! Pure: the caller reads the evidence (`/proc`, the store, the spool) and applies the verdict.
 
 use serde::Deserialize;
@@ -35,6 +40,10 @@ pub const STALE: Duration = Duration::from_secs(24 * 3600);
 /// How long a session whose process is gone must have been quiet before that decides: its last
 /// hooks, fired by processes that outlive Cline, come within it.
 pub const HOOKS_SETTLE: Duration = Duration::from_secs(3);
+
+/// How long a session waits for a store that cannot be read before it ends without it, unless
+/// `AEP_SESSION_STORE_PATIENCE` says otherwise ([`Unread::patience`]).
+pub const UNREAD_PATIENCE: Duration = Duration::from_secs(10 * 60);
 
 /// The largest store session file read (the real ones are a few KiB).
 const MAX_STORE_FILE: u64 = 1 << 20;
@@ -92,6 +101,28 @@ pub struct End {
     /// `session.ended`'s reason when the evidence names one (else `killed` when a run was cut
     /// short, `normal` otherwise).
     pub reason: Option<&'static str>,
+    /// The store could not be read and the end was decided without it, after waiting this long.
+    pub unread: Option<Unread>,
+}
+
+/// Cline's store exists but could not be read for a session: since how long, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unread {
+    pub waited: Duration,
+    /// How long it is waited for ([`UNREAD_PATIENCE`] by default).
+    pub patience: Duration,
+    pub problem: String,
+}
+
+impl Unread {
+    /// `data.detected.unread` of the `session.ended` decided without the store.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "source": Detected::Store.as_str(),
+            "waited_s": self.waited.as_secs(),
+            "problem": self.problem,
+        })
+    }
 }
 
 /// What is known of a session when it is judged.
@@ -112,6 +143,8 @@ pub struct Evidence<'a> {
     pub quiet_for: Duration,
     /// Some of its firings wait in the spool.
     pub spooled: bool,
+    /// Cline's store exists but its last read failed (and since how long it has failed).
+    pub unread: Option<&'a Unread>,
 }
 
 /// The verdict: `None` while the session may still be alive.
@@ -119,6 +152,17 @@ pub fn judge(evidence: &Evidence<'_>) -> Option<End> {
     if evidence.spooled {
         return None;
     }
+    let unread = evidence.unread.filter(|_| !evidence.hub_hosts);
+    if unread.is_some_and(|u| u.waited < u.patience) {
+        return None; // the store may hold the end: read it again later
+    }
+    let mut end = weigh(evidence)?;
+    end.unread = unread.cloned();
+    Some(end)
+}
+
+/// [`judge`]'s verdict once the store has been read, or given up on.
+fn weigh(evidence: &Evidence<'_>) -> Option<End> {
     let last = evidence.last_hook.map(str::to_string);
     if let Some(store) = evidence.store.filter(|_| !evidence.hub_hosts) {
         if let Some(end) = store.end() {
@@ -140,6 +184,7 @@ pub fn judge(evidence: &Evidence<'_>) -> Option<End> {
             detected: Detected::ProcessGone,
             run: RunOutcome::Shutdown,
             reason: None,
+            unread: None,
         })),
         Some(true) => None,
         None if evidence.hub_hosts => None,
@@ -150,6 +195,7 @@ pub fn judge(evidence: &Evidence<'_>) -> Option<End> {
             detected: Detected::Stale,
             run: RunOutcome::Shutdown,
             reason: Some("timeout"),
+            unread: None,
         }),
     }
 }
@@ -214,36 +260,54 @@ impl StoreSession {
                 "normal"
             }),
             run,
+            unread: None,
         })
     }
 
     /// Reads `<data>/sessions/<id>/<id>.json`, else (missing, not a regular file: a FIFO would
     /// block, larger than a session file can be, or not the expected JSON) the session's row in
     /// `<data>/db/sessions.db` (read-only; Cline 3.0.65 writes the same status and end there).
-    /// `None` when neither says anything.
+    /// `None` when neither says anything (or the database cannot be read: [`StoreSession::look`]).
     pub fn read(data_dir: &Path, session: &str) -> Option<StoreSession> {
+        Self::look(data_dir, session).ok().flatten()
+    }
+
+    /// [`StoreSession::read`], telling apart a store that says nothing (`Ok(None)`) from one
+    /// that exists but could not be read (`Err`: why; a locked or busy `sessions.db`, say).
+    pub fn look(data_dir: &Path, session: &str) -> Result<Option<StoreSession>, String> {
+        Self::look_or(data_dir, session, None)
+    }
+
+    /// [`StoreSession::look`], with `sessions.db` taken as unreadable (`db_unread`: why)
+    /// rather than read again: it was found locked a moment ago, and each read of a locked
+    /// database waits out its busy timeout.
+    pub fn look_or(data_dir: &Path, session: &str, db_unread: Option<&str>) -> Result<Option<StoreSession>, String> {
         if session.contains(['/', '\\']) || session.starts_with('.') {
-            return None;
+            return Ok(None);
         }
         let path = data_dir.join("sessions").join(session).join(format!("{session}.json"));
-        read_regular(&path, MAX_STORE_FILE)
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .or_else(|| Self::read_db(data_dir, session))
+        match read_regular(&path, MAX_STORE_FILE).and_then(|bytes| serde_json::from_slice(&bytes).ok()) {
+            Some(file) => Ok(Some(file)),
+            None => match db_unread {
+                Some(why) => Err(why.to_string()),
+                None => Self::read_db(data_dir, session),
+            },
+        }
     }
 
     /// The session's row in `<data>/db/sessions.db`.
-    fn read_db(data_dir: &Path, session: &str) -> Option<StoreSession> {
+    fn read_db(data_dir: &Path, session: &str) -> Result<Option<StoreSession>, String> {
         let db = data_dir.join("db").join("sessions.db");
         match cline_usage::db::session_end(&db, session) {
-            Ok(row) => row.map(|(status, ended_at, exit_code)| StoreSession {
+            Ok(row) => Ok(row.map(|(status, ended_at, exit_code)| StoreSession {
                 status: Some(status),
                 ended_at,
                 exit_code,
+            })),
+            Err(problem) => Err(match problem.kind {
+                cline_usage::ProblemKind::Database(why) => format!("{}: {why}", problem.path.display()),
+                kind => format!("{}: {kind}", problem.path.display()),
             }),
-            Err(problem) => {
-                tracing::debug!(%session, %problem, "Cline's sessions.db not read");
-                None
-            }
         }
     }
 }
@@ -296,6 +360,7 @@ mod tests {
             quiet_for: STALE,
             task: None,
             spooled: false,
+            unread: None,
         };
         assert_eq!(judge(&hosted), None);
         let running = StoreSession {
@@ -435,6 +500,80 @@ mod tests {
             None,
             "a broken database is no evidence"
         );
+        let why = StoreSession::look(dir.path(), "other").unwrap_err();
+        assert!(why.contains("sessions.db"), "{why}");
+    }
+
+    #[test]
+    fn a_locked_sessions_db_is_told_apart_from_one_that_says_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("db")).unwrap();
+        let db = rusqlite::Connection::open(dir.path().join("db/sessions.db")).unwrap();
+        db.execute_batch(
+            "CREATE TABLE sessions (session_id TEXT, status TEXT, ended_at TEXT, exit_code INTEGER); \
+             INSERT INTO sessions VALUES ('s1', 'completed', '2026-12-01T05:05:51.796Z', 0);",
+        )
+        .unwrap();
+        assert_eq!(StoreSession::look(dir.path(), "none"), Ok(None), "no row: says nothing");
+        db.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        let why = StoreSession::look(dir.path(), "s1").unwrap_err();
+        assert!(why.contains("locked"), "{why}");
+        db.execute_batch("COMMIT").unwrap();
+        let row = StoreSession::look(dir.path(), "s1").unwrap().unwrap();
+        assert_eq!(row.end().unwrap().run, RunOutcome::Finished);
+        // Found locked a moment ago: not read again (a read waits out the busy timeout) ...
+        assert_eq!(
+            StoreSession::look_or(dir.path(), "s1", Some("locked")),
+            Err("locked".into())
+        );
+        // ... but a session file still speaks.
+        let folder = dir.path().join("sessions/s1");
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("s1.json"), br#"{"status":"running"}"#).unwrap();
+        assert!(StoreSession::look_or(dir.path(), "s1", Some("locked"))
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn an_unreadable_store_holds_the_verdict_until_its_patience_runs_out() {
+        let unread = |waited| Unread {
+            waited,
+            patience: UNREAD_PATIENCE,
+            problem: "sessions.db: database is locked".into(),
+        };
+        let gone = |unread| Evidence {
+            parent_alive: Some(false),
+            quiet_for: HOOKS_SETTLE * 10,
+            unread,
+            ..Evidence::default()
+        };
+        let held = unread(UNREAD_PATIENCE - Duration::from_secs(1));
+        assert_eq!(judge(&gone(Some(&held))), None, "the store may hold the end: wait");
+        let stale = Evidence {
+            quiet_for: STALE * 2,
+            unread: Some(&held),
+            ..Evidence::default()
+        };
+        assert_eq!(judge(&stale), None, "not even time decides while the store is unread");
+        let given_up = unread(UNREAD_PATIENCE);
+        let end = judge(&gone(Some(&given_up))).unwrap();
+        assert_eq!((end.detected, end.run), (Detected::ProcessGone, RunOutcome::Shutdown));
+        assert_eq!(
+            end.unread.as_ref(),
+            Some(&given_up),
+            "the end says what it did not read"
+        );
+        let said = end.unread.unwrap().to_json();
+        assert_eq!(said["source"], "cline_store");
+        assert_eq!(said["waited_s"], UNREAD_PATIENCE.as_secs());
+        assert_eq!(judge(&gone(None)).unwrap().unread, None);
+        // A hub that hosts it says how it ends: the store is not waited for.
+        let hosted = Evidence {
+            hub_hosts: true,
+            ..gone(Some(&held))
+        };
+        assert_eq!(judge(&hosted).unwrap().unread, None);
     }
 
     #[test]
@@ -462,6 +601,7 @@ mod tests {
             detected: Detected::Store,
             run: RunOutcome::Finished,
             reason: Some("normal"),
+            unread: None,
         };
         let evidence = |parent_alive, last_hook| Evidence {
             parent_alive,

@@ -138,6 +138,9 @@ pub struct Lifetime {
     pub grace: Duration,
     /// Without any work: the session is let go and reloaded from its log if it speaks again.
     pub idle: Duration,
+    /// How long a session whose Cline store cannot be read waits for it before it is ended
+    /// without it ([`crate::lane::reconcile::UNREAD_PATIENCE`]).
+    pub store_patience: Duration,
 }
 
 impl Default for Lifetime {
@@ -145,6 +148,7 @@ impl Default for Lifetime {
         Lifetime {
             grace: Duration::from_secs(60),
             idle: Duration::from_secs(4 * 3600),
+            store_patience: crate::lane::reconcile::UNREAD_PATIENCE,
         }
     }
 }
@@ -165,6 +169,13 @@ pub struct Sessions {
     /// judges them as it judges the sessions in memory, and takes up again the ones that are
     /// over to end them.
     watched: Mutex<std::collections::HashMap<String, Watched>>,
+    /// Open sessions whose Cline store exists but could not be read: since when, and why
+    /// ([`crate::lane::reconcile::Unread`]); cleared by a good read and by the session's end.
+    store_unread: Mutex<std::collections::HashMap<String, (Instant, String)>>,
+    /// Cline data folders whose `sessions.db` was last found unreadable: when, and why. Read
+    /// again only [`watch::STORE_EVERY`] later, whichever session asks, so a pass over many
+    /// sessions of a locked store does not wait out a busy timeout for each.
+    db_unread: Mutex<std::collections::HashMap<String, (Instant, String)>>,
     /// The owner's local view (never logged, never published).
     local: Local,
 }
@@ -185,6 +196,8 @@ impl Sessions {
             hosted: Mutex::new(BoundedSet::new(MAX_HOSTED)),
             hub_connected: AtomicBool::new(false),
             watched: Mutex::new(std::collections::HashMap::new()),
+            store_unread: Mutex::new(std::collections::HashMap::new()),
+            db_unread: Mutex::new(std::collections::HashMap::new()),
             local: Local::new(true),
         }
     }
@@ -490,7 +503,7 @@ impl Sessions {
     /// Lets go of the sessions that ended more than the grace period ago or were idle longer
     /// than the idle time, and says so on the bus. Returns how many left.
     pub fn sweep(&self, now: Instant) -> usize {
-        let Lifetime { grace, idle } = self.lifetime;
+        let Lifetime { grace, idle, .. } = self.lifetime;
         let mut closed = Vec::new();
         self.live.retain(|session, slot| {
             // Held elsewhere (a holder is made only under this shard lock): in use, keep.
@@ -516,6 +529,9 @@ impl Sessions {
                             store_read: state.store_read,
                         };
                         self.watched.lock().insert(session.clone(), watched);
+                    } else if expired {
+                        // Ended by its hooks: nothing will judge it again.
+                        self.store_unread.lock().remove(session);
                     }
                     expired
                 }

@@ -92,6 +92,7 @@ fn end_of(messages: &[Message]) -> End {
             _ => None,
         },
         run,
+        unread: None,
     }
 }
 

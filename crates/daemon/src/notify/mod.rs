@@ -26,7 +26,7 @@ use crate::control::Intake;
 use crate::lane::{Note, Sessions};
 use crate::views::index::Index;
 use deliver::{Deliverer, Failure};
-use link::{Answer, Link, Signer, Spent};
+use link::{Answer, Link, Now, Signer, Spent};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use settings::{Settings, Target};
@@ -218,7 +218,7 @@ impl Notifier {
     }
 
     fn link_url(&self, link: &Link) -> String {
-        format!("{}/notify/{}", self.base, self.signer.sign(link))
+        format!("{}/notify/{}", self.base, self.signer.sign(link, Now::read()))
     }
 
     /// An approval started waiting (called by the hub tap, off the async workers): its

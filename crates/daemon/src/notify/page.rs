@@ -114,7 +114,7 @@ impl Unusable {
 
 /// The link a token names, while it may still answer.
 fn usable(n: &Notifier, token: &str) -> Result<Link, Unusable> {
-    let link = n.signer.verify(token, now_s()).map_err(|e| match e {
+    let link = n.signer.verify(token, super::link::Now::read()).map_err(|e| match e {
         Refused::Forged => Unusable::Forged,
         Refused::Expired => Unusable::Expired,
     })?;

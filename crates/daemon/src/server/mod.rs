@@ -54,7 +54,8 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
 async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let mut plan = Plan::read(&args)?;
 
-    // 1. The lock, before the spool or any log is touched.
+    // 1. The lock, before the spool or any log is touched, in a folder only we can enter.
+    crate::state::own_folder(&plan.config.state_dir)?;
     let mut lock = StateLock::acquire(&plan.config.state_dir)?;
     let journal = Journal::new(&plan.config.log_dir).with_sync(args.logs.log_sync);
     writable(journal.dir())?;

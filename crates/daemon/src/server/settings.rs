@@ -149,6 +149,11 @@ pub struct SessionArgs {
     #[arg(long, env = "AEP_SESSION_IDLE", default_value = "4h", value_name = "DURATION",
           value_parser = setting::duration("AEP_SESSION_IDLE", Duration::ZERO, "60s, 5m or 4h"))]
     pub session_idle: Duration,
+    /// How long a session whose Cline store exists but cannot be read (sessions.db locked,
+    /// say) waits for it before it is ended on the rest of the evidence (e.g. 10m).
+    #[arg(long, env = "AEP_SESSION_STORE_PATIENCE", default_value = "10m", value_name = "DURATION",
+          value_parser = setting::duration("AEP_SESSION_STORE_PATIENCE", Duration::ZERO, "60s, 10m or 1h"))]
+    pub session_store_patience: Duration,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -240,6 +245,7 @@ impl SessionArgs {
         Lifetime {
             grace: self.session_grace,
             idle: self.session_idle,
+            store_patience: self.session_store_patience,
         }
     }
 }

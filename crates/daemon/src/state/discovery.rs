@@ -105,7 +105,7 @@ pub fn connect_as_us(path: &Path, within: Duration) -> std::io::Result<UnixStrea
 }
 
 #[allow(unsafe_code)] // getuid: see the SAFETY note inside
-fn current_uid() -> u32 {
+pub(crate) fn current_uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }
 }

@@ -45,6 +45,48 @@ pub fn write_owner_only(dir: &Path, name: &str, parts: &[&[u8]], durable: bool) 
     Ok(path)
 }
 
+/// Makes the daemon's state folder owner-only before anything is written in it (it holds the
+/// token, the discovery file and spooled hook content): created 0700, or tightened to 0700 if
+/// it is ours and wider (said once in the log). A shared folder like `/tmp` itself
+/// (world-writable, sticky) is refused, as is another user's open folder: others may create
+/// or read files in them, and tightening them would break their owners'.
+pub fn own_folder(dir: &Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    lock::create_dir(dir).with_context(|| {
+        format!(
+            "cannot create the state folder {} (AEP_CLINE_STATE_DIR): check its parent is writable",
+            dir.display()
+        )
+    })?;
+    let meta = std::fs::metadata(dir).with_context(|| format!("cannot read the state folder {}", dir.display()))?;
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o1002 == 0o1002 {
+        bail!(
+            "the state folder {} is a shared folder (mode {mode:04o}: world-writable, sticky, like /tmp): \
+             the daemon keeps its token and spooled hooks there; set AEP_CLINE_STATE_DIR to a folder of \
+             its own (the default is ~/.aep/cline)",
+            dir.display()
+        );
+    }
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    if meta.uid() != discovery::current_uid() {
+        bail!(
+            "the state folder {} belongs to uid {} and is open to others (mode {mode:04o}): it would hold \
+             this daemon's token; set AEP_CLINE_STATE_DIR to a folder of your own (the default is ~/.aep/cline)",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot make the state folder {} owner-only (chmod 0700)", dir.display()))?;
+    tracing::warn!(folder = %dir.display(), was = %format!("{mode:04o}"),
+        "the state folder was open to others; tightened it to 0700 (it holds the daemon's token and spooled hooks)");
+    Ok(())
+}
+
 /// `$HOME`, or an error saying how to do without it.
 pub fn home() -> anyhow::Result<PathBuf> {
     match std::env::var_os("HOME") {
@@ -76,4 +118,33 @@ fn hostname() -> String {
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn mode(dir: &Path) -> u32 {
+        std::fs::metadata(dir).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn a_wider_folder_of_ours_is_tightened_and_a_shared_one_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let made = root.path().join("made/state");
+        own_folder(&made).unwrap();
+        assert_eq!(mode(&made), 0o700);
+        let wide = root.path().join("wide");
+        std::fs::create_dir(&wide).unwrap();
+        std::fs::set_permissions(&wide, std::fs::Permissions::from_mode(0o755)).unwrap();
+        own_folder(&wide).unwrap();
+        assert_eq!(mode(&wide), 0o700);
+        let shared = root.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let refused = own_folder(&shared).unwrap_err().to_string();
+        assert!(refused.contains("AEP_CLINE_STATE_DIR"), "{refused}");
+        assert_eq!(mode(&shared), 0o1777, "left as it was");
+    }
 }

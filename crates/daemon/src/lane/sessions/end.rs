@@ -22,6 +22,7 @@ impl Sessions {
                 detected: Detected::Person,
                 run: RunOutcome::CancelledByUser,
                 reason: None,
+                unread: None,
             };
             self.end_now_with(session, state, &end, Some((command, reason)))?;
             Ok(true)
@@ -63,7 +64,10 @@ impl Sessions {
             .tracker
             .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
         let cut_short = planned.iter().any(|p| p.event.link == cline_hooks::Link::CloseRun);
-        let detected = serde_json::json!({"by": end.detected.as_str(), "at": now});
+        let mut detected = serde_json::json!({"by": end.detected.as_str(), "at": now});
+        if let Some(unread) = &end.unread {
+            detected["unread"] = unread.to_json();
+        }
         for p in &mut planned {
             if p.event.link == cline_hooks::Link::CloseRun {
                 outcome(&mut p.event, &end.run, command);
@@ -84,6 +88,7 @@ impl Sessions {
         self.commit(session, state, &planned, None, &time)?;
         state.ended = Some(Instant::now());
         state.held = None; // the plan applied it
+        self.store_unread.lock().remove(session);
         Ok(())
     }
 }

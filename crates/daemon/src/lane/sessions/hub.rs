@@ -63,6 +63,7 @@ impl Sessions {
                 detected: Detected::Hub,
                 run: recorded.as_ref().map_or(RunOutcome::Shutdown, |r| r.run.clone()),
                 reason: recorded.and_then(|r| r.reason),
+                unread: None,
             };
             self.end_now(session, state, &end)?;
             Ok(true)

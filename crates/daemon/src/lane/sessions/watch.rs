@@ -6,7 +6,7 @@
 
 use super::{IngestError, Sessions};
 use crate::lane::parent::Parent;
-use crate::lane::reconcile::{self, Evidence, StoreSession};
+use crate::lane::reconcile::{self, Evidence, StoreSession, Unread};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
@@ -89,7 +89,8 @@ impl Sessions {
                     .cline_data
                     .as_deref()
                     .filter(|_| *due)
-                    .and_then(|dir| StoreSession::read(std::path::Path::new(dir), session));
+                    .and_then(|dir| self.read_store(dir, session));
+                let unread = self.unread(session);
                 let parent_alive = w.parent.map(|p| p.alive());
                 // Cline 2.x's task record, as for a session in memory ([`Sessions::reconcile`]).
                 let task = w
@@ -105,6 +106,7 @@ impl Sessions {
                     last_hook: w.last_hook.as_deref(),
                     quiet_for: w.quiet_since.elapsed().unwrap_or_default(),
                     spooled: spooled.contains(session),
+                    unread: unread.as_ref(),
                 };
                 reconcile::judge(&evidence).is_some()
             })
@@ -139,10 +141,11 @@ impl Sessions {
             let store = match state.cline_data.as_deref() {
                 Some(dir) if due => {
                     state.store_read = Some(Instant::now());
-                    StoreSession::read(std::path::Path::new(dir), session)
+                    self.read_store(dir, session)
                 }
                 _ => None,
             };
+            let unread = self.unread(session);
             // Cline 2.x's record of the task says how it ended once its process is gone.
             let task = match state.cline_data.as_deref() {
                 Some(dir) if parent_alive == Some(false) || (parent_alive.is_none() && due) => {
@@ -158,13 +161,71 @@ impl Sessions {
                 last_hook: state.last_hook.as_deref(),
                 quiet_for: state.quiet_since.elapsed().unwrap_or_default(),
                 spooled,
+                unread: unread.as_ref(),
             };
             let Some(end) = reconcile::judge(&evidence) else {
                 return Ok(false);
             };
-            tracing::info!(%session, by = end.detected.as_str(), at = ?end.time, "the session is over; ending it");
+            match &end.unread {
+                None => tracing::info!(%session, by = end.detected.as_str(), at = ?end.time, "the session is over; ending it"),
+                Some(unread) => tracing::warn!(%session, by = end.detected.as_str(), at = ?end.time,
+                    waited_s = unread.waited.as_secs(), problem = %unread.problem,
+                    "the session is over; Cline's store still cannot be read, so it ends on the rest of the evidence (its session.ended says so)"),
+            }
             self.end_now(session, state, &end)?;
             Ok(true)
+        })
+    }
+
+    /// Cline's store's record of `session` ([`StoreSession::look`]), noting since when it could
+    /// not be read (the session then waits for it: [`reconcile::UNREAD_PATIENCE`]).
+    fn read_store(&self, dir: &str, session: &str) -> Option<StoreSession> {
+        let known = self
+            .db_unread
+            .lock()
+            .get(dir)
+            .filter(|(at, _)| at.elapsed() < STORE_EVERY)
+            .map(|(_, why)| why.clone());
+        let read = StoreSession::look_or(std::path::Path::new(dir), session, known.as_deref());
+        if known.is_none() {
+            let mut unread = self.db_unread.lock();
+            match &read {
+                Err(why) => {
+                    unread.insert(dir.to_string(), (Instant::now(), why.clone()));
+                }
+                Ok(_) => {
+                    unread.remove(dir);
+                }
+            }
+        }
+        match read {
+            Ok(said) => {
+                if self.store_unread.lock().remove(session).is_some() {
+                    tracing::info!(%session, "Cline's store can be read again");
+                }
+                said
+            }
+            Err(problem) => {
+                let mut unread = self.store_unread.lock();
+                match unread.get_mut(session) {
+                    Some((_, last)) => *last = problem,
+                    None => {
+                        tracing::warn!(%session, %problem, patience_s = self.lifetime.store_patience.as_secs(),
+                            "Cline's store cannot be read: the session's end waits for it (read again on the reconciler's schedule)");
+                        unread.insert(session.to_string(), (Instant::now(), problem));
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Since how long, and why, Cline's store could not be read for `session`.
+    fn unread(&self, session: &str) -> Option<Unread> {
+        self.store_unread.lock().get(session).map(|(since, problem)| Unread {
+            waited: since.elapsed(),
+            patience: self.lifetime.store_patience,
+            problem: problem.clone(),
         })
     }
 
