@@ -151,7 +151,8 @@ function approvalItem(p, live) {
       el('a', { href: `#/s/${encodeURIComponent(p.session)}`, class: 'mono' }, p.session),
       el('span', { class: 'muted waited' }, ` · waiting ${ago(p.time).replace(' ago', '')} · id `),
       el('span', { class: 'mono' }, p.short)),
-    p.detail ? askedBlock(p.detail) : (p.prompt ? el('div', { class: 'mono' }, p.prompt) : ''),
+    // As text, its lines kept (pre.command): the daemon escaped what would hide (\u{202e}).
+    p.detail ? askedBlock(p.detail) : (p.prompt ? el('pre', { class: 'command mono' }, p.prompt) : ''),
     p.policy ? el('div', { class: 'muted policy' }, `policy rule ${p.policy.rule}: ${p.policy.answer}`) : '');
   if (canAnswer) {
     const text = el('input', { type: 'text', 'aria-label': `Answer ${p.short} in words`, placeholder: 'or answer in words (other text denies, as the reason)', size: 44 });
