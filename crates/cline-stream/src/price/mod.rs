@@ -6,7 +6,8 @@
 //! `model_prices_and_context_window.json` ([`LITELLM_VERSION`], released [`SNAPSHOT_DATE`]; see
 //! `prices/generate.py`), overlaid by `--prices FILE`: OpenRouter's models JSON exactly as
 //! `GET https://openrouter.ai/api/v1/models` returns it. A model is priced, in order: by the
-//! `--prices` file under its OpenRouter id; by its provider's own row in the table (Bedrock's
+//! `--prices` file under its OpenRouter id, or under its own model id when the file's id has no
+//! vendor part (`"fake-model"` prices `fake-model` from any provider); by its provider's own row in the table (Bedrock's
 //! `us.anthropic.claude-…-v1:0` with the regional uplift, `vertex_ai/claude-…@date`,
 //! `gemini/gemini-2.5-pro`, Groq's, Together's, ...; [`ids::provider_keys`]); by the vendor's list
 //! price under its OpenRouter id ([`openrouter_id`]: `anthropic/claude-sonnet-4.5`, for
@@ -223,10 +224,23 @@ impl PriceTable {
     /// (an `openai-compatible` proxy's `acme-coder`); else the mapped id, unpriced.
     pub fn resolve(&self, provider: Option<&str>, model_id: &str) -> Option<String> {
         let mapped = openrouter_id(provider, model_id);
+        if let Some(id) = mapped.as_ref().filter(|id| self.overlay.contains_key(*id)) {
+            return Some(id.clone());
+        }
+        if let Some(id) = self.vendorless(model_id) {
+            return Some(id);
+        }
         if let Some(id) = mapped.as_ref().filter(|id| self.get(id).is_some()) {
             return Some(id.clone());
         }
         self.by_name(model_id).or(mapped)
+    }
+
+    /// The file's id that is `model_id` itself with no vendor part (`"fake-model"`): the
+    /// operator priced that model, whichever provider serves it.
+    fn vendorless(&self, model_id: &str) -> Option<String> {
+        let name = model_id.trim().to_ascii_lowercase();
+        (!name.contains('/') && self.overlay.contains_key(&name)).then_some(name)
     }
 
     /// The one priced id whose model part is `model_id`: in the `--prices` file, else in the
@@ -256,6 +270,9 @@ impl PriceTable {
         };
         let mapped = openrouter_id(provider, model_id);
         if let Some(price) = mapped.as_ref().and_then(|id| self.overlay.get(id)) {
+            return Some(file(*price));
+        }
+        if let Some(price) = self.vendorless(model_id).and_then(|id| self.overlay.get(&id)) {
             return Some(file(*price));
         }
         for (key, owners) in ids::provider_keys(provider, model_id) {
@@ -641,6 +658,30 @@ mod tests {
                 "{why}"
             );
         }
+    }
+
+    #[test]
+    fn an_id_without_a_vendor_prices_that_model_from_any_provider() {
+        // #35: `{"id": "fake-model"}` was loaded (models=1) and could never match.
+        let mut table = PriceTable::bundled();
+        let json = r#"{"data":[{"id":"fake-model","pricing":{"prompt":"0.000001","completion":"0.000002"}},
+            {"id":"gpt-4o","pricing":{"prompt":"0.00001","completion":"0.00001"}}]}"#;
+        assert_eq!(table.overlay_openrouter_json(json).unwrap(), 2);
+        for provider in [Some("openai-compatible"), Some("openrouter"), Some("ollama"), None] {
+            let Pricing::Priced(cost) = table.cost(provider, Some("fake-model"), &classes(1000, 100, 0, 0)) else {
+                panic!("{provider:?}: fake-model is priced by the file")
+            };
+            assert_eq!(
+                (cost.source.as_str(), cost.total),
+                ("--prices file", round(1000e-6 + 200e-6))
+            );
+            assert_eq!(table.resolve(provider, "Fake-Model").as_deref(), Some("fake-model"));
+        }
+        // The operator's price for that exact id wins over the bundled table's.
+        let m = table.price(Some("openai"), "gpt-4o").unwrap();
+        assert_eq!((m.source.as_str(), m.price.prompt), ("--prices file", 0.00001));
+        // Only that exact id: another model is not priced by it.
+        assert!(table.price(Some("openai-compatible"), "fake-model-2").is_none());
     }
 
     #[test]
