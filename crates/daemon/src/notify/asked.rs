@@ -11,10 +11,17 @@ use cline_hub::Detail;
 /// The most of an approval a notification shows, in characters (a cut says what it hid).
 pub const MAX_CHARS: usize = 200;
 
+/// The most the link's page shows, in characters: every command a person would read, while
+/// the approvals remembered for their pages stay bounded in memory (a longer one says how much
+/// more there is, to be read in Cline).
+pub const MAX_PAGE_CHARS: usize = 64 * 1024;
+
 /// `tool: what` (e.g. `run_commands: npm test`): the owner's local view of the approval
-/// ([`Detail::whole`], redacted as the log is), all of it: what the link's page shows.
+/// ([`Detail::whole`], redacted as the log is), all of it up to [`MAX_PAGE_CHARS`]: what the
+/// link's page shows.
 pub fn asked(tool: Option<&str>, input_json: Option<&str>, redactor: &Redactor) -> String {
-    Detail::whole(tool, input_json, redactor).summary()
+    let whole = Detail::whole(tool, input_json, redactor).summary();
+    aep_core::text::shown(&whole, MAX_PAGE_CHARS, false).told(Some("Cline"))
 }
 
 /// What a notification shows of [`asked`]: all of it when it fits in [`MAX_CHARS`], else its
@@ -108,6 +115,15 @@ mod tests {
             shown("run_commands: make", Some("x")),
             "run_commands: make",
             "whole: no note"
+        );
+        let huge = asked(
+            Some("run_commands"),
+            Some(&format!(r#"{{"commands":["{}"]}}"#, "b".repeat(MAX_PAGE_CHARS))),
+            &r,
+        );
+        assert!(
+            huge.ends_with("… 14 more characters: see Cline") && huge.starts_with("run_commands: bbb"),
+            "the page's text is bounded too, and says so"
         );
         let hiding = asked(
             Some("run_commands"),
