@@ -74,6 +74,7 @@ fn rule_reference_matching_is_strict() {
     let v = |rule: &str| Violation {
         rule: rule.into(),
         detail: String::new(),
+        at: None,
     };
     assert!(names_rule(&v("AEP-0001 §5.1 #11 (seq)"), "AEP-0001 \u{a7}5.1 #11"));
     assert!(!names_rule(&v("AEP-0001 §5.1 #1 (aep)"), "AEP-0001 §5.1 #11"));

@@ -4,7 +4,10 @@
 //!
 //! Pure: the input in, a [`Detail`] out; no I/O. Every string shown went through the log's
 //! redactor (AEP-0003 §9.4) before it was cut to length, so a cut never leaves a secret's
-//! prefix behind a pattern it no longer matches. Line counts come from the raw input (a count
+//! prefix behind a pattern it no longer matches. Then it is made visible
+//! ([`aep_core::text::visible`]: a right-to-left override or a zero-width space shows as
+//! `\u{202e}`, a newline stays a line break), and a cut says how many characters it hid: what
+//! a person approves from is what runs. Line counts come from the raw input (a count
 //! is not content). A [`Detail`] never enters an Event: the capture ceiling alone governs those
 //! ([`crate::attention`]).
 //!
@@ -20,8 +23,10 @@ use serde_json::Value;
 
 /// An input longer than this is not read: the detail says how long it was.
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
-/// Characters kept of one command, path or argument value.
+/// Characters kept of one command, path or argument value (the rest are counted).
 pub const MAX_TEXT_CHARS: usize = 400;
+/// Where a cut text is shown whole, as a cut says.
+const WHOLE_AT: &str = "Cline";
 /// Commands, files and arguments kept (each list; the rest are counted in `more`).
 pub const MAX_ITEMS: usize = 8;
 
@@ -49,6 +54,9 @@ pub struct Detail {
     /// Why the input could not be read (not JSON, too large): shown instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreadable: Option<String>,
+    /// Nothing cut and no item left out ([`Detail::whole`]), for the page that shows all of it.
+    #[serde(skip)]
+    whole: bool,
 }
 
 /// A diff summary: `+12 −3 lines`.
@@ -81,9 +89,11 @@ impl Detail {
         Detail::of(approval.tool_name.as_deref(), approval.input_json.as_deref(), redactor)
     }
 
-    /// The detail on one line, for a notification: `tool: what`, what being its commands, else
-    /// its files (with the diff summary), else its first argument; the tool alone when the input
-    /// says none of these or could not be read. Unbounded: each part is already cut.
+    /// The detail in a few words, for a notification: `tool: what`, what being its commands,
+    /// else its files (with the diff summary), else its first argument, and how many more
+    /// there are; the tool alone when the input says none of these or could not be read.
+    /// Unbounded: each part is already cut (or, [`Detail::whole`], not at all). A command's
+    /// newlines are kept.
     pub fn summary(&self) -> String {
         let tool = self.tool.as_deref().filter(|t| !t.is_empty()).unwrap_or("a tool");
         let what = if !self.commands.is_empty() {
@@ -96,18 +106,30 @@ impl Detail {
         } else {
             self.args.first().map(|a| format!("{} {}", a.name, a.value))
         };
-        match what {
-            Some(what) => format!("{tool}: {what}"),
-            None => tool.to_string(),
+        match (what, self.more) {
+            (Some(what), 0) => format!("{tool}: {what}"),
+            (Some(what), more) => format!("{tool}: {what}; and {more} more"),
+            (None, _) => tool.to_string(),
         }
+    }
+
+    /// [`Detail::of`] with nothing cut and every item kept (the input is still bounded by
+    /// [`MAX_INPUT_BYTES`]): what the approval link's page shows, all of what would run.
+    pub fn whole(tool: Option<&str>, input_json: Option<&str>, redactor: &Redactor) -> Detail {
+        Detail::read(tool, input_json, redactor, true)
     }
 
     /// The detail of a tool call: `tool` and its input as the hub sends it (`inputJson`).
     pub fn of(tool: Option<&str>, input_json: Option<&str>, redactor: &Redactor) -> Detail {
+        Detail::read(tool, input_json, redactor, false)
+    }
+
+    fn read(tool: Option<&str>, input_json: Option<&str>, redactor: &Redactor, whole: bool) -> Detail {
         let mut d = Detail {
-            tool: tool.map(|t| cut(&redactor.redact_text(t))),
+            whole,
             ..Detail::default()
         };
+        d.tool = tool.map(|t| d.one_line(&redactor.redact_text(t)));
         let Some(input) = input_json else { return d };
         if input.len() > MAX_INPUT_BYTES {
             d.unreadable = Some(format!(
@@ -134,20 +156,35 @@ impl Detail {
         d
     }
 
-    fn push(list: &mut Vec<String>, more: &mut usize, text: String) {
-        if list.len() < MAX_ITEMS {
-            list.push(text);
-        } else {
-            *more += 1;
-        }
+    /// Whether another command, file or argument is kept (else it is counted in `more`).
+    fn room(&self, len: usize) -> bool {
+        self.whole || len < MAX_ITEMS
+    }
+
+    /// A command or a value as shown: visible, its newlines kept, cut unless whole.
+    fn text(&self, text: &str) -> String {
+        let keep = if self.whole { usize::MAX } else { MAX_TEXT_CHARS };
+        aep_core::text::shown(text, keep, false).told(Some(WHOLE_AT))
+    }
+
+    /// A tool's name, a path or an argument's name: visible on one line, cut unless whole.
+    fn one_line(&self, text: &str) -> String {
+        let keep = if self.whole { usize::MAX } else { MAX_TEXT_CHARS };
+        aep_core::text::shown(text, keep, true).told(Some(WHOLE_AT))
     }
 
     fn command(&mut self, text: String) {
-        Self::push(&mut self.commands, &mut self.more, cut(&text));
+        match self.room(self.commands.len()) {
+            true => self.commands.push(self.text(&text)),
+            false => self.more += 1,
+        }
     }
 
     fn file(&mut self, path: &str) {
-        Self::push(&mut self.files, &mut self.more, cut(path));
+        match self.room(self.files.len()) {
+            true => self.files.push(self.one_line(path)),
+            false => self.more += 1,
+        }
     }
 
     /// Every shape `run_commands` accepts.
@@ -252,10 +289,10 @@ impl Detail {
     }
 
     fn arg(&mut self, name: &str, value: &Value) {
-        if self.args.len() < MAX_ITEMS {
+        if self.room(self.args.len()) {
             self.args.push(Arg {
-                name: cut(name),
-                value: cut(&flat(value)),
+                name: self.one_line(name),
+                value: self.text(&flat(value)),
             });
         } else {
             self.more += 1;
@@ -283,11 +320,6 @@ fn quoted(arg: &str) -> String {
 /// Lines of a text: none when empty, a last line without its newline counted.
 fn lines(text: &str) -> usize {
     text.lines().count()
-}
-
-/// At most [`MAX_TEXT_CHARS`] characters, an ellipsis saying where it was cut.
-fn cut(text: &str) -> String {
-    aep_core::text::cut(text, MAX_TEXT_CHARS)
 }
 
 #[cfg(test)]
@@ -431,10 +463,28 @@ mod tests {
         let d = of("run_commands", &json!({ "commands": many }).to_string());
         assert_eq!(d.commands.len(), MAX_ITEMS);
         assert_eq!(d.more, 50 - MAX_ITEMS);
+        let hidden = format!("echo 0 {long}").chars().count() - MAX_TEXT_CHARS;
+        assert!(
+            d.commands[0].ends_with(&format!("… {hidden} more characters: see Cline")),
+            "{}",
+            d.commands[0]
+        );
         assert!(d
             .commands
             .iter()
-            .all(|c| c.chars().count() == MAX_TEXT_CHARS + 1 && c.ends_with('…')));
+            .all(|c| c.starts_with("echo ") && c.contains(&"y".repeat(390))));
+        assert!(
+            d.summary().ends_with(&format!("; and {} more", 50 - MAX_ITEMS)),
+            "the summary says what it left out"
+        );
+        // All of it, for the page that shows all of it.
+        let w = Detail::whole(
+            Some("run_commands"),
+            Some(&json!({ "commands": many }).to_string()),
+            &redactor(),
+        );
+        assert_eq!((w.commands.len(), w.more), (50, 0));
+        assert_eq!(w.commands[49], format!("echo 49 {long}"));
         let args: serde_json::Map<String, Value> = (0..20).map(|i| (format!("k{i}"), json!(long))).collect();
         let d = of("mystery", &Value::Object(args).to_string());
         assert_eq!((d.args.len(), d.more), (MAX_ITEMS, 20 - MAX_ITEMS));
@@ -443,7 +493,31 @@ mod tests {
             "run_commands",
             &json!({ "commands": ["é".repeat(MAX_TEXT_CHARS * 2)] }).to_string(),
         );
-        assert_eq!(d.commands[0].chars().count(), MAX_TEXT_CHARS + 1);
+        assert!(d.commands[0].starts_with(&"é".repeat(MAX_TEXT_CHARS)));
+        assert!(d.commands[0].ends_with(&format!("… {MAX_TEXT_CHARS} more characters: see Cline")));
+    }
+
+    #[test]
+    fn what_would_hide_in_a_command_is_shown_and_its_lines_kept() {
+        let d = of(
+            "run_commands",
+            &json!({ "commands": ["echo line-one\ntouch X", "ls \u{202e}txt.exe\u{200b}"] }).to_string(),
+        );
+        assert_eq!(d.commands, ["echo line-one\ntouch X", "ls \\u{202e}txt.exe\\u{200b}"]);
+        let d = of(
+            "editor",
+            &json!({"path": "a\u{feff}\nb.rs", "new_text": "x", "mode": "\u{1b}[2J"}).to_string(),
+        );
+        assert_eq!(d.files, ["a\\u{feff}\\u{a}b.rs"], "a path is one line");
+        assert_eq!(d.args[0].value, "\\u{1b}[2J");
+        let tool = Detail::of(Some("run\u{202e}"), None, &redactor());
+        assert_eq!(tool.tool.as_deref(), Some("run\\u{202e}"));
+        // A 257-character command fits whole: its tail is there to be read.
+        let command = format!("echo {}; touch /tmp/TAIL_RAN", "a".repeat(231));
+        assert_eq!(
+            of("run_commands", &json!({ "commands": [command.clone()] }).to_string()).commands,
+            [command]
+        );
     }
 
     #[test]

@@ -95,7 +95,7 @@ impl TokenClasses {
 
     /// All input tokens, each counted once: uncached plus cached.
     pub fn total_input(&self) -> Option<u64> {
-        self.uncached_input.map(|u| u + self.cached_input)
+        self.uncached_input.map(|u| u.saturating_add(self.cached_input))
     }
 }
 

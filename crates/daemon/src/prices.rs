@@ -17,12 +17,13 @@ pub fn load(file: Option<&Path>) -> anyhow::Result<PriceTable> {
     if let Some(path) = file {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the prices file {} ({VARIABLE}, --prices)", path.display()))?;
-        let priced = prices.overlay_openrouter_json(&text).with_context(|| {
-            format!(
-                "cannot use the prices file {}: it must be OpenRouter's models JSON, {{\"data\": [{{\"id\": \"vendor/model\", \
+        let priced = prices.overlay_openrouter_json(&text).map_err(|e| match e {
+            cline_stream::PriceError::Json(_) => anyhow::anyhow!(
+                "cannot use the prices file {}: {e}; it must be OpenRouter's models JSON, {{\"data\": [{{\"id\": \"vendor/model\", \
                  \"pricing\": {{\"prompt\": \"0.000003\", \"completion\": \"0.000015\"}}}}]}} (USD per token)",
                 path.display()
-            )
+            ),
+            bad => anyhow::anyhow!("cannot use the prices file {} ({VARIABLE}, --prices): {bad}", path.display()),
         })?;
         tracing::info!(file = %path.display(), models = priced, "prices over the bundled table");
     }

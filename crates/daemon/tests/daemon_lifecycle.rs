@@ -228,6 +228,44 @@ fn a_daemon_that_logs_more_than_a_pipe_holds_keeps_answering() {
     assert!(status.success() && stderr.contains("stopped"), "{stderr}");
 }
 
+/// A price that would make a cost infinite or negative (#30) stops the daemon at start, naming
+/// the file, the entry and its line, and what a price may be; it never starts to price runs
+/// with it (an infinite cost once lost the run's terminal Event).
+#[test]
+fn a_prices_file_with_a_huge_negative_or_nan_price_is_refused_at_start_naming_the_entry() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.root.path()).unwrap();
+    let file = sb.root.path().join("prices.json");
+    for (price, why) in [
+        (r#""1e308""#, "above the bound"),
+        ("-0.000003", "negative"),
+        (r#""NaN""#, "not a finite number"),
+    ] {
+        let json = format!(
+            "{{\"data\": [\n  {{\"id\": \"acme/fine\", \"pricing\": {{\"prompt\": \"0.000001\", \"completion\": \"0.000002\"}}}},\n  \
+             {{\"id\": \"acme/fake-model\",\n   \"pricing\": {{\"prompt\": {price}, \"completion\": \"0.000002\"}}}}\n]}}\n"
+        );
+        std::fs::write(&file, json).unwrap();
+        let out = sb.run(
+            &["daemon"],
+            &[
+                ("AEP_CLINE_PRICES", file.to_str().unwrap()),
+                ("AEP_LISTEN", "127.0.0.1:0"),
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{price}: {err}");
+        assert!(
+            err.contains(&format!("cannot use the prices file {}", file.display()))
+                && err.contains(r#"entry 1 of `data` (model "acme/fake-model", line 3) has pricing.prompt"#)
+                && err.contains(why)
+                && err.contains("fix or remove that entry"),
+            "{price}: {err}"
+        );
+        assert!(!sb.state_dir.join("daemon.json").exists(), "it never said it was ready");
+    }
+}
+
 #[test]
 fn an_unusable_log_folder_or_a_category_typo_is_refused_at_start() {
     let sb = Sandbox::new();

@@ -23,6 +23,7 @@ use support::daemon::{assert_valid_stream, http, of, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
 use support::real_hub::{tapped_sandbox, RealHub};
+use support::webhook::Receiver;
 
 /// A Cline sandbox whose hooks run the real shim, and the daemon's sandbox with the hub gates on.
 fn setup() -> (FakeModel, ClineSandbox, Sandbox) {
@@ -605,39 +606,6 @@ async fn a_run_past_its_budget_is_cancelled_through_the_hub_after_the_notice_at_
     let doctor = String::from_utf8_lossy(&out.stdout);
     assert!(doctor.contains("run 1.00, session 1.00 USD"), "{doctor}");
     stop_without_leaking(daemon, &hub);
-}
-
-/// A webhook receiver on 127.0.0.1: every POST's path and JSON body, in order.
-struct Receiver {
-    url: String,
-    bodies: std::sync::mpsc::Receiver<(String, Value)>,
-}
-
-impl Receiver {
-    fn start() -> Receiver {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("a receiver port");
-        let url = format!("http://{}", server.server_addr().to_ip().unwrap());
-        let (tx, bodies) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for mut request in server.incoming_requests() {
-                let mut body = String::new();
-                let _ = std::io::Read::read_to_string(request.as_reader(), &mut body);
-                let path = request.url().to_string();
-                let _ = request.respond(tiny_http::Response::empty(200));
-                let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                if tx.send((path, body)).is_err() {
-                    return;
-                }
-            }
-        });
-        Receiver { url, bodies }
-    }
-
-    fn next(&self, what: &str) -> (String, Value) {
-        self.bodies
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("no notification for {what} within 60 s"))
-    }
 }
 
 /// A receiver that takes connections and never answers.

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use support::daemon::{has, http, real_payload, Daemon, Sandbox};
 use support::stub_hub::{real_frame, StubHub};
+use support::webhook::Receiver;
 
 const SESSION: &str = "1796007217803_dxv4z";
 const TOKEN: &str = "0123456789abcdef0123456789abcdef-stub";
@@ -166,4 +167,87 @@ async fn a_command_waiting_for_its_ack_is_not_cut_by_the_header_timeout() {
     assert_eq!(status, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(answer["ack"]["type"], "control.accepted", "{answer}");
+}
+
+/// The stub hub asks to approve `commands` (`run_commands`), as request `n`.
+fn ask(hub: &StubHub, n: usize, commands: &[&str]) {
+    let mut approval = real_frame("approval.requested.approve");
+    let e = &mut approval["envelope"];
+    e["sessionId"] = json!(SESSION);
+    e["eventId"] = json!(format!("hevt_display_{n}"));
+    e["sequence"] = json!(1000 + n);
+    let p = &mut e["payload"];
+    p["sessionId"] = json!(SESSION);
+    p["approvalId"] = json!(format!("approval_display_{n}"));
+    p["toolCallId"] = json!(format!("call_display_{n}"));
+    p["inputJson"] = json!(json!({ "commands": commands }).to_string());
+    hub.send(&approval.to_string());
+}
+
+/// What an approver sees is what runs (#30), on the real binary: a 257-character command whose
+/// tail would run unseen behind a 200-character cut, and one with a second line, a right-to-left
+/// override and a zero-width space. The webhook's message cuts the first saying how much it hid
+/// and linking the page; the page and `approvals` show all of both; the hidden characters are
+/// `\u{202e}` and `\u{200b}` everywhere, never themselves; the second line is a line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_approver_sees_is_what_runs_in_the_notification_the_link_page_and_approvals() {
+    let receiver = Receiver::start();
+    let hub = StubHub::start(TOKEN).await;
+    let sandbox = Sandbox::new()
+        .with_env("AEP_CLINE_HUB_CONTROL", "1")
+        .with_env("AEP_CLINE_HUB_URL", &hub.url)
+        .with_env("AEP_CLINE_HUB_TOKEN", TOKEN)
+        .with_env("AEP_CLINE_NOTIFY", &format!("{}/hook", receiver.url));
+    let daemon = sandbox.start();
+    hub.subscribed().await;
+    sandbox.hook(&real_payload("hooks-cancel", "agent_start"));
+    let tail = "; touch /tmp/aep-30/TAIL_RAN";
+    let long = format!("echo {}{tail}", "a".repeat(257 - "echo ".len() - tail.len()));
+    assert_eq!(long.chars().count(), 257);
+    ask(&hub, 1, &[&long]);
+    let (_, first) = receiver.next("the long command");
+    ask(&hub, 2, &["echo line-one\ntouch X \u{202e}txt.exe\u{200b}"]);
+    let (_, second) = receiver.next("the hiding command");
+    let shown = "run_commands: echo line-one\ntouch X \\u{202e}txt.exe\\u{200b}";
+
+    // The notification: the cut says how many characters it hid and where all of them are.
+    let approve = first["actions"]["approve"].as_str().expect("a link: control is on");
+    let whole = format!("run_commands: {long}");
+    let hidden = whole.chars().count() - 200;
+    assert_eq!(hidden, 71);
+    assert_eq!(
+        first["asked"],
+        format!("{}… {hidden} more characters: see {approve}", &whole[..200]),
+        "{first}"
+    );
+    assert!(first["text"]
+        .as_str()
+        .unwrap()
+        .ends_with(first["asked"].as_str().unwrap()));
+    assert_eq!(second["asked"], shown, "{second}");
+    let raw = second.to_string();
+    assert!(!raw.contains('\u{202e}') && !raw.contains('\u{200b}'), "{raw}");
+
+    // The link's page shows all of it, lines as lines.
+    let path = approve.strip_prefix(&daemon.url).expect("a link on the daemon");
+    let (status, page) = http(&daemon.addr(), "GET", path, &[], b"");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("<pre>{whole}</pre>")), "{page}");
+    let path = second["actions"]["approve"].as_str().unwrap();
+    let (status, page) = http(&daemon.addr(), "GET", path.strip_prefix(&daemon.url).unwrap(), &[], b"");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("<pre>{shown}</pre>")), "{page}");
+    assert!(!page.contains('\u{202e}') && !page.contains('\u{200b}'), "{page}");
+
+    // `aep-cline approvals`: every command whole, its second line on a line of its own.
+    let out = sandbox.run(&["approvals"], &[]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{table}");
+    assert!(table.contains(&format!("\n  $ {long}\n")), "{table}");
+    assert!(
+        table.contains("\n  $ echo line-one\n    touch X \\u{202e}txt.exe\\u{200b}\n"),
+        "{table}"
+    );
+    assert!(!table.contains('\u{202e}') && !table.contains('\u{200b}'), "{table}");
+    drop(daemon);
 }

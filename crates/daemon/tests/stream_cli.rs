@@ -242,6 +242,39 @@ fn a_prices_file_prices_the_run() {
     assert!(table.contains("$0.00004600") && !table.contains("0.000246 "), "{table}");
 }
 
+/// #35: a prices file entry whose id has no vendor (`"fake-model"`) was loaded and never
+/// matched, so the run (and a budget) counted nothing; it prices that model id from any provider.
+#[test]
+fn a_prices_entry_without_a_vendor_prices_that_model() {
+    let mut prices = tempfile::NamedTempFile::new().unwrap();
+    prices
+        .write_all(br#"{"data":[{"id":"fake-model","pricing":{"prompt":"0.000001","completion":"0.000002","input_cache_read":"0.0000001"}}]}"#)
+        .unwrap();
+    let path = prices.path().to_str().unwrap();
+    let out = stream(
+        &[
+            real("json-stream.jsonl").to_str().unwrap(),
+            "--json-summary",
+            "--prices",
+            path,
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = &json_lines(&out.stdout)[0];
+    assert_eq!(s["cost"]["total"], 0.000246, "{s}");
+    assert_eq!(s["cost"]["source"], "--prices file");
+    assert_eq!(s["model"]["openrouter_id"], "fake-model");
+    let aep = json_lines(
+        &stream(
+            &[real("json-stream.jsonl").to_str().unwrap(), "--aep", "--prices", path],
+            None,
+        )
+        .stdout,
+    );
+    assert_eq!(aep.last().unwrap()["data"]["cost"]["total"], 0.000246);
+}
+
 #[test]
 fn a_bad_prices_file_is_a_clear_error() {
     let mut prices = tempfile::NamedTempFile::new().unwrap();

@@ -79,12 +79,14 @@ pub(super) fn check(ty: &str, data: &Value) -> Result<(), Violation> {
             message.truncate(cut);
             message.push('…');
         }
-        Violation::new(
+        let mut v = Violation::new(
             rule_for(ty, &path),
             format!(
                 "data{path} of `{ty}`: {message}; make the payload match conformance/schemas/types/{ty}.schema.json"
             ),
-        )
+        );
+        v.at = Some(path);
+        v
     })
 }
 

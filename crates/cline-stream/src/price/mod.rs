@@ -6,7 +6,8 @@
 //! `model_prices_and_context_window.json` ([`LITELLM_VERSION`], released [`SNAPSHOT_DATE`]; see
 //! `prices/generate.py`), overlaid by `--prices FILE`: OpenRouter's models JSON exactly as
 //! `GET https://openrouter.ai/api/v1/models` returns it. A model is priced, in order: by the
-//! `--prices` file under its OpenRouter id; by its provider's own row in the table (Bedrock's
+//! `--prices` file under its OpenRouter id, or under its own model id when the file's id has no
+//! vendor part (`"fake-model"` prices `fake-model` from any provider); by its provider's own row in the table (Bedrock's
 //! `us.anthropic.claude-…-v1:0` with the regional uplift, `vertex_ai/claude-…@date`,
 //! `gemini/gemini-2.5-pro`, Groq's, Together's, ...; [`ids::provider_keys`]); by the vendor's list
 //! price under its OpenRouter id ([`openrouter_id`]: `anthropic/claude-sonnet-4.5`, for
@@ -22,7 +23,7 @@ mod ids;
 use crate::usage::TokenClasses;
 use bundled::{Bundled, BUNDLED};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 pub use ids::openrouter_id;
@@ -36,6 +37,10 @@ pub const SNAPSHOT_DATE: &str = "2026-11-20";
 
 /// The bundled prices, in words, for `--help` texts and JSON outputs.
 pub const PRICES_SNAPSHOT: &str = "litellm 1.110.2 model_prices_and_context_window.json (PyPI release of 2026-11-20)";
+
+/// The dearest price a prices file may give, USD per million tokens: far above any model's
+/// list price, and low enough that no token count (a `u64`) makes a cost overflow.
+pub const MAX_USD_PER_MILLION: f64 = 10_000.0;
 
 /// One model's prices, USD per token.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,11 +72,22 @@ impl PriceSource {
 pub enum PriceError {
     #[error("the prices file is not OpenRouter's models JSON ({0}): pass the body of GET https://openrouter.ai/api/v1/models, an object with a `data` array")]
     Json(#[from] serde_json::Error),
-    #[error("model {model:?} has pricing.{field} = {value:?}, which is not a price in USD per token: fix or remove that entry")]
+    #[error(
+        "entry {index} of `data` (model {model:?}{line}) has pricing.{field} = {value}, {why}: a price is USD per token, \
+         a finite number from 0 to {max} ({MAX_USD_PER_MILLION} USD per million tokens), or OpenRouter's -1 (it varies: \
+         the model is left unpriced); fix or remove that entry",
+        line = match line { Some(l) => format!(", line {l}"), None => String::new() },
+        max = MAX_USD_PER_MILLION / 1e6,
+    )]
     BadPrice {
+        /// The entry's place in `data`, from 0.
+        index: usize,
         model: String,
+        /// The line of the file where the model's id is, from 1.
+        line: Option<usize>,
         field: &'static str,
         value: String,
+        why: &'static str,
     },
 }
 
@@ -81,6 +97,9 @@ pub struct PriceTable {
     /// Parsed on first use: a run that prices nothing never pays for it.
     bundled: &'static LazyLock<Bundled>,
     overlay: HashMap<String, Price>,
+    /// Models the file names without a fixed price (OpenRouter's -1, or no prompt or
+    /// completion price), so a cost note blames the file, not the bundled table.
+    unpriced: HashSet<String>,
 }
 
 /// A model's price and where it was found.
@@ -118,14 +137,17 @@ impl PriceTable {
         PriceTable {
             bundled: &BUNDLED,
             overlay: HashMap::new(),
+            unpriced: HashSet::new(),
         }
     }
 
     /// Overlays OpenRouter's models JSON (`{"data": [{"id", "canonical_slug", "pricing":
     /// {"prompt", "completion", "input_cache_read", "input_cache_write"}}]}`, prices as decimal
     /// strings in USD per token). A model priced `-1` (OpenRouter's "varies", e.g. its router)
-    /// or without prompt and completion prices has no fixed price and is left out. Returns how
-    /// many models were priced.
+    /// or without prompt and completion prices has no fixed price and is left out. Any other
+    /// price that is not a finite number from 0 to [`MAX_USD_PER_MILLION`] refuses the whole
+    /// file, naming the entry: a cost from it would be infinite or negative. Returns how many
+    /// models were priced.
     pub fn overlay_openrouter_json(&mut self, json: &str) -> Result<usize, PriceError> {
         #[derive(Deserialize)]
         struct Models {
@@ -152,11 +174,24 @@ impl PriceTable {
         }
         let models: Models = serde_json::from_str(json)?;
         let mut priced = 0;
-        for model in models.data {
-            let Some(p) = model.pricing else { continue };
-            let field = |field: &'static str, v: &Option<serde_json::Value>| per_token_price(&model.id, field, v);
+        for (index, model) in models.data.into_iter().enumerate() {
+            let Some(p) = model.pricing else {
+                self.unpriced.insert(model.id.to_ascii_lowercase());
+                continue;
+            };
+            let field = |field: &'static str, v: &Option<serde_json::Value>| {
+                per_token_price(v).map_err(|why| PriceError::BadPrice {
+                    index,
+                    model: model.id.clone(),
+                    line: line_of(json, &model.id),
+                    field,
+                    value: v.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                    why,
+                })
+            };
             let (Some(prompt), Some(completion)) = (field("prompt", &p.prompt)?, field("completion", &p.completion)?)
             else {
+                self.unpriced.insert(model.id.to_ascii_lowercase());
                 continue;
             };
             let price = Price {
@@ -189,10 +224,23 @@ impl PriceTable {
     /// (an `openai-compatible` proxy's `acme-coder`); else the mapped id, unpriced.
     pub fn resolve(&self, provider: Option<&str>, model_id: &str) -> Option<String> {
         let mapped = openrouter_id(provider, model_id);
+        if let Some(id) = mapped.as_ref().filter(|id| self.overlay.contains_key(*id)) {
+            return Some(id.clone());
+        }
+        if let Some(id) = self.vendorless(model_id) {
+            return Some(id);
+        }
         if let Some(id) = mapped.as_ref().filter(|id| self.get(id).is_some()) {
             return Some(id.clone());
         }
         self.by_name(model_id).or(mapped)
+    }
+
+    /// The file's id that is `model_id` itself with no vendor part (`"fake-model"`): the
+    /// operator priced that model, whichever provider serves it.
+    fn vendorless(&self, model_id: &str) -> Option<String> {
+        let name = model_id.trim().to_ascii_lowercase();
+        (!name.contains('/') && self.overlay.contains_key(&name)).then_some(name)
     }
 
     /// The one priced id whose model part is `model_id`: in the `--prices` file, else in the
@@ -224,6 +272,9 @@ impl PriceTable {
         if let Some(price) = mapped.as_ref().and_then(|id| self.overlay.get(id)) {
             return Some(file(*price));
         }
+        if let Some(price) = self.vendorless(model_id).and_then(|id| self.overlay.get(&id)) {
+            return Some(file(*price));
+        }
         for (key, owners) in ids::provider_keys(provider, model_id) {
             if let Some(row) = self.bundled.by_key(&key, owners) {
                 return Some(bundled(row));
@@ -246,7 +297,21 @@ impl PriceTable {
         };
         let provider_text = provider.unwrap_or("no provider");
         let Some(found) = self.price(provider, model_id) else {
-            let under = match openrouter_id(provider, model_id) {
+            let mapped = openrouter_id(provider, model_id);
+            let name = model_id.trim().to_ascii_lowercase();
+            let in_file = self.unpriced.iter().find(|id| {
+                Some(id.as_str()) == mapped.as_deref()
+                    || **id == name
+                    || id.split_once('/').is_some_and(|(_, model)| model == name)
+            });
+            if let Some(id) = in_file {
+                return Pricing::Unknown(format!(
+                    "model {model_id:?} ({provider_text}) is in the prices file as {id:?} without a fixed price \
+                     (pricing.prompt and pricing.completion, or OpenRouter's -1: it varies), and the bundled \
+                     {PRICES_SNAPSHOT} has none; give both prices in USD per token"
+                ));
+            }
+            let under = match mapped {
                 Some(id) => format!(" (nor under OpenRouter id {id:?})"),
                 None => String::new(),
             };
@@ -255,6 +320,12 @@ impl PriceTable {
             ));
         };
         match cost_of(classes, &found.price) {
+            // A price past the bound (not from a file, which is refused) could still overflow.
+            Some((u, c, o)) if ![u, c, o, u + c + o].iter().all(|x| x.is_finite()) => Pricing::Unknown(format!(
+                "the cost of model {model_id:?} ({provider_text}) at the price of the {} is too large to be a number; \
+                 check that price (USD per token)",
+                found.source
+            )),
             Some((uncached_input, cached_input, output)) => Pricing::Priced(Cost {
                 currency: "USD",
                 total: round(uncached_input + cached_input + output),
@@ -287,27 +358,34 @@ fn round(usd: f64) -> f64 {
 }
 
 /// A price field of OpenRouter's JSON: a decimal string (or number), USD per token. `None` when
-/// absent or negative (OpenRouter's "-1": the price varies).
-fn per_token_price(
-    model: &str,
-    field: &'static str,
-    value: &Option<serde_json::Value>,
-) -> Result<Option<f64>, PriceError> {
-    let bad = |v: &serde_json::Value| PriceError::BadPrice {
-        model: model.to_string(),
-        field,
-        value: v.to_string(),
-    };
+/// absent or exactly -1 (OpenRouter's "the price varies"); else why it is no price.
+fn per_token_price(value: &Option<serde_json::Value>) -> Result<Option<f64>, &'static str> {
     let parsed = match value {
         None | Some(serde_json::Value::Null) => return Ok(None),
-        Some(v @ serde_json::Value::String(s)) => s.trim().parse::<f64>().map_err(|_| bad(v))?,
-        Some(v @ serde_json::Value::Number(n)) => n.as_f64().ok_or_else(|| bad(v))?,
-        Some(v) => return Err(bad(v)),
+        Some(serde_json::Value::String(s)) => s.trim().parse::<f64>().map_err(|_| "which is not a number")?,
+        Some(serde_json::Value::Number(n)) => n.as_f64().ok_or("which is not a number")?,
+        Some(_) => return Err("which is not a number"),
     };
-    if !parsed.is_finite() {
-        return Err(bad(value.as_ref().expect("checked above")));
+    if parsed == -1.0 {
+        return Ok(None);
     }
-    Ok((parsed >= 0.0).then_some(parsed))
+    if !parsed.is_finite() {
+        return Err("which is not a finite number");
+    }
+    if parsed < 0.0 {
+        return Err("which is negative");
+    }
+    if parsed > MAX_USD_PER_MILLION / 1e6 {
+        return Err("which is above the bound");
+    }
+    Ok(Some(parsed))
+}
+
+/// The line (from 1) where `id` first appears as a JSON string in `json`, to point at an entry.
+fn line_of(json: &str, id: &str) -> Option<usize> {
+    let quoted = serde_json::to_string(id).ok()?;
+    let at = json.find(&quoted)?;
+    Some(json[..at].matches('\n').count() + 1)
 }
 
 #[cfg(test)]
@@ -530,5 +608,106 @@ mod tests {
             err.contains("a/b") && err.contains("pricing.prompt") && err.contains("cheap"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_price_that_is_not_finite_or_is_negative_or_huge_refuses_the_file_naming_its_entry() {
+        for (price, why) in [
+            (r#""1e308""#, "above the bound"),
+            ("1e308", "above the bound"),
+            (r#""0.011""#, "above the bound"),
+            (r#""NaN""#, "not a finite number"),
+            (r#""inf""#, "not a finite number"),
+            (r#""-0.000001""#, "negative"),
+            ("-2", "negative"),
+        ] {
+            let json = format!(
+                "{{\"data\": [\n  {{\"id\": \"ok/model\", \"pricing\": {{\"prompt\": \"0\", \"completion\": \"0\"}}}},\n  \
+                 {{\"id\": \"acme/bad\", \"pricing\": {{\"prompt\": \"0.000001\", \"completion\": {price}}}}}\n]}}"
+            );
+            let err = PriceTable::bundled()
+                .overlay_openrouter_json(&json)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(r#"entry 1 of `data` (model "acme/bad", line 3) has pricing.completion"#)
+                    && err.contains(why)
+                    && err.contains("fix or remove that entry")
+                    && err.contains("10000 USD per million tokens"),
+                "{price}: {err}"
+            );
+        }
+        // The dearest price allowed, and OpenRouter's -1 (no fixed price), are taken.
+        let json = r#"{"data":[{"id":"a/top","pricing":{"prompt":"0.01","completion":0.01}},
+            {"id":"a/varies","pricing":{"prompt":"-1","completion":"-1"}}]}"#;
+        assert_eq!(PriceTable::bundled().overlay_openrouter_json(json).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_model_the_file_leaves_unpriced_is_said_to_be_the_files_doing() {
+        let mut table = PriceTable::bundled();
+        let json = r#"{"data":[{"id":"acme/varies","pricing":{"prompt":"-1","completion":"-1"}},{"id":"acme/none"}]}"#;
+        table.overlay_openrouter_json(json).unwrap();
+        for model in ["varies", "none"] {
+            let Pricing::Unknown(why) = table.cost(Some("openai-compatible"), Some(model), &classes(10, 1, 0, 0))
+            else {
+                panic!("{model} has no price")
+            };
+            assert!(
+                why.contains("is in the prices file") && why.contains(&format!("acme/{model}")),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_id_without_a_vendor_prices_that_model_from_any_provider() {
+        // #35: `{"id": "fake-model"}` was loaded (models=1) and could never match.
+        let mut table = PriceTable::bundled();
+        let json = r#"{"data":[{"id":"fake-model","pricing":{"prompt":"0.000001","completion":"0.000002"}},
+            {"id":"gpt-4o","pricing":{"prompt":"0.00001","completion":"0.00001"}}]}"#;
+        assert_eq!(table.overlay_openrouter_json(json).unwrap(), 2);
+        for provider in [Some("openai-compatible"), Some("openrouter"), Some("ollama"), None] {
+            let Pricing::Priced(cost) = table.cost(provider, Some("fake-model"), &classes(1000, 100, 0, 0)) else {
+                panic!("{provider:?}: fake-model is priced by the file")
+            };
+            assert_eq!(
+                (cost.source.as_str(), cost.total),
+                ("--prices file", round(1000e-6 + 200e-6))
+            );
+            assert_eq!(table.resolve(provider, "Fake-Model").as_deref(), Some("fake-model"));
+        }
+        // The operator's price for that exact id wins over the bundled table's.
+        let m = table.price(Some("openai"), "gpt-4o").unwrap();
+        assert_eq!((m.source.as_str(), m.price.prompt), ("--prices file", 0.00001));
+        // Only that exact id: another model is not priced by it.
+        assert!(table.price(Some("openai-compatible"), "fake-model-2").is_none());
+    }
+
+    #[test]
+    fn no_token_count_makes_a_cost_overflow() {
+        let mut table = PriceTable::bundled();
+        let json =
+            r#"{"data":[{"id":"a/top","pricing":{"prompt":"0.01","completion":"0.01","input_cache_read":"0.01"}}]}"#;
+        table.overlay_openrouter_json(json).unwrap();
+        let most = classes(u64::MAX, u64::MAX, u64::MAX / 2, u64::MAX / 2);
+        let Pricing::Priced(cost) = table.cost(Some("openrouter"), Some("a/top"), &most) else {
+            panic!("priced")
+        };
+        assert!(cost.total.is_finite() && cost.total > 1e17, "{cost:?}");
+        // A price past the bound (only a table built here can hold one) is no cost, never infinity.
+        table.overlay.insert(
+            "a/huge".into(),
+            Price {
+                prompt: f64::MAX,
+                completion: f64::MAX,
+                cache_read: None,
+                cache_write: None,
+            },
+        );
+        let Pricing::Unknown(why) = table.cost(Some("openrouter"), Some("a/huge"), &classes(10, 10, 0, 0)) else {
+            panic!("an infinite cost")
+        };
+        assert!(why.contains("too large to be a number"), "{why}");
     }
 }

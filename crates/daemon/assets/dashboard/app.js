@@ -158,7 +158,8 @@ function approvalItem(p, live) {
       el('a', { href: `#/s/${encodeURIComponent(p.session)}`, class: 'mono' }, p.session),
       el('span', { class: 'muted waited' }, ` · waiting ${ago(p.time).replace(' ago', '')} · id `),
       el('span', { class: 'mono' }, p.short)),
-    p.detail ? askedBlock(p.detail) : (p.prompt ? el('div', { class: 'mono' }, p.prompt) : ''),
+    // As text, its lines kept (pre.command): the daemon escaped what would hide (\u{202e}).
+    p.detail ? askedBlock(p.detail) : (p.prompt ? el('pre', { class: 'command mono' }, p.prompt) : ''),
     p.policy ? el('div', { class: 'muted policy' }, `policy rule ${p.policy.rule}: ${p.policy.answer}`) : '',
     p.expires ? el('div', { class: 'muted expires', 'data-at': p.expires.at }, timeLeft(p.expires)) : '');
   if (canAnswer) {

@@ -52,7 +52,8 @@ pub fn asked() -> HashMap<String, Value> {
 }
 
 /// What an approval asks, as indented lines: each command, each file with the diff summary,
-/// the other arguments.
+/// the other arguments; a command's lines each on a line of its own. The detail is shown as
+/// the daemon made it (visible, each cut saying what it hid); [`out::print`] makes sure of it.
 pub fn asked_lines(detail: &Value, indent: &str) -> String {
     let mut t = String::new();
     let list = |k: &str| detail[k].as_array().cloned().unwrap_or_default();
@@ -81,7 +82,7 @@ pub fn asked_lines(detail: &Value, indent: &str) -> String {
         t.push_str(&format!(
             "{indent}{}: {}\n",
             text(&a["name"]),
-            out::one_line(&text(&a["value"]), 160)
+            text(&a["value"]).replace('\n', &format!("\n{indent}  "))
         ));
     }
     if let Some(n) = detail["more"].as_u64() {

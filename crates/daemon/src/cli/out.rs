@@ -12,22 +12,11 @@ use std::borrow::Cow;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
-/// Text made safe for a terminal: control characters (C0 but newline and tab, DEL, C1, ESC
-/// among them) are shown escaped, as `\u{1b}`, never sent raw.
+/// Text made safe for a terminal: control characters (ESC, DEL, C1 among them; a tab too),
+/// bidi overrides and zero-width characters are shown escaped, as `\u{1b}`, never sent raw
+/// ([`aep_core::text::visible`]); newlines stay line breaks.
 pub fn terminal(text: &str) -> Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.contains(unsafe_char) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if unsafe_char(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    aep_core::text::visible(text)
 }
 
 /// Prints one line on standard output.
@@ -141,10 +130,10 @@ pub fn millis(ms: u64) -> String {
     }
 }
 
-/// Text on one line, at most `max` characters.
+/// Text on one line ([`aep_core::text::visible_line`]: a newline shows as `\u{a}`), `max`
+/// characters of it, and how many more when it is cut.
 pub fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    aep_core::text::fit(&flat, max)
+    aep_core::text::shown(text, max, true).told(None)
 }
 
 #[cfg(test)]
@@ -164,13 +153,13 @@ mod tests {
             (millis(812), millis(1500), millis(124_000)),
             ("812ms".into(), "1.5s".into(), "2m04s".into())
         );
-        assert_eq!(one_line("a\nb", 10), "a b");
-        assert_eq!(terminal("a\tb\nc"), "a\tb\nc");
+        assert_eq!(one_line("a\nb", 10), "a\\u{a}b");
+        assert_eq!(terminal("a\tb\nc\u{202e}"), "a\\u{9}b\nc\\u{202e}");
         assert_eq!(
             terminal("x\u{1b}]52;c;aGk=\u{7}\u{1b}[2J\u{7f}\u{9b}y"),
             "x\\u{1b}]52;c;aGk=\\u{7}\\u{1b}[2J\\u{7f}\\u{9b}y"
         );
-        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("abcdef", 4), "abcd… 2 more characters");
         assert_eq!(
             table(&[vec!["A".into(), "BB".into()], vec!["CCC".into(), "D".into()]]),
             "A    BB\nCCC  D\n"

@@ -591,10 +591,15 @@ impl Sessions {
                         .expect("a legal extension name");
                 }
             }
-            let value = envelope.to_value();
-            if let Err(v) = aep_core::validate::validate_event(&value) {
-                tracing::error!(%session, violation = %v, "planned event is not valid AEP; dropped");
-                continue;
+            let mut value = envelope.to_value();
+            match kept(&mut value) {
+                Ok(removed) if removed.is_empty() => {}
+                Ok(removed) => tracing::warn!(%session, id = ?value["id"], removed = %removed.join(", "),
+                    "an Event held numbers AEP refuses (not finite, out of range); kept without them, its data says why"),
+                Err(v) => {
+                    tracing::error!(%session, violation = %v, "planned event is not valid AEP; dropped");
+                    continue;
+                }
             }
             let line = serde_json::to_string(&value).expect("serializable");
             state.sequencer.next(session);
@@ -727,6 +732,35 @@ fn apply(
     }
 }
 
+/// The member of an Event's `data` that says what was taken out of it and why.
+pub const REMOVED_MEMBER: &str = "cline.removed";
+
+/// An Event made valid to keep: a number AEP refuses (an infinite cost, a negative count) is
+/// taken out with its member of `data`, and [`REMOVED_MEMBER`] says which and why, so the Event
+/// (a run's terminal among them) is never lost for a number. Returns the members taken out;
+/// an Event invalid for any other reason is the error. Pure: no I/O.
+fn kept(value: &mut Value) -> Result<Vec<String>, aep_core::validate::Violation> {
+    let removed = aep_core::validate::without_bad_numbers(value)?;
+    if removed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let note: serde_json::Map<String, Value> = removed
+        .iter()
+        .map(|r| {
+            (
+                r.member.clone(),
+                Value::String(format!("removed to keep the Event: {}", r.why)),
+            )
+        })
+        .collect();
+    let mut noted = value.clone();
+    noted["data"][REMOVED_MEMBER] = Value::Object(note);
+    if aep_core::validate::validate_event(&noted).is_ok() {
+        *value = noted;
+    }
+    Ok(removed.into_iter().map(|r| r.member).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -771,5 +805,60 @@ mod tests {
         assert_eq!(seqs, [0, 1], "the refused Event left no gap");
         let next = sessions.append("s", || vec![ok()]).unwrap();
         assert_eq!(next[0].value["seq"], 2);
+    }
+
+    #[test]
+    fn an_event_with_a_number_aep_refuses_is_kept_without_it_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = Sessions::new(
+            Journal::new(dir.path()),
+            "host".into(),
+            CapturePolicy::new(Capture::Metadata),
+            Redactor::new(RedactOptions::default()).unwrap(),
+            Bus::default(),
+        );
+        let in_run = |mut p: Planned| {
+            p.run = Some("01JRUNRUNRUNRUNRUNRUNRUNRU".into());
+            p
+        };
+        let started = in_run(planned("run.started", serde_json::json!({"trigger": "user"})));
+        // An infinite cost (a price of 1e308) is `null` in JSON; a negative duration is out of range.
+        let finished = in_run(planned(
+            "run.finished",
+            serde_json::json!({"cost": {"currency": "USD", "total": f64::INFINITY}, "duration_ms": -5,
+                "gen_ai.usage.input_tokens": 10}),
+        ));
+        let written = sessions.append("s", || vec![started, finished]).unwrap();
+        assert_eq!(written.len(), 2, "the run's terminal is kept");
+        let data = &written[1].value["data"];
+        assert_eq!(written[1].value["type"], "run.finished");
+        assert!(
+            data.get("cost").is_none() && data.get("duration_ms").is_none(),
+            "{data}"
+        );
+        assert_eq!(data["gen_ai.usage.input_tokens"], 10, "the good numbers stay");
+        let note = &data[REMOVED_MEMBER];
+        assert!(
+            note["cost"]
+                .as_str()
+                .unwrap()
+                .contains("data/cost/total of `run.finished`"),
+            "{note}"
+        );
+        assert!(
+            note["duration_ms"]
+                .as_str()
+                .unwrap()
+                .contains("removed to keep the Event"),
+            "{note}"
+        );
+        let logged = std::fs::read_to_string(sessions.journal.path("s")).unwrap();
+        assert!(logged.contains(REMOVED_MEMBER), "it is in the log: {logged}");
+        // Anything else wrong is still refused: a broken envelope, a missing required member.
+        assert!(kept(&mut serde_json::json!({"aep": "0.1"})).is_err());
+        let mut no_tool = written[1].value.clone();
+        no_tool["type"] = "tool.requested".into();
+        no_tool["data"] = serde_json::json!({});
+        assert!(kept(&mut no_tool).is_err());
     }
 }

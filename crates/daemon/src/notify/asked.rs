@@ -1,28 +1,33 @@
-//! "What is asked": one line saying what an approval would let Cline do, the local view's
-//! [`Detail`] of the hub frame's tool name and `inputJson` (the command, the file, the
-//! argument), redacted by the daemon's redactor and bounded. It goes to the person in a notification and on a link's page, never
+//! "What is asked": what an approval would let Cline do, the local view's [`Detail`] of the
+//! hub frame's tool name and `inputJson` (the command, the file, the argument), redacted by the
+//! daemon's redactor and made visible (a right-to-left override shows as `\u{202e}`, a newline
+//! stays a line break). All of it is kept for the link's page; a notification shows up to
+//! [`MAX_CHARS`] of it and says how much more there is and where. It goes to the person, never
 //! into an Event.
 
 use aep_core::redact::Redactor;
 use cline_hub::Detail;
 
-/// The longest line, in characters (an ellipsis marks a cut).
+/// The most of an approval a notification shows, in characters (a cut says what it hid).
 pub const MAX_CHARS: usize = 200;
 
+/// The most the link's page shows, in characters: every command a person would read, while
+/// the approvals remembered for their pages stay bounded in memory (a longer one says how much
+/// more there is, to be read in Cline).
+pub const MAX_PAGE_CHARS: usize = 64 * 1024;
+
 /// `tool: what` (e.g. `run_commands: npm test`): the owner's local view of the approval
-/// ([`Detail`], redacted as the log is), on one bounded line.
+/// ([`Detail::whole`], redacted as the log is), all of it up to [`MAX_PAGE_CHARS`]: what the
+/// link's page shows.
 pub fn asked(tool: Option<&str>, input_json: Option<&str>, redactor: &Redactor) -> String {
-    aep_core::text::fit(&one_line(&Detail::of(tool, input_json, redactor).summary()), MAX_CHARS)
+    let whole = Detail::whole(tool, input_json, redactor).summary();
+    aep_core::text::shown(&whole, MAX_PAGE_CHARS, false).told(Some("Cline"))
 }
 
-/// Line breaks and runs of blanks as one space; control characters dropped.
-fn one_line(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .filter(|c| !c.is_control())
-        .collect()
+/// What a notification shows of [`asked`]: all of it when it fits in [`MAX_CHARS`], else its
+/// start, how many characters are left out and the page where all of it is (`whole_at`).
+pub fn shown(asked: &str, whole_at: Option<&str>) -> String {
+    aep_core::text::shown(asked, MAX_CHARS, false).told(whole_at)
 }
 
 #[cfg(test)]
@@ -52,7 +57,8 @@ mod tests {
                 Some(r#"{"commands":["cd x &&\n  make", "ls"]}"#),
                 &r
             ),
-            "run_commands: cd x && make; ls"
+            "run_commands: cd x &&\n  make; ls",
+            "a newline stays a line break"
         );
         assert_eq!(
             asked(
@@ -92,11 +98,39 @@ mod tests {
         assert!(!secret.contains("abcdefghijklmnop"), "{secret}");
         let long = asked(
             Some("run_commands"),
-            Some(&format!(r#"{{"commands":["{}"]}}"#, "a".repeat(500))),
+            Some(&format!(r#"{{"commands":["{}; touch TAIL_RAN"]}}"#, "a".repeat(500))),
             &r,
         );
-        assert_eq!(long.chars().count(), MAX_CHARS);
-        assert!(long.ends_with('…'));
+        assert!(long.ends_with("; touch TAIL_RAN"), "all of it, for the link's page");
+        let cut = shown(&long, Some("https://p/notify/t"));
+        let hidden = long.chars().count() - MAX_CHARS;
+        assert_eq!(
+            cut,
+            format!(
+                "run_commands: {}… {hidden} more characters: see https://p/notify/t",
+                "a".repeat(MAX_CHARS - "run_commands: ".len())
+            )
+        );
+        assert_eq!(
+            shown("run_commands: make", Some("x")),
+            "run_commands: make",
+            "whole: no note"
+        );
+        let huge = asked(
+            Some("run_commands"),
+            Some(&format!(r#"{{"commands":["{}"]}}"#, "b".repeat(MAX_PAGE_CHARS))),
+            &r,
+        );
+        assert!(
+            huge.ends_with("… 14 more characters: see Cline") && huge.starts_with("run_commands: bbb"),
+            "the page's text is bounded too, and says so"
+        );
+        let hiding = asked(
+            Some("run_commands"),
+            Some(r#"{"commands":["ls \u202e\u200b\ufeffx"]}"#),
+            &r,
+        );
+        assert_eq!(hiding, r"run_commands: ls \u{202e}\u{200b}\u{feff}x");
         assert_eq!(asked(Some("use_mcp"), Some("not json"), &r), "use_mcp");
         assert_eq!(asked(None, None, &r), "a tool");
     }

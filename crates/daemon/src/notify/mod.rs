@@ -3,7 +3,8 @@
 //! another device.
 //!
 //! - [`settings`]: the targets (a JSON webhook, ntfy, the desktop) and what is notified.
-//! - [`asked`]: the one line saying what an approval would allow, redacted.
+//! - [`asked`]: what an approval would allow, redacted and made visible; all of it on the
+//!   link's page, the notification's cut saying how much it hid and where the rest is.
 //! - [`link`]: the signed, single-use, expiring approve and deny links.
 //! - [`deliver`]: one delivery to one target (the HTTP client, `notify-send`).
 //! - [`page`]: the links' routes: GET shows what will be answered, only POST answers, through
@@ -79,7 +80,7 @@ impl Kind {
 pub struct Message {
     pub kind: Kind,
     pub title: String,
-    /// One line for chat webhooks and the desktop.
+    /// The message for chat webhooks and the desktop (a command's newlines kept).
     pub text: String,
     /// The webhook's JSON body.
     pub body: Value,
@@ -93,6 +94,7 @@ pub struct Message {
 pub struct Asked {
     pub session: String,
     pub tool: Option<String>,
+    /// All of what is asked ([`asked::asked`]), visible.
     pub summary: String,
     pub since: String,
     expires: u64,
@@ -249,14 +251,17 @@ impl Notifier {
             false => (None, None),
         };
         let dashboard = self.dashboard_url(&waiting.session);
-        let text = format!("Cline waits for your approval on {}: {summary}", self.host);
+        // Where all of a cut command is shown: the link's page (GET answers nothing), else the
+        // dashboard.
+        let shown = asked::shown(&summary, approve.as_deref().or(dashboard.as_deref()));
+        let text = format!("Cline waits for your approval on {}: {shown}", self.host);
         let body = json!({
             "text": text,
             "kind": Kind::Approval.as_str(),
             "session": waiting.session,
             "host": self.host,
             "tool": waiting.tool,
-            "asked": summary,
+            "asked": shown,
             "request": waiting.request,
             "waiting_since": waiting.since,
             "expires": aep_core::time::seconds(jiff::Timestamp::from_second(expires as i64).unwrap_or_default()),
@@ -596,6 +601,26 @@ mod tests {
             "no links while the intake takes no answers (control off)"
         );
         assert_eq!(n.asked("REQ4").unwrap().summary, "run_commands: make");
+    }
+
+    #[test]
+    fn a_long_command_is_told_cut_with_where_all_of_it_is_and_remembered_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = notifier(dir.path(), kinds("approval"));
+        let command = format!("echo {}; touch /tmp/TAIL_RAN", "a".repeat(231));
+        n.approval(Waiting {
+            input_json: Some(json!({ "commands": [command.clone()] }).to_string()),
+            ..waiting(0)
+        });
+        let queue = n.outs[0].queue.lock();
+        let asked = queue[0].body["asked"].as_str().unwrap();
+        let hidden = "run_commands: ".len() + command.len() - asked::MAX_CHARS;
+        assert!(
+            asked.ends_with(&format!("… {hidden} more characters: see https://p.example/#/s/s1")),
+            "no links while control is off: the dashboard shows it: {asked}"
+        );
+        assert!(queue[0].text.ends_with(asked), "{}", queue[0].text);
+        assert_eq!(n.asked("REQ0").unwrap().summary, format!("run_commands: {command}"));
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! that is not the listener's, so neither is asked for: the signed token ([`super::link`]) is
 //! the whole authentication, and it can do one thing only, answer one approval once.
 //!
-//! - `GET` changes nothing: it shows what will be answered and ONE button (a form POST back to
-//!   the same URL), so link previews, scanners and prefetchers never answer.
+//! - `GET` changes nothing: it shows what will be answered, all of it (as [`super::asked`]
+//!   made it visible: newlines as line breaks, hidden characters as `\u{202e}`), and ONE
+//!   button (a form POST back to the same URL), so link previews, scanners and prefetchers
+//!   never answer.
 //! - `POST` answers, through the command intake like the dashboard's buttons (the same ack
 //!   guard, dedupe and hub), once: the token is spent before the command is submitted.
 //! - A forged token gets 403, an expired, used or already answered one 410, each a page in
@@ -196,7 +198,7 @@ async fn answer(State(n): State<Arc<Notifier>>, Path(token): Path<String>) -> Re
                 StatusCode::OK,
                 done,
                 &format!(
-                    "<p>{done}: {}. Cline goes on.</p>",
+                    "<p>{done}:</p><pre>{}</pre><p>Cline goes on.</p>",
                     escape(&n.asked(&link.request).map(|a| a.summary).unwrap_or_default())
                 ),
             ),

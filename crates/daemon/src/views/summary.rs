@@ -44,7 +44,8 @@ pub struct Pending {
     /// What asks (the tool name).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
-    /// The request's prompt as logged: synthesized at `metadata`, redacted or verbatim above.
+    /// The request's prompt as logged (synthesized at `metadata`, redacted or verbatim above),
+    /// made visible ([`aep_core::text::visible`]): a person answers from it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     pub kind: String,
@@ -309,7 +310,7 @@ impl Summary {
                     session: self.session.clone(),
                     run: run.map(str::to_string),
                     tool: str_of(e, "subject").map(str::to_string),
-                    prompt: str_of(data, "prompt").map(str::to_string),
+                    prompt: str_of(data, "prompt").map(|p| aep_core::text::visible(p).into_owned()),
                     kind: str_of(data, "kind").unwrap_or("other").to_string(),
                     time: time.to_string(),
                     answerable: data
@@ -533,6 +534,23 @@ mod tests {
         assert_eq!(s.pending[0].policy.as_ref(), Some(&expected));
         let json = serde_json::to_value(&s.pending[0]).unwrap();
         assert_eq!(json["policy"], json!({"rule": "read-only", "answer": "approve"}));
+    }
+
+    #[test]
+    fn a_pending_prompt_shows_what_would_hide_and_keeps_its_lines() {
+        // At `full` capture the prompt carries the command (the dashboard, `approvals` and the
+        // fleet console show it).
+        let events = [ev(
+            0,
+            "attention.requested",
+            json!({"subject": "run_commands", "id": "01JREQUESTABCDEFGHJKXYZ9AB", "data": {"kind": "permission",
+                "prompt": "cline requests permission: run_commands echo a\ntouch \u{202e}x\u{200b}"}}),
+        )];
+        let s = Summary::of("s1", &events);
+        assert_eq!(
+            s.pending[0].prompt.as_deref(),
+            Some("cline requests permission: run_commands echo a\ntouch \\u{202e}x\\u{200b}")
+        );
     }
 
     #[test]

@@ -18,3 +18,4 @@ pub mod nats_server;
 pub mod real_hub;
 pub mod stub_hub;
 pub mod wait;
+pub mod webhook;
