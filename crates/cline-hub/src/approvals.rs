@@ -194,6 +194,38 @@ impl Approvals {
             .any(|p| p.request_event == request_event && matches!(p.answered, Answered::No))
     }
 
+    /// The hub took a cancel (`command_id`) of `run`: each request of that run (or of no known
+    /// run) that nobody is answering is answered `deny` by that command, with `reason`, so the
+    /// run cannot go on waiting on it (the hub's `run.abort` does not always end an approval's
+    /// wait). Returns the hub approval ids to deny. The command's ack is in the log already.
+    pub fn deny_for_cancel(&mut self, run: &str, command_id: &str, reason: &str) -> Vec<String> {
+        let mut denied = Vec::new();
+        for p in &mut self.pending {
+            let of_run = p.run.as_deref().is_none_or(|r| r == run);
+            let Some(approval_id) = p
+                .approval_id
+                .clone()
+                .filter(|_| of_run && matches!(p.answered, Answered::No))
+            else {
+                continue;
+            };
+            p.answered = Answered::InFlight {
+                ours: Answering {
+                    command_id: command_id.to_string(),
+                    answer: Answer {
+                        option: DENY,
+                        text: Some(reason.to_string()),
+                    },
+                    policy_rule: None,
+                },
+                held: None,
+                acked: true,
+            };
+            denied.push(approval_id);
+        }
+        denied
+    }
+
     /// Our answer never reached the hub: the request is open to other answers again.
     pub fn withdraw(&mut self, approval_id: &str) {
         if let Some(i) = self.find(approval_id) {

@@ -8,8 +8,9 @@ use crate::support;
 use serde_json::Value;
 use std::time::Duration;
 use support::cline::ClineSandbox;
-use support::daemon::{types, Daemon, Sandbox};
-use support::fake_model::{FakeModel, Script};
+use support::daemon::{http, types, Daemon, Sandbox};
+use support::fake_model::{FakeModel, Script, MODEL_ID};
+use support::real_hub::{tapped_sandbox, RealHub};
 
 /// A deny rule for `rm`, an approve rule for `touch`, as a newcomer would write them.
 const POLICY: &str = r#"
@@ -121,4 +122,62 @@ fn an_approved_command_runs_and_the_rule_is_named_on_its_request() {
     assert_eq!(requested["data"]["cline.policy_rule"], "touch", "{requested}");
     assert_eq!(requested["data"]["cline.policy_answer"], "approve");
     assert!(types(&log).contains(&"tool.completed"));
+}
+
+/// The gap the hub tap left (#35): a run Cline's hub hosts, with the tap on and answering
+/// (`AEP_CLINE_HUB_CONTROL=1`), in the CLI's default auto-approve: Cline never asks the hub, so
+/// the tap's policy never sees the tool. The hub's session says it auto-approves, and the hook
+/// decides: `rm -rf victim` does not run.
+#[test]
+fn a_deny_rule_stops_rm_rf_in_a_run_clines_hub_hosts_while_the_tap_answers() {
+    let model = FakeModel::start(Script::command("rm -rf victim"));
+    let cline = ClineSandbox::new(&model);
+    // The hooks first: the hub reads the hook files when it starts.
+    let aep = tapped_sandbox(&cline, "AEP_CLINE_HUB_CONTROL").with_env("RUST_LOG", "info");
+    let hub = RealHub::ensure(&cline);
+    let policy = aep.root.path().join("policy.toml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let aep = aep.with_env("AEP_CLINE_POLICY", policy.to_str().unwrap());
+    let daemon = aep.start();
+    support::wait::wait_until("the hub tap to connect", Duration::from_secs(30), || {
+        let (_, body) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
+        let health: Value = serde_json::from_str(&body).ok()?;
+        (health["hub"]["connected"] == true).then_some(())
+    });
+    let victim = cline.workspace().join("victim");
+    std::fs::create_dir_all(victim.join("inner")).unwrap();
+    std::fs::write(victim.join("inner/keep.txt"), "precious").unwrap();
+    let mut cmd = hub.command(&[
+        "--json",
+        "-P",
+        "openai-compatible",
+        "-m",
+        MODEL_ID,
+        "please CMD:rm -rf victim",
+    ]);
+    cmd.env("CLINE_SESSION_BACKEND_MODE", "hub")
+        .current_dir(cline.workspace());
+    let run = cline.run_command(cmd, Duration::from_secs(120));
+    if !victim.join("inner/keep.txt").exists() {
+        if let Some(s) = aep.session_with("tool.requested") {
+            eprintln!("{s}: {:?}", aep.log(&s));
+        }
+        let (_, stderr) = daemon.stop();
+        panic!(
+            "the denied command ran through the hub: victim is gone\n--- cline stderr ---\n{}\n--- daemon ---\n{stderr}",
+            run.stderr
+        );
+    }
+    let session = support::wait::wait_until("a session with a tool call", Duration::from_secs(30), || {
+        aep.session_with("tool.requested")
+    });
+    let log = aep.wait_log(&session, "the denial", Duration::from_secs(30), |events| {
+        events.iter().any(|e| e["type"] == "tool.denied")
+    });
+    let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    assert_eq!(requested["data"]["cline.policy_rule"], "no-rm", "{requested}");
+    assert_eq!(requested["data"]["cline.enforced_at"], "hook");
+    assert!(!types(&log).contains(&"tool.completed"), "{:?}", types(&log));
+    let (_, stderr) = daemon.stop();
+    assert!(stderr.contains("hub tap connected"), "the tap was on: {stderr}");
 }

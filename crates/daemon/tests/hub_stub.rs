@@ -251,3 +251,85 @@ async fn what_an_approver_sees_is_what_runs_in_the_notification_the_link_page_an
     assert!(!table.contains('\u{202e}') && !table.contains('\u{200b}'), "{table}");
     drop(daemon);
 }
+
+/// A cancel the hub takes while an approval waits, and the hub goes on waiting (seen on the
+/// real hub under load: `run.abort` answered ok, no `cancelled` resolution, the run waiting until
+/// someone answered): the daemon denies the approval with the cancel's reason, so the run cannot
+/// wait on it, and the log says the cancel answered it. One the abort did end is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_that_meets_a_waiting_approval_denies_it() {
+    let hub = StubHub::start(TOKEN).await;
+    let sandbox = Sandbox::new()
+        .with_env("AEP_CLINE_HUB_CONTROL", "1")
+        .with_env("AEP_CLINE_HUB_URL", &hub.url)
+        .with_env("AEP_CLINE_HUB_TOKEN", TOKEN);
+    let daemon = sandbox.start();
+    hub.subscribed().await;
+    sandbox.hook(&real_payload("hooks-cancel", "agent_start"));
+    ask(&hub, 1, &["sleep 600"]);
+    let events = wait_for(&sandbox, "the request", |e| has(e, "attention.requested"));
+    let request = events
+        .iter()
+        .find(|e| e["type"] == "attention.requested")
+        .unwrap()
+        .clone();
+    let cancel = command(
+        "C-stop",
+        "control.cancel",
+        None,
+        json!({"scope": "run", "reason": "stop now"}),
+    );
+    assert_eq!(post(&daemon, &cancel).0, 202);
+    let abort = hub.command("run.abort").await;
+    // The hub takes the abort and says nothing of the approval.
+    hub.reply(&abort, None);
+    let deny = hub.command("approval.respond").await;
+    let p = &deny["envelope"]["payload"];
+    assert_eq!(
+        (p["approvalId"].as_str(), p["approved"].as_bool(), p["reason"].as_str()),
+        (Some("approval_display_1"), Some(false), Some("stop now")),
+        "{deny}"
+    );
+    let mut resolved = real_frame("approval.resolved.denied");
+    resolved["envelope"]["sessionId"] = json!(SESSION);
+    resolved["envelope"]["payload"]["approvalId"] = json!("approval_display_1");
+    hub.send(&resolved.to_string());
+    hub.reply(&deny, None);
+    let events = wait_for(&sandbox, "the answer", |e| has(e, "attention.resolved"));
+    let answered: Vec<&Value> = events.iter().filter(|e| e["type"] == "attention.answered").collect();
+    assert_eq!(answered.len(), 1, "{events:?}");
+    assert_eq!(
+        (answered[0]["subject"].as_str(), answered[0]["cause"].as_str()),
+        (request["id"].as_str(), Some("C-stop"))
+    );
+    assert_eq!(answered[0]["data"]["answer"]["option"], "deny");
+    let acks: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("control.")))
+        .collect();
+    assert_eq!(acks.len(), 1, "one ack for the cancel: {acks:?}");
+
+    // A second run whose abort ended the wait (the real hub's `cancelled` resolution before its
+    // reply): nothing is denied.
+    ask(&hub, 2, &["sleep 601"]);
+    wait_for(&sandbox, "the second request", |e| {
+        e.iter().filter(|e| e["type"] == "attention.requested").count() == 2
+    });
+    let cancel = command("C-stop-2", "control.cancel", None, json!({"scope": "run"}));
+    assert_eq!(post(&daemon, &cancel).0, 202);
+    let abort = hub.command("run.abort").await;
+    let mut cancelled = real_frame("approval.resolved.cancelled");
+    cancelled["envelope"]["sessionId"] = json!(SESSION);
+    cancelled["envelope"]["payload"]["approvalId"] = json!("approval_display_2");
+    hub.send(&cancelled.to_string());
+    hub.reply(&abort, None);
+    let events = wait_for(&sandbox, "the dismissal", |e| {
+        e.iter().filter(|e| e["type"] == "attention.resolved").count() == 2
+    });
+    let last = events.iter().rev().find(|e| e["type"] == "attention.resolved").unwrap();
+    assert_eq!(last["data"]["resolution"], "dismissed");
+    // Nothing more is sent: the next frame the daemon sends is not an approval.respond.
+    let next = tokio::time::timeout(Duration::from_secs(2), hub.command("approval.respond")).await;
+    assert!(next.is_err(), "an approval the abort ended was denied too: {next:?}");
+    drop(daemon);
+}

@@ -28,6 +28,21 @@ pub const MAX_SESSIONS: usize = 4096;
 const MAX_SEEN: usize = 4096;
 const DAY_MS: i64 = 86_400_000;
 
+/// Days kept across a restart at most (the machine's and one per override).
+pub const MAX_KEPT_DAYS: usize = 1024;
+
+/// One day's spend as kept in the state folder: which day budget (`None`: the machine's;
+/// else the override's workspace glob), the UTC day number, the cost, the notices given.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeptDay {
+    pub budget: Option<String>,
+    pub day: i64,
+    pub cost: f64,
+    pub warned: bool,
+    pub reached: bool,
+}
+
 /// What a budget limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
@@ -480,6 +495,59 @@ impl Ledger {
                 cost,
             })
         })
+    }
+
+    /// What a day's spend is kept as across restarts ([`Ledger::restore_days`]).
+    pub fn kept_days(&self) -> Vec<KeptDay> {
+        let mut days: Vec<KeptDay> = self
+            .days
+            .iter()
+            .map(|(key, (day, spend))| KeptDay {
+                budget: key.clone(),
+                day: *day,
+                cost: spend.cost,
+                warned: spend.warned,
+                reached: spend.reached,
+            })
+            .collect();
+        days.sort_by(|a, b| a.budget.cmp(&b.budget));
+        days
+    }
+
+    /// Takes back the days kept by an earlier daemon: only today's (`now_ms`), only finite
+    /// non-negative costs, at most [`MAX_KEPT_DAYS`]; the rest is ignored. The notices already
+    /// given are not given again.
+    pub fn restore_days(&mut self, kept: Vec<KeptDay>, now_ms: i64) -> usize {
+        let today = now_ms.div_euclid(DAY_MS);
+        let mut taken = 0;
+        for k in kept.into_iter().take(MAX_KEPT_DAYS) {
+            if k.day != today || !k.cost.is_finite() || k.cost < 0.0 {
+                continue;
+            }
+            let spend = Spend {
+                cost: k.cost,
+                warned: k.warned,
+                reached: k.reached,
+            };
+            self.days.insert(k.budget, (k.day, spend));
+            taken += 1;
+        }
+        taken
+    }
+
+    /// `run` of `session` is being stopped by a limit another charge reached (the day's): no
+    /// later charge asks for its cancel again. `false` when it was stopped already.
+    pub fn mark_stopped(&mut self, session: &str, run: &str) -> bool {
+        let mut spent = self.sessions.remove(session).unwrap_or_default();
+        if spent.run.as_ref().is_none_or(|(id, _, _)| id != run) {
+            spent.run = Some((run.to_string(), Spend::default(), false));
+        }
+        let first = spent
+            .run
+            .as_mut()
+            .is_some_and(|(_, _, stopped)| !std::mem::replace(stopped, true));
+        self.sessions.insert(session.to_string(), spent);
+        first
     }
 
     /// The session ended: its spend is let go.

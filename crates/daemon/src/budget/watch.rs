@@ -23,6 +23,7 @@
 //! only order here).
 
 use super::account::{Applied, Budgets, Charge, Crossing, Ledger, Level, Outcome, Scope, CURRENCY, MAX_SESSIONS};
+use super::kept::Kept;
 use crate::control::intake::withdraw;
 use crate::control::{Kind, Link, Request};
 use crate::lane::{Note, Sessions};
@@ -51,6 +52,12 @@ struct Facts {
     hub: bool,
     /// Said once that its model has no price.
     unpriced: bool,
+    /// What Cline's store said the session had cost when last read at a hook (a run without
+    /// the hub): the next read charges only what was added since.
+    store_total: f64,
+    /// The run those store charges went to, and how much of its cost they charged: its
+    /// terminal then charges only the rest.
+    store_run: Option<(String, f64)>,
 }
 
 /// Where a charge came from.
@@ -63,6 +70,8 @@ enum Origin<'a> {
 
 pub struct Watch {
     budgets: RwLock<Arc<Budgets>>,
+    /// Where the day's spend is kept across restarts (`None` in tests of the core).
+    kept: Option<Kept>,
     ledger: Mutex<Ledger>,
     facts: Mutex<BoundedMap<String, Facts>>,
     /// The hub tap's command leg, when the tap is on: where cancels go.
@@ -70,10 +79,31 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn new(budgets: Budgets, hub: Option<Link>) -> Arc<Watch> {
+    /// `kept`: the day's spend an earlier daemon kept is taken back (today's only), and each
+    /// charge is kept there.
+    pub fn new(budgets: Budgets, hub: Option<Link>, kept: Option<Kept>) -> Arc<Watch> {
+        let mut ledger = Ledger::default();
+        if let Some(kept) = &kept {
+            match kept.load() {
+                Ok(days) => {
+                    let taken = ledger.restore_days(days, crate::lane::sessions::now_ms() as i64);
+                    if taken > 0 {
+                        tracing::info!(
+                            days = taken,
+                            day_cost = ledger.day(None, crate::lane::sessions::now_ms() as i64),
+                            "budgets: today's spend so far taken back from the state folder"
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "budgets: the day's spend kept by an earlier daemon is not used: today starts at 0 (the file is rewritten at the next charge)")
+                }
+            }
+        }
         Arc::new(Watch {
             budgets: RwLock::new(Arc::new(budgets)),
-            ledger: Mutex::new(Ledger::default()),
+            kept,
+            ledger: Mutex::new(ledger),
             facts: Mutex::new(BoundedMap::new(MAX_SESSIONS)),
             hub,
         })
@@ -212,8 +242,24 @@ impl Watch {
                 let Some(cost) = data.pointer("/cost/total").and_then(Value::as_f64) else {
                     return;
                 };
-                let facts = self.facts(session, |_| {});
+                let run = event["run"].as_str();
+                // What the store's reads at its hooks charged of this run already.
+                let mut charged = 0.0;
+                let facts = self.facts(session, |f| {
+                    if let Some((r, c)) = f.store_run.take() {
+                        if Some(r.as_str()) == run {
+                            charged = c;
+                            f.store_total += (cost - c).max(0.0);
+                        } else {
+                            f.store_run = Some((r, c));
+                        }
+                    }
+                });
                 if facts.hub || self.budgets().is_empty() {
+                    return;
+                }
+                let cost = cost - charged;
+                if cost <= 0.0 {
                     return;
                 }
                 let at = event["time"]
@@ -247,6 +293,7 @@ impl Watch {
         let applied = budgets.applied(workspace);
         let level = sessions.capture().ceiling("attention.requested");
         let mut cancel = None;
+        let mut day_reached = None;
         let appended = sessions.append_in(session, |lane| {
             let (run, event) = match &from {
                 Origin::Hub { event } => (lane.tracker.active_run().map(str::to_string), *event),
@@ -261,6 +308,10 @@ impl Watch {
                 applied,
             });
             let Outcome { crossings, stop } = outcome;
+            day_reached = crossings
+                .iter()
+                .find(|c| c.scope == Scope::Day && c.level == Level::Reached)
+                .copied();
             // A hook-reported run is over: its notices stand alone.
             let notice_run = matches!(from, Origin::Hub { .. }).then_some(run.clone()).flatten();
             let mut planned = Vec::new();
@@ -275,29 +326,10 @@ impl Watch {
                     (Origin::Terminal { .. }, _) => Act::NotCancelled(
                         "not cancelled: the run is not hosted by Cline's hub, the only way aep-cline can cancel a run (its cost was known when it ended)",
                     ),
-                    (Origin::Hub { .. }, None) => Act::NotCancelled("not cancelled: the hub tap is off"),
-                    (Origin::Hub { .. }, Some(link)) if !link.connected() => {
-                        Act::NotCancelled("not cancelled: the hub tap is not connected")
-                    }
-                    (Origin::Hub { .. }, Some(_)) => Act::Cancel,
+                    _ => self.can_cancel(),
                 };
-                let notes = notice(&stop, &applied, act, notice_run.as_deref(), level);
-                if matches!(act, Act::Cancel) {
-                    let command = notes[0].id.clone();
-                    if lane.tracker.note_cancel_with(&run, &command, budget_data(&stop, &applied, act)) {
-                        let reason = format!("{} budget reached: {}", stop.scope.as_str(), amounts(&stop));
-                        cancel = Some(Request {
-                            key: CommandKey {
-                                source: SOURCE.into(),
-                                id: command.clone(),
-                            },
-                            session: session.to_string(),
-                            command_id: command.clone(),
-                            hub: control::run_abort(session, Some(&reason), &command),
-                            kind: Kind::Cancel { run },
-                        });
-                    }
-                }
+                let (notes, request) = stop_run(lane, session, (&run, notice_run.as_deref()), (&stop, &applied, act), level);
+                cancel = request;
                 planned.extend(notes);
             }
             planned
@@ -306,13 +338,144 @@ impl Watch {
             tracing::error!(%session, error = %e, "budget notices not recorded");
             return;
         }
-        if let (Some(request), Some(link)) = (cancel, &self.hub) {
-            tracing::info!(%session, command = %request.command_id, "a budget was reached: cancelling the run through the hub");
-            if let Err(request) = link.send(request) {
-                tracing::warn!(%session, "the budget's cancel could not reach the hub: the tap stopped");
-                withdraw(sessions, &request);
+        if let Some(request) = cancel {
+            self.send_cancel(sessions, request);
+        }
+        if let Some(day) = day_reached {
+            self.stop_the_day(sessions, session, applied.day, &day, level);
+        }
+        self.keep();
+    }
+
+    /// Whether a run the hub hosts can be cancelled now, and if not, why.
+    fn can_cancel(&self) -> Act {
+        match &self.hub {
+            None => Act::NotCancelled("not cancelled: the hub tap is off"),
+            Some(link) if !link.connected() => Act::NotCancelled("not cancelled: the hub tap is not connected"),
+            Some(_) => Act::Cancel,
+        }
+    }
+
+    fn send_cancel(&self, sessions: &Sessions, request: Request) {
+        let Some(link) = &self.hub else { return };
+        let session = request.session.clone();
+        tracing::info!(%session, command = %request.command_id, "a budget was reached: cancelling the run through the hub");
+        if let Err(request) = link.send(request) {
+            tracing::warn!(%session, "the budget's cancel could not reach the hub: the tap stopped");
+            withdraw(sessions, &request);
+        }
+    }
+
+    /// The day's limit was reached by a charge of `by`: every other run the hub hosts under
+    /// that day is stopped now, not at its own next model call (eight sessions crossing a day
+    /// together must all stop). A run the hub does not host is stopped by the hook guard at
+    /// its next tool call or prompt ([`Watch::over`]).
+    fn stop_the_day(&self, sessions: &Sessions, by: &str, day: Option<&str>, reached: &Crossing, level: Capture) {
+        let budgets = self.budgets();
+        for session in sessions.live_sessions().into_iter().filter(|s| s != by) {
+            let facts = self.facts.lock().get(&session).cloned().unwrap_or_default();
+            let applied = budgets.applied(facts.workspace.as_deref());
+            if !facts.hub || applied.day != day {
+                continue;
+            }
+            let mut cancel = None;
+            let appended = sessions.append_in(&session, |lane| {
+                let Some(run) = lane.tracker.active_run().map(str::to_string) else {
+                    return Vec::new();
+                };
+                if !self.ledger.lock().mark_stopped(&session, &run) {
+                    return Vec::new();
+                }
+                let act = self.can_cancel();
+                let (notes, request) = stop_run(lane, &session, (&run, Some(&run)), (reached, &applied, act), level);
+                cancel = request;
+                notes.into()
+            });
+            if let Err(e) = appended {
+                tracing::error!(%session, error = %e, "budget notices not recorded");
+                continue;
+            }
+            if let Some(request) = cancel {
+                self.send_cancel(sessions, request);
             }
         }
+    }
+
+    /// Keeps the day's spend in the state folder (a failure is said, and tried again at the
+    /// next charge).
+    fn keep(&self) {
+        if let Some(kept) = &self.kept {
+            if let Err(e) = kept.save(|| self.ledger.lock().kept_days()) {
+                tracing::warn!(path = %kept.path().display(), error = %e,
+                    "budgets: the day's spend could not be kept: a restart now would start the day at 0");
+            }
+        }
+    }
+
+    /// A run without the hub, at a hook the guard decides (`tool_call`, `prompt_submit`):
+    /// Cline's store says the session has cost `total` so far. What was added since the last
+    /// read is charged to `run` (the session's open run) now, so a limit its model calls
+    /// passed stops its next step; returns the notices of the thresholds crossed, for the hook's
+    /// own write (this runs under the session's lock: nothing is appended here).
+    pub fn store_spend(
+        &self,
+        session: &str,
+        run: Option<&str>,
+        total: f64,
+        workspace: Option<&str>,
+        level: Capture,
+    ) -> Vec<Planned> {
+        let budgets = self.budgets();
+        if budgets.is_empty() || !total.is_finite() {
+            return Vec::new();
+        }
+        let mut delta = 0.0;
+        let facts = self.facts(session, |f| {
+            if f.hub {
+                return;
+            }
+            delta = (total - f.store_total).max(0.0);
+            f.store_total = f.store_total.max(total);
+            if f.workspace.is_none() {
+                f.workspace = workspace.map(str::to_string);
+            }
+            if let Some(run) = run {
+                match &mut f.store_run {
+                    Some((r, charged)) if r == run => *charged += delta,
+                    _ => f.store_run = Some((run.to_string(), delta)),
+                }
+            }
+        });
+        if facts.hub || delta <= 0.0 {
+            return Vec::new();
+        }
+        let applied = budgets.applied(facts.workspace.as_deref());
+        let outcome = self.ledger.lock().charge(Charge {
+            id: None,
+            session,
+            run,
+            cost: delta,
+            at_ms: crate::lane::sessions::now_ms() as i64,
+            applied,
+        });
+        let stopped = outcome.stop;
+        let mut planned = Vec::new();
+        for c in &outcome.crossings {
+            let act = match (c.level, stopped) {
+                (Level::Reached, Some(s)) if s.scope == c.scope => Act::StoppedAtHook,
+                _ => Act::Notice,
+            };
+            planned.extend(notice(c, &applied, act, run, level));
+        }
+        if let Some(stop) = stopped.filter(|s| {
+            !outcome
+                .crossings
+                .iter()
+                .any(|c| c.scope == s.scope && c.level == Level::Reached)
+        }) {
+            planned.extend(notice(&stop, &applied, Act::StoppedAtHook, run, level));
+        }
+        planned
     }
 
     /// The limit `session` is at or past now (the daemon's clock names the day), with the
@@ -402,6 +565,44 @@ impl Watch {
     }
 }
 
+/// The notice that `run` reached a limit, and, when `act` is a cancel the lane takes (no cancel
+/// of the run is under way), the hub command that cancels it.
+fn stop_run(
+    lane: crate::lane::Lane<'_>,
+    session: &str,
+    (run, notice_run): (&str, Option<&str>),
+    (stop, applied, act): (&Crossing, &Applied<'_>, Act),
+    level: Capture,
+) -> ([Planned; 2], Option<Request>) {
+    let notes = notice(stop, applied, act, notice_run, level);
+    if !matches!(act, Act::Cancel) {
+        return (notes, None);
+    }
+    let command = notes[0].id.clone();
+    if !lane
+        .tracker
+        .note_cancel_with(run, &command, budget_data(stop, applied, act))
+    {
+        return (notes, None);
+    }
+    let reason = format!(
+        "aep-cline: the {} budget is reached ({}): the run is stopped",
+        stop.scope.as_str(),
+        amounts(stop)
+    );
+    let request = Request {
+        key: CommandKey {
+            source: SOURCE.into(),
+            id: command.clone(),
+        },
+        session: session.to_string(),
+        command_id: command,
+        hub: control::run_abort(session, Some(&reason), &notes[0].id),
+        kind: Kind::Cancel { run: run.to_string() },
+    };
+    (notes, Some(request))
+}
+
 fn share(cost: f64, limit: f64) -> f64 {
     if limit > 0.0 {
         cost / limit
@@ -415,6 +616,8 @@ enum Act {
     Notice,
     Cancel,
     NotCancelled(&'static str),
+    /// A run without the hub: its next step (this tool call) is stopped at the hook.
+    StoppedAtHook,
 }
 
 fn amounts(c: &Crossing) -> String {
@@ -436,6 +639,7 @@ fn budget_data(c: &Crossing, applied: &Applied<'_>, act: Act) -> Map<String, Val
     match act {
         Act::Notice => {}
         Act::Cancel => budget["action"] = json!("cancel"),
+        Act::StoppedAtHook => budget["action"] = json!("stop"),
         Act::NotCancelled(why) => {
             budget["action"] = json!("notice");
             budget["not_cancelled"] = json!(why);
@@ -457,6 +661,10 @@ fn notice(c: &Crossing, applied: &Applied<'_>, act: Act, run: Option<&str>, leve
         (Level::Reached, Act::Cancel) => format!("the {} budget is reached: cancelling the run", c.scope.as_str()),
         (Level::Reached, Act::NotCancelled(why)) => format!("the {} budget is reached, {why}", c.scope.as_str()),
         (Level::Reached, Act::Notice) => format!("the {} budget is reached", c.scope.as_str()),
+        (Level::Reached, Act::StoppedAtHook) => format!(
+            "the {} budget is reached: the run's next step is stopped",
+            c.scope.as_str()
+        ),
     };
     let mut data = budget_data(c, applied, act);
     data.insert("kind".into(), json!("other"));
@@ -538,7 +746,7 @@ mod tests {
             .find_map(|e| e.value["run"].as_str())
             .unwrap()
             .to_string();
-        let watch = Watch::new(Budgets::parse(budget).unwrap(), None);
+        let watch = Watch::new(Budgets::parse(budget).unwrap(), None, None);
         (dir, sessions, watch, run)
     }
 
@@ -568,6 +776,103 @@ mod tests {
             payload: json!({"sessionId": SESSION, "delta": {"inputTokens": 10, "outputTokens": 5, "totalCost": cost},
                 "agent": {"kind": "lead"}}),
         }
+    }
+
+    /// A second session of the same capture, its run open, on the same sessions.
+    fn another_session(sessions: &Sessions, id: &str) {
+        let path = format!(
+            "{}/../cline-hooks/tests/data/hooks-cancel/agent_start-global.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let body = std::fs::read_to_string(path).unwrap().replace(SESSION, id);
+        sessions
+            .ingest_hook(body.as_bytes(), &crate::firing::Firing::default())
+            .unwrap();
+    }
+
+    fn usage_in(session: &str, id: &str, cost: f64) -> HubEvent {
+        let mut event = usage(id, cost);
+        event.session_id = Some(session.into());
+        event.payload["sessionId"] = json!(session);
+        event
+    }
+
+    #[test]
+    fn the_day_reached_by_one_session_stops_every_run_the_hub_hosts_under_it() {
+        let (_dir, sessions, _, _) = rig("day=2");
+        let (link, mut requests) = crate::control::link();
+        requests.set_connected(true);
+        let watch = Watch::new(Budgets::parse("day=2").unwrap(), Some(link), None);
+        let others = ["1796007217804_other", "1796007217805_third"];
+        for (i, other) in others.iter().enumerate() {
+            another_session(&sessions, other);
+            watch.hub_usage(&sessions, other, &usage_in(other, &format!("hevt_o{i}"), 0.1));
+        }
+        // A session the hub does not host is left to the hook guard.
+        another_session(&sessions, "1796007217806_local");
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_big", 1.9));
+        let mut cancelled: Vec<String> = std::iter::from_fn(|| requests.try_recv()).map(|r| r.session).collect();
+        cancelled.sort();
+        assert_eq!(
+            cancelled,
+            vec![SESSION, others[0], others[1]],
+            "every hosted run stops at once"
+        );
+        for other in others {
+            let text = std::fs::read_to_string(sessions.journal().path(other)).unwrap();
+            let notice: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .filter(|e| e["type"] == "attention.requested")
+                .collect();
+            assert_eq!(notice.len(), 1, "{text}");
+            let budget = &notice[0]["data"]["budget"];
+            assert_eq!((&budget["name"], &budget["action"]), (&json!("day"), &json!("cancel")));
+            assert!(notice[0]["run"].is_string(), "in the run it stops");
+        }
+        // Their next calls do not cancel again.
+        for (i, other) in others.iter().enumerate() {
+            watch.hub_usage(&sessions, other, &usage_in(other, &format!("hevt_p{i}"), 0.1));
+        }
+        assert!(requests.try_recv().is_none(), "one cancel per run");
+        assert!(std::fs::read_to_string(sessions.journal().path("1796007217806_local"))
+            .unwrap()
+            .lines()
+            .all(|l| !l.contains("attention.requested")));
+    }
+
+    #[test]
+    fn the_days_spend_and_its_notices_survive_a_restart() {
+        let (dir, sessions, _, _) = rig("day=2");
+        let state = dir.path().join("state");
+        let kept = || Some(Kept::new(&state));
+        let watch = Watch::new(Budgets::parse("day=2").unwrap(), None, kept());
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_1", 1.7));
+        assert_eq!(notices(&log(&sessions)).len(), 1, "80% of the day");
+        // A restart: the day goes on from 1.70, its 80% notice given already.
+        let watch = Watch::new(Budgets::parse("day=2").unwrap(), None, kept());
+        let now = crate::lane::sessions::now_ms() as i64;
+        assert_eq!(watch.ledger.lock().day(None, now), 1.7);
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_2", 0.1));
+        assert_eq!(notices(&log(&sessions)).len(), 1, "no second 80% notice");
+        watch.hub_usage(&sessions, SESSION, &usage("hevt_3", 0.25));
+        let log = log(&sessions);
+        assert_eq!(notices(&log).len(), 2);
+        assert_eq!(notices(&log)[1]["data"]["budget"]["cost"], json!(2.05));
+        // A day kept for another day, or a broken file, is not taken.
+        std::fs::write(state.join(super::super::kept::FILE), "[oops").unwrap();
+        let watch = Watch::new(Budgets::parse("day=2").unwrap(), None, kept());
+        assert_eq!(watch.ledger.lock().day(None, now), 0.0);
+        let yesterday = vec![crate::budget::account::KeptDay {
+            budget: None,
+            day: now.div_euclid(86_400_000) - 1,
+            cost: 1.9,
+            warned: true,
+            reached: false,
+        }];
+        Kept::new(&state).save(|| yesterday).unwrap();
+        let watch = Watch::new(Budgets::parse("day=2").unwrap(), None, kept());
+        assert_eq!(watch.ledger.lock().day(None, now), 0.0, "yesterday is not today");
     }
 
     #[test]

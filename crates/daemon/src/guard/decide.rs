@@ -92,6 +92,7 @@ pub fn decide(
             control: Some(control_for(words)),
             audit,
             denied: None,
+            planned: Vec::new(),
         });
     }
     let Step::Tool { tool, input } = step else {
@@ -120,12 +121,14 @@ pub fn decide(
                 control: Some(control_for(&words)),
                 audit,
                 denied: Some(Some(rule.name.clone())),
+                planned: Vec::new(),
             })
         }
         Answer::Approve => Some(Verdict {
             control: None,
             audit,
             denied: None,
+            planned: Vec::new(),
         }),
         Answer::Ask => {
             audit.insert(
@@ -136,6 +139,7 @@ pub fn decide(
                 control: None,
                 audit,
                 denied: None,
+                planned: Vec::new(),
             })
         }
     }

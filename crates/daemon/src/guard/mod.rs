@@ -28,11 +28,14 @@ pub struct Guard {
     policy: Option<Arc<Active>>,
     budget: Arc<Watch>,
     hub: Hub,
+    /// The capture ceilings: a budget notice carries its data only where they allow.
+    capture: aep_core::CapturePolicy,
 }
 
 /// What the hub tap does for the sessions Cline's hub hosts: there the hub decides, as it did
 /// before the hook door did (a deny at the hub's approval fails only the tool; a budget cancels
-/// through the hub at the model call that crossed it), and the hook decides every other session.
+/// through the hub at the model call that crossed it), and the hook decides every other session,
+/// and the policy of a hosted one whose tools Cline auto-approves (no approval would come).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Hub {
     /// The tap is on (`AEP_CLINE_HUB`): the budgets of hosted sessions cancel through it.
@@ -42,8 +45,19 @@ pub struct Hub {
 }
 
 impl Guard {
-    pub fn new(policy: Option<Arc<Active>>, budget: Arc<Watch>, hub: Hub) -> Guard {
-        Guard { policy, budget, hub }
+    pub fn new(policy: Option<Arc<Active>>, budget: Arc<Watch>, hub: Hub, capture: aep_core::CapturePolicy) -> Guard {
+        Guard {
+            policy,
+            budget,
+            hub,
+            capture,
+        }
+    }
+
+    /// Whether the hooks it decides need Cline's store read: budgets are set (a run without
+    /// the hub is charged from it at each step).
+    pub fn counts_from_store(&self) -> bool {
+        !self.budget.budgets().is_empty()
     }
 
     /// Whether anything is to be decided: a policy, or a budget.
@@ -52,8 +66,21 @@ impl Guard {
     }
 
     /// The verdict on one hook, under its session's lock (the budgets' ledger lock is taken
-    /// inside it, the one order); `None` for a hook nobody decides.
-    pub fn judge(&self, payload: &HookPayload, tracker: &SessionTracker) -> Option<Verdict> {
+    /// inside it, the one order); `None` for a hook nobody decides. `hub_asks`: the hub said
+    /// this session's tools wait on an approval (`autoApproveTools: false`), where the tap's
+    /// policy answers; otherwise (auto-approve, or not said) the hook is the only door a tool
+    /// passes, and the policy is decided here even for a session the hub hosts.
+    ///
+    /// `store`: Cline's store as read for this hook ([`Guard::counts_from_store`]): what a run
+    /// without the hub has spent so far is charged before the budgets are asked, so the tool
+    /// call after a model call that passed a limit does not run.
+    pub fn judge(
+        &self,
+        payload: &HookPayload,
+        tracker: &SessionTracker,
+        hub_asks: bool,
+        store: Option<&cline_usage::Session>,
+    ) -> Option<Verdict> {
         let hosted = tracker.is_hosted();
         let step = Step::of(payload)?;
         let session = payload.session_key()?;
@@ -61,21 +88,32 @@ impl Guard {
             Step::Tool { .. } => tracker.open_run(payload.agent()).or_else(|| tracker.active_run()),
             Step::Prompt => None,
         };
+        let mut notices = Vec::new();
         let over = match hosted && self.hub.tapped {
             true => None,
-            false => self.budget.over(session, run, tracker.workspace()),
+            false => {
+                if let Some(total) = store.and_then(crate::lane::usage::session_cost) {
+                    let level = self.capture.ceiling("attention.requested");
+                    // A prompt starts a run not yet known: its spend counts in the session and day.
+                    notices = self.budget.store_spend(session, run, total, tracker.workspace(), level);
+                }
+                self.budget.over(session, run, tracker.workspace())
+            }
         };
-        let policy = match hosted && self.hub.answers {
+        let policy = match hosted && self.hub.answers && hub_asks {
             true => None,
             false => self.policy.as_ref().map(|p| p.current()),
         };
-        let verdict = decide::decide(
+        let mut verdict = decide::decide(
             &step,
             policy.as_deref(),
             tracker.workspace(),
             over.as_ref(),
             &crate::policy::links::follow,
         );
+        if !notices.is_empty() {
+            verdict.get_or_insert_with(Verdict::default).planned = notices;
+        }
         if let Some(v) = &verdict {
             tracing::info!(
                 %session,

@@ -115,6 +115,7 @@ pub async fn run(
             client_id: format!("aep-cline-{}-{attempt}", std::process::id()),
             status,
             flights: HashMap::new(),
+            follow_ups: Vec::new(),
             next_request: 0,
             connected: false,
             hub_down: false,
@@ -170,6 +171,8 @@ struct Connection<'a> {
     requests: &'a mut Requests,
     client_id: String,
     flights: HashMap<String, Flight>,
+    /// What a reply asked to send next (a cancelled run's waiting approvals, denied).
+    follow_ups: Vec<Request>,
     next_request: u64,
     /// Registered and subscribed at some point: the backoff starts over.
     connected: bool,
@@ -278,6 +281,9 @@ impl Connection<'_> {
             + Unpin,
     {
         loop {
+            for request in std::mem::take(&mut self.follow_ups) {
+                self.send(ws, request).await?;
+            }
             let deadline = self.flights.values().filter(|f| !f.acked).map(|f| f.deadline).min();
             tokio::select! {
                 message = ws.next() => match message {
@@ -287,21 +293,43 @@ impl Connection<'_> {
                     Some(Ok(_)) => {} // ping/pong: answered by the WebSocket layer
                     Some(Err(e)) => return Err(format!("the hub connection failed: {e}")),
                 },
-                Some(request) = self.requests.recv() => {
-                    self.next_request += 1;
-                    let request_id = format!("aep_{}", self.next_request);
-                    let hub = &request.hub;
-                    let text = frame::command(hub.name, &request_id, &self.client_id, Some(&hub.session_id), &hub.payload);
-                    if let Err(e) = ws.send(Message::text(text)).await {
-                        self.lane.run(move |s, i| tap::unanswered(s, i, &request, "the hub connection failed")).await;
-                        return Err(format!("the hub connection failed: {e}"));
-                    }
-                    let deadline = Instant::now() + self.settings.ack_guard;
-                    self.flights.insert(request_id, Flight { request, deadline, acked: false });
-                },
+                Some(request) = self.requests.recv() => self.send(ws, request).await?,
                 _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => self.guard_expired().await,
             }
         }
+    }
+
+    /// Sends one command to the hub and waits for its reply in [`Connection::flights`].
+    async fn send<S>(&mut self, ws: &mut S, request: Request) -> Result<(), String>
+    where
+        S: futures_util::Sink<Message, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
+    {
+        self.next_request += 1;
+        let request_id = format!("aep_{}", self.next_request);
+        let hub = &request.hub;
+        let text = frame::command(
+            hub.name,
+            &request_id,
+            &self.client_id,
+            Some(&hub.session_id),
+            &hub.payload,
+        );
+        if let Err(e) = ws.send(Message::text(text)).await {
+            self.lane
+                .run(move |s, i| tap::unanswered(s, i, &request, "the hub connection failed"))
+                .await;
+            return Err(format!("the hub connection failed: {e}"));
+        }
+        let deadline = Instant::now() + self.settings.ack_guard;
+        self.flights.insert(
+            request_id,
+            Flight {
+                request,
+                deadline,
+                acked: false,
+            },
+        );
+        Ok(())
     }
 
     /// The ack guard: a command the hub has not answered in time is accepted (an ack is a
@@ -333,9 +361,11 @@ impl Connection<'_> {
                             message: "the hub answered ok: false without an error".into(),
                         })
                     });
-                    self.lane
+                    let next = self
+                        .lane
                         .run(move |s, i| tap::replied(s, i, &flight.request, refusal.as_ref().map_or(Ok(()), Err)))
                         .await;
+                    self.follow_ups.extend(next);
                 }
                 None => tracing::debug!(request = %reply.request_id, "hub tap: a reply to no command in flight"),
             },

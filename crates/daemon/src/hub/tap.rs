@@ -258,7 +258,10 @@ pub fn run_aborted(sessions: &Sessions, session: &str) {
 /// no hook's effect (the denied tool's `tool.failed`) lands between the answer and them. When
 /// that effect reached the lane first, it wrote the answer ahead of itself
 /// (`cline_hub::answers_before_effects`): the reply then records that ack and writes nothing.
-pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: Result<(), &HubError>) {
+///
+/// Returns what to send the hub next: a cancel the hub took denies the run's approvals still
+/// waiting (the hub's abort does not always end the wait; the run must not go on waiting).
+pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: Result<(), &HubError>) -> Vec<Request> {
     let ok = result.is_ok();
     let decided = ack::decide(HubOutcome::Replied(result));
     if let Kind::Respond { approval_id } = &request.kind {
@@ -266,7 +269,7 @@ pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: 
         intake.settle_with(&request.key, &request.session, &request.command_id, decided, |lane| {
             lane.approvals.replied(approval_id, ok, &ctx, &mut aep_core::id::new_id)
         });
-        return;
+        return Vec::new();
     }
     intake.settle(&request.key, &request.session, &request.command_id, decided);
     match &request.kind {
@@ -277,7 +280,7 @@ pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: 
                 Vec::new()
             });
         }
-        Kind::Cancel { .. } => {}
+        Kind::Cancel { run } => return deny_waiting(sessions, request, run),
         Kind::SendInput { delivery } if ok => {
             let event = control::input_sent(*delivery, sessions.capture().ceiling("x.cline.input.sent"));
             append(sessions, &request.session, |_| {
@@ -292,6 +295,38 @@ pub fn replied(sessions: &Sessions, intake: &Intake, request: &Request, result: 
         }
         Kind::SendInput { .. } => {}
     }
+    Vec::new()
+}
+
+/// The denies a cancel of `run` the hub took sends for the run's approvals nobody answers,
+/// each marked in the lane as that command's answer (its reason: the cancel's).
+fn deny_waiting(sessions: &Sessions, cancel: &Request, run: &str) -> Vec<Request> {
+    let reason = cancel.hub.payload["reason"]
+        .as_str()
+        .unwrap_or("aep-cline: the run was cancelled")
+        .to_string();
+    let mut ids = Vec::new();
+    append(sessions, &cancel.session, |lane| {
+        ids = lane.approvals.deny_for_cancel(run, &cancel.command_id, &reason);
+        Vec::new()
+    });
+    let answer = attention::Answer {
+        option: attention::DENY,
+        text: Some(reason),
+    };
+    ids.into_iter()
+        .map(|approval_id| {
+            tracing::info!(session = %cancel.session, command = %cancel.command_id, approval = %approval_id,
+                "a cancelled run's approval still waits: denied, so the run does not wait on it");
+            Request {
+                key: cancel.key.clone(),
+                session: cancel.session.clone(),
+                command_id: cancel.command_id.clone(),
+                hub: control::approval_respond(&cancel.session, &approval_id, &answer),
+                kind: Kind::Respond { approval_id },
+            }
+        })
+        .collect()
 }
 
 /// A command the hub never answered because the connection is gone: `busy`, unless the guard
@@ -325,6 +360,10 @@ pub fn disconnected(sessions: &Sessions) {
 /// (`endedAt`, `exitCode`, a final status), or a session-removal event, ends it.
 pub fn session_news(sessions: &Sessions, session: &str, event: &HubEvent) {
     sessions.hosted_by_hub(session);
+    if let Some(asks) = hub_asks(event) {
+        tracing::debug!(%session, asks, "hub tap: whether the session's tools wait on the hub's approval");
+        sessions.hub_asks(session, asks);
+    }
     if !session_is_over(event) {
         return;
     }
@@ -333,6 +372,21 @@ pub fn session_news(sessions: &Sessions, session: &str, event: &HubEvent) {
         Ok(false) => {}
         Err(e) => tracing::error!(%session, error = %e, "hub tap: the session's end was not recorded"),
     }
+}
+
+/// Whether a hub `session.*` frame says its tools wait on the hub's approval: an interactive
+/// session that does not auto-approve (`metadata.interactive: true`, `autoApproveTools:
+/// false`, as a hub client's session asks). The CLI's own sessions say `interactive: false`
+/// and approve in the CLI, never asking the hub (docs/cline-vendor-facts.md). `None`: the
+/// frame does not say.
+fn hub_asks(event: &HubEvent) -> Option<bool> {
+    let p = &event.payload;
+    let metadata = p
+        .pointer("/session/metadata")
+        .or_else(|| p.pointer("/snapshot/metadata"))?;
+    let auto = metadata.get("autoApproveTools").and_then(serde_json::Value::as_bool)?;
+    let interactive = metadata.get("interactive").and_then(serde_json::Value::as_bool);
+    Some(!auto && interactive == Some(true))
 }
 
 /// When the hub says the session ended: its snapshot's `endedAt` (epoch ms or RFC 3339), else
@@ -368,4 +422,44 @@ fn session_is_over(event: &HubEvent) -> bool {
     let set = |k: &str| s.get(k).is_some_and(|v| !v.is_null());
     let status = s.get("status").and_then(serde_json::Value::as_str).unwrap_or_default();
     set("endedAt") || set("exitCode") || matches!(status, "ended" | "closed" | "exited" | "terminated")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(payload: serde_json::Value) -> HubEvent {
+        HubEvent {
+            event: "session.created".into(),
+            event_id: None,
+            session_id: Some("s".into()),
+            timestamp: None,
+            sequence: None,
+            payload,
+        }
+    }
+
+    /// Only an interactive session that does not auto-approve waits on the hub's approval; the
+    /// CLI's own (`interactive: false`, seen on 3.0.65) approves itself.
+    #[test]
+    fn the_hub_asks_only_for_an_interactive_session_that_does_not_auto_approve() {
+        let meta = |m: serde_json::Value| frame(serde_json::json!({"session": {"metadata": m}}));
+        let client = meta(serde_json::json!({"interactive": true, "autoApproveTools": false}));
+        let cli = meta(serde_json::json!({"interactive": false, "autoApproveTools": false, "source": "cli"}));
+        let auto = meta(serde_json::json!({"interactive": true, "autoApproveTools": true}));
+        assert_eq!(hub_asks(&client), Some(true));
+        assert_eq!(hub_asks(&cli), Some(false));
+        assert_eq!(hub_asks(&auto), Some(false));
+        let snapshot =
+            frame(serde_json::json!({"snapshot": {"metadata": {"interactive": true, "autoApproveTools": false}}}));
+        assert_eq!(hub_asks(&snapshot), Some(true));
+        for silent in [
+            serde_json::json!({}),
+            serde_json::json!({"session": {"metadata": {"interactive": true}}}),
+            serde_json::json!({"session": {"metadata": {"autoApproveTools": "no"}}}),
+            serde_json::json!({"session": "x"}),
+        ] {
+            assert_eq!(hub_asks(&frame(silent.clone())), None, "{silent}");
+        }
+    }
 }

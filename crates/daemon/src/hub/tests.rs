@@ -147,7 +147,7 @@ impl Rig {
             intake.clone(),
             requests,
             Default::default(),
-            crate::budget::Watch::new(Default::default(), None),
+            crate::budget::Watch::new(Default::default(), None, None),
         ));
         Rig {
             _dir: dir,

@@ -24,4 +24,4 @@ pub mod verdict;
 pub use bus::{Bus, Note, Published};
 pub use journal::Journal;
 pub use sessions::{IngestError, Ingested, Lane, Lifetime, Sessions, DELIVERY_EXTENSION};
-pub use verdict::{Judge, Verdict};
+pub use verdict::{Judge, Judging, Verdict};

@@ -31,7 +31,7 @@ use crate::lane::bus::{Bus, Published};
 use crate::lane::journal::Journal;
 use crate::lane::local::Local;
 use crate::lane::parent::{Parent, PARENT_EXTENSION};
-use crate::lane::verdict::{Judge, Verdict};
+use crate::lane::verdict::{Judging, Verdict};
 use aep_core::bounded::{BoundedMap, BoundedSet};
 use aep_core::redact::Redactor;
 use aep_core::sequence::{MemorySequencer, Position, Sequencer};
@@ -163,6 +163,9 @@ pub struct Sessions {
     live: DashMap<String, Slot>,
     /// Sessions Cline's hub said it hosts (bounded: the hub names each again as it works).
     hosted: Mutex<BoundedSet<String>>,
+    /// Hosted sessions whose hub says Cline asks before each tool (`autoApproveTools: false`):
+    /// their approvals reach the tap, where the policy answers them.
+    asking: Mutex<BoundedSet<String>>,
     /// Whether the hub tap is connected now: a hosted session's end is then the hub's to say.
     hub_connected: AtomicBool,
     /// Open sessions that left memory idle, with the evidence they left with: the reconciler
@@ -194,6 +197,7 @@ impl Sessions {
             lifetime: Lifetime::default(),
             live: DashMap::new(),
             hosted: Mutex::new(BoundedSet::new(MAX_HOSTED)),
+            asking: Mutex::new(BoundedSet::new(MAX_HOSTED)),
             hub_connected: AtomicBool::new(false),
             watched: Mutex::new(std::collections::HashMap::new()),
             store_unread: Mutex::new(std::collections::HashMap::new()),
@@ -345,10 +349,15 @@ impl Sessions {
         self.ingest(HookPayload::parse(body)?, firing)
     }
 
-    /// [`Sessions::ingest_hook`] with a guard that may answer the hook ([`Judge`]), for a hook
+    /// [`Sessions::ingest_hook`] with a guard that may answer the hook ([`Judging`]), for a hook
     /// Cline waits on.
-    pub fn ingest_hook_judged(&self, body: &[u8], firing: &Firing, judge: Judge<'_>) -> Result<Ingested, IngestError> {
-        self.ingest_judged(HookPayload::parse(body)?, firing, Some(judge))
+    pub fn ingest_hook_judged(
+        &self,
+        body: &[u8],
+        firing: &Firing,
+        judging: Judging<'_>,
+    ) -> Result<Ingested, IngestError> {
+        self.ingest_judged(HookPayload::parse(body)?, firing, Some(judging))
     }
 
     /// Maps one parsed hook to Events and appends them to its session's log, once per
@@ -365,7 +374,7 @@ impl Sessions {
         &self,
         payload: HookPayload,
         firing: &Firing,
-        judge: Option<Judge<'_>>,
+        judging: Option<Judging<'_>>,
     ) -> Result<Ingested, IngestError> {
         let session = payload.session_key().expect("parse checks the session key").to_string();
         let delivery = firing.delivery.as_deref();
@@ -377,7 +386,9 @@ impl Sessions {
         // read, and where, is asked under it.
         let store = self
             .with(&session, |state| {
-                let wanted = crate::lane::usage::wanted(&payload, &state.tracker);
+                let judged = judging.is_some_and(|j| j.reads_store)
+                    && matches!(payload.hook_name.as_str(), "tool_call" | "prompt_submit");
+                let wanted = judged || crate::lane::usage::wanted(&payload, &state.tracker);
                 Ok(wanted.then(|| firing.cline_data.clone().or_else(|| state.cline_data.clone())))
             })?
             .flatten()
@@ -416,7 +427,7 @@ impl Sessions {
             let mut planned = state
                 .tracker
                 .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
-            let verdict = judge.and_then(|judge| judge(&payload, &state.tracker));
+            let verdict = judging.and_then(|j| (j.judge)(&payload, &state.tracker, store.as_ref()));
             if let Some(verdict) = &verdict {
                 apply(verdict, &payload, &mut state.tracker, &ctx, &mut planned);
             }
@@ -727,6 +738,7 @@ fn apply(
     if let Some(data) = planned.first_mut().and_then(|p| p.event.data.as_mut()) {
         data.extend(verdict.audit.clone());
     }
+    planned.extend(verdict.planned.iter().cloned());
     if let Some(rule) = &verdict.denied {
         planned.extend(tracker.plan_denied(payload, rule.as_deref(), ctx, &mut aep_core::id::new_id));
     }

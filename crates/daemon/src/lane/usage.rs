@@ -175,6 +175,20 @@ pub fn of(payload: &HookPayload, tracker: &SessionTracker, read: Option<&Session
     out
 }
 
+/// What the whole session has cost so far as the store `read` holds it (every model call,
+/// subagents' too, priced with [`prices`]); `None` when a call's model has no price or the
+/// store could not be read (a part is not the cost), `Some(0.0)` before the first call.
+pub fn session_cost(read: &Session) -> Option<f64> {
+    if read.calls.is_empty() && !read.problems.is_empty() {
+        return None;
+    }
+    match usage_of(read, |_| true, false) {
+        Usage { cost: Some(c), .. } => Some(c.total),
+        Usage { cost_note: Some(_), .. } => None,
+        _ => Some(0.0),
+    }
+}
+
 /// The usage of the calls `keep` selects, priced per model.
 fn usage_of(s: &Session, keep: impl Fn(&ModelCall) -> bool, delegated: bool) -> Usage {
     let mut usage = Usage {

@@ -7,7 +7,7 @@
 //! The lane knows nothing of rules or money: a [`Judge`] is handed in by the hook door, the
 //! dependency inverted as the command intake's [`crate::control::Link`] is.
 
-use cline_hooks::{HookPayload, SessionTracker};
+use cline_hooks::{HookPayload, Planned, SessionTracker};
 use serde_json::{Map, Value};
 
 /// A guard's answer to one hook.
@@ -22,7 +22,20 @@ pub struct Verdict {
     /// The tool call was blocked: the hook's `tool.requested` is resolved by a `tool.denied`
     /// naming this rule, in the same write.
     pub denied: Option<Option<String>>,
+    /// Events the guard adds to the hook's write, after its first (a budget's notices).
+    pub planned: Vec<Planned>,
 }
 
-/// Decides a hook, given the session's tracker (its runs and workspace) as planned so far.
-pub type Judge<'a> = &'a (dyn Fn(&HookPayload, &SessionTracker) -> Option<Verdict> + Sync);
+/// Decides a hook, given the session's tracker (its runs and workspace) as planned so far, and
+/// Cline's store as read for this hook (when the judge asked for it: [`Judging::reads_store`]).
+pub type Judge<'a> =
+    &'a (dyn Fn(&HookPayload, &SessionTracker, Option<&cline_usage::Session>) -> Option<Verdict> + Sync);
+
+/// A [`Judge`] and whether it wants Cline's store read for the steps it decides (a
+/// `tool_call`, a `prompt_submit`): the budgets count what a run without the hub has spent so
+/// far from it. Read off the session's lock, as every store read is.
+#[derive(Clone, Copy)]
+pub struct Judging<'a> {
+    pub judge: Judge<'a>,
+    pub reads_store: bool,
+}

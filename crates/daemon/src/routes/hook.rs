@@ -61,7 +61,12 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         tapped: state.hub.is_some(),
         answers: state.hub.as_ref().is_some_and(|h| h.control()),
     };
-    let guard = Guard::new(state.policy.clone(), state.budget.clone(), hub);
+    let guard = Guard::new(
+        state.policy.clone(),
+        state.budget.clone(),
+        hub,
+        state.sessions.capture().clone(),
+    );
     let outcome = tokio::task::spawn_blocking(move || {
         if firing.abandoned(firing::now_ns()) {
             // Its shim has spooled it (or is about to): order it with the spool, by firing time.
@@ -81,8 +86,17 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         // After its session's spooled firings, and only theirs (the spool's index says which).
         spool.live(&body, &sessions, || {
             if guard.is_on() {
-                let judge = |p: &cline_hooks::HookPayload, t: &cline_hooks::SessionTracker| guard.judge(p, t);
-                sessions.ingest_hook_judged(&body, &firing, &judge).map(Some)
+                let judge = |p: &cline_hooks::HookPayload,
+                             t: &cline_hooks::SessionTracker,
+                             store: Option<&cline_usage::Session>| {
+                    let asks = p.session_key().is_some_and(|s| sessions.asks_on_hub(s));
+                    guard.judge(p, t, asks, store)
+                };
+                let judging = crate::lane::Judging {
+                    judge: &judge,
+                    reads_store: guard.counts_from_store(),
+                };
+                sessions.ingest_hook_judged(&body, &firing, judging).map(Some)
             } else {
                 sessions.ingest_hook(&body, &firing).map(Some)
             }

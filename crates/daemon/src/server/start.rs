@@ -131,6 +131,7 @@ impl Core {
         let budget = crate::budget::Watch::new(
             args.core.budget.clone().unwrap_or_default(),
             plan.hub.is_some().then(|| link.clone()),
+            Some(crate::budget::kept::Kept::new(&config.state_dir)),
         );
         if let (Some(active), false) = (&plan.policy, gate) {
             tracing::warn!(path = %active.status().path.display(),

@@ -20,6 +20,22 @@ impl Sessions {
         self.hosted.lock().contains(session)
     }
 
+    /// What the hub's session says of its tools' approval: `asks` when it does not auto-approve
+    /// them (`metadata.autoApproveTools: false`), so each tool waits on an approval the tap sees.
+    pub fn hub_asks(&self, session: &str, asks: bool) {
+        let mut asking = self.asking.lock();
+        if !asks {
+            asking.remove(session);
+        } else if !asking.contains(session) {
+            asking.insert(session.to_string());
+        }
+    }
+
+    /// Whether the hub said Cline asks before each tool of `session` (unknown: no).
+    pub fn asks_on_hub(&self, session: &str) -> bool {
+        self.asking.lock().contains(session)
+    }
+
     /// Cline's hub hosts `session`: its `session_shutdown` hook (a `run.abort`, an Esc) closes
     /// the open runs, and the session goes on until the hub says it is over. Only remembered
     /// here; a session's state is never created for it.
