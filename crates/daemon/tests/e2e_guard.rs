@@ -181,3 +181,59 @@ fn a_deny_rule_stops_rm_rf_in_a_run_clines_hub_hosts_while_the_tap_answers() {
     let (_, stderr) = daemon.stop();
     assert!(stderr.contains("hub tap connected"), "the tap was on: {stderr}");
 }
+
+/// A budget stops a run without the hub before its tool (#35): the first model call already
+/// passed the run's limit (45 output tokens at 0.01 USD, a private price for `fake-model`), and
+/// Cline's store, read at the `tool_call` hook, says so: the tool does not run, Cline is told
+/// the budget, and the notice is in the log with the stop.
+#[test]
+fn a_run_budget_passed_by_its_first_model_call_stops_the_tool_after_it_without_the_hub() {
+    let prices_dir = tempfile::tempdir().unwrap();
+    let prices = prices_dir.path().join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"data": [{"id": "fake-model", "pricing": {"prompt": "0", "completion": "0.01", "input_cache_read": "0"}}]}"#,
+    )
+    .unwrap();
+    let rig = Rig::new(
+        Script::command("touch spent.txt"),
+        &[
+            ("AEP_CLINE_BUDGET", "run=0.10"),
+            ("AEP_CLINE_PRICES", prices.to_str().unwrap()),
+        ],
+    );
+    let run = rig.cline.run("please CMD:touch spent.txt");
+    assert!(
+        !rig.cline.workspace().join("spent.txt").exists(),
+        "the tool ran past the budget\n--- stderr ---\n{}",
+        run.stderr
+    );
+    let log = rig.log();
+    let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    let stop = &requested["data"]["cline.budget_stop"];
+    assert_eq!(
+        (&stop["name"], &stop["limit"]),
+        (&serde_json::json!("run"), &serde_json::json!(0.1)),
+        "{requested}"
+    );
+    assert!(stop["cost"].as_f64().unwrap() >= 0.45, "{stop}");
+    let notice = log
+        .iter()
+        .find(|e| e["type"] == "attention.requested")
+        .unwrap_or_else(|| panic!("no notice in {:?}", types(&log)));
+    assert_eq!(notice["data"]["budget"]["action"], "stop", "{notice}");
+    assert!(!types(&log).contains(&"tool.completed"), "{:?}", types(&log));
+    // The run's terminal does not count the store's cost a second time: the day holds what
+    // the store said the run cost.
+    let spent = stop["cost"].as_f64().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, body) = http(&rig._daemon.addr(), "GET", "/healthz", &[], b"");
+    let health: Value = serde_json::from_str(&body).unwrap();
+    let day = health["budget"]["day"]["cost"].as_f64().unwrap();
+    assert!(
+        (day - spent).abs() < 1e-9,
+        "the day counted {day}, the run cost {spent}: {}",
+        health["budget"]
+    );
+    support::daemon::assert_valid_stream(&log);
+}

@@ -1,6 +1,7 @@
 //! The daemon side of budgets: where each cost comes from, and what crossing a limit does.
 //!
-//! Cost, soonest first:
+//! Cost, soonest first (a run without the hub is also charged from Cline's store at each
+//! `tool_call` and `prompt_submit` the guard decides: [`Watch::store_spend`]):
 //! - A run Cline's hub hosts: the hub's `usage.updated`, sent after each model call with that
 //!   call's tokens (`delta`), priced here with the daemon's table (`AEP_CLINE_PRICES` over the
 //!   bundled one) and the session's model from the hub's `session.*` frames. It counts in
@@ -873,6 +874,33 @@ mod tests {
         Kept::new(&state).save(|| yesterday).unwrap();
         let watch = Watch::new(Budgets::parse("day=2").unwrap(), None, kept());
         assert_eq!(watch.ledger.lock().day(None, now), 0.0, "yesterday is not today");
+    }
+
+    #[test]
+    fn the_store_read_at_each_step_charges_what_was_added_and_the_terminal_only_the_rest() {
+        let (_dir, sessions, watch, run) = rig("run=1,session=5");
+        let level = Capture::Metadata;
+        let cost = |w: &Watch| w.ledger.lock().session(SESSION).unwrap().0;
+        assert!(watch.store_spend(SESSION, Some(&run), 0.5, None, level).is_empty());
+        assert_eq!(cost(&watch), 0.5);
+        // The same total again, or a smaller one (a store read half-written), adds nothing.
+        watch.store_spend(SESSION, Some(&run), 0.5, None, level);
+        watch.store_spend(SESSION, Some(&run), 0.2, None, level);
+        assert_eq!(cost(&watch), 0.5);
+        let notices = watch.store_spend(SESSION, Some(&run), 1.2, None, level);
+        assert_eq!(notices.len(), 2, "the run's limit, with its auto resolution");
+        let data = notices[0].event.data.as_ref().unwrap();
+        assert_eq!(data["budget"]["action"], "stop");
+        assert!(watch.over(SESSION, Some(&run), None).is_some(), "its next step stops");
+        // The terminal says the run cost 1.3: only the 0.1 the store had not said is charged.
+        watch.on_event(
+            &sessions,
+            &json!({"type": "run.failed", "session": SESSION, "run": run, "time": "2026-11-30T02:53:40Z",
+                "data": {"cost": {"currency": "USD", "total": 1.3}}}),
+        );
+        assert!((cost(&watch) - 1.3).abs() < 1e-9, "{}", cost(&watch));
+        // Not a number: nothing.
+        assert!(watch.store_spend(SESSION, Some(&run), f64::NAN, None, level).is_empty());
     }
 
     #[test]

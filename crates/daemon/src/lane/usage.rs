@@ -8,7 +8,9 @@
 //! Only the hooks that need it read anything: a run's terminal (`agent_end`, `agent_abort`,
 //! `agent_error`), `session_shutdown` (the runs it closes, and the session), and the first hook
 //! of a session (its model, from the small `<id>.json`). Cline runs those detached, so the
-//! read never holds Cline up, and the blocking `tool_call`/`tool_result` hooks read nothing.
+//! read never holds Cline up. The blocking `tool_call` and `prompt_submit` read it only with
+//! budgets set ([`crate::guard`]: what a run without the hub has spent so far stops its next
+//! step), bounded as every read here is.
 //! A missing or unreadable store, or one larger than [`MAX_STORE_BYTES`], means no usage on
 //! the event, never a failed hook.
 //!
