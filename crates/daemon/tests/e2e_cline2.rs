@@ -34,10 +34,29 @@ fn cli() -> PathBuf {
 /// answers every request with that HTTP status) in a fresh sandbox inside `unshare -n`;
 /// returns the sandbox and the daemon's session logs, oldest first.
 fn in_private_network(runs: &[&str], install: &str) -> (tempfile::TempDir, Vec<Vec<Value>>) {
+    in_private_network_with(runs, install, &Setup::default())
+}
+
+/// What a test adds to [`in_private_network`]: the daemon's extra environment (`{sandbox}` in a
+/// value is the sandbox's root), files made in
+/// the sandbox first (`prepare`, given the sandbox's root), the exit codes the runs must have
+/// (`None`: 0, or 1 for an `error` scenario) and each run's time limit (`timeout` kills it).
+#[derive(Default)]
+struct Setup<'a> {
+    env: &'a [(&'a str, &'a str)],
+    prepare: Option<&'a dyn Fn(&Path)>,
+    rc: Option<&'a [&'a str]>,
+    run_timeout_s: Option<u32>,
+}
+
+fn in_private_network_with(runs: &[&str], install: &str, setup: &Setup<'_>) -> (tempfile::TempDir, Vec<Vec<Value>>) {
     let sandbox = tempfile::Builder::new().prefix("aep-cline-e2e2-").tempdir().unwrap();
+    if let Some(prepare) = setup.prepare {
+        prepare(sandbox.path());
+    }
     let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support");
-    let out = Command::new("unshare")
-        .arg("-n")
+    let mut cmd = Command::new("unshare");
+    cmd.arg("-n")
         .arg("bash")
         .arg(support.join("cline2_netns.sh"))
         .env_clear()
@@ -49,8 +68,14 @@ fn in_private_network(runs: &[&str], install: &str) -> (tempfile::TempDir, Vec<V
         .env("PORT", "19501")
         .env("RUNS", runs.join("\n"))
         .env("INSTALL", install)
-        .output()
-        .expect("run unshare");
+        .env("RUN_TIMEOUT", setup.run_timeout_s.unwrap_or(120).to_string())
+        .envs(
+            setup
+                .env
+                .iter()
+                .map(|(k, v)| (*k, v.replace("{sandbox}", &sandbox.path().to_string_lossy()))),
+        );
+    let out = cmd.output().expect("run unshare");
     let said = |name: &str| std::fs::read_to_string(sandbox.path().join(name)).unwrap_or_default();
     assert!(
         out.status.success(),
@@ -61,11 +86,15 @@ fn in_private_network(runs: &[&str], install: &str) -> (tempfile::TempDir, Vec<V
     );
     for (n, run) in (1..).zip(runs) {
         // 2.18 exits 1 when it gives up on the model.
-        let rc = if run.starts_with("error") { "1" } else { "0" };
-        assert_eq!(
-            said(&format!("{n}.rc")).trim(),
-            rc,
-            "cline run {n} ({run}): {}",
+        let rc: &[&str] = match setup.rc {
+            Some(rc) => rc,
+            None if run.starts_with("error") => &["1"],
+            None => &["0"],
+        };
+        let got = said(&format!("{n}.rc"));
+        assert!(
+            rc.contains(&got.trim()),
+            "cline run {n} ({run}) exited {got:?}, not one of {rc:?}: {}",
             said(&format!("{n}.stderr"))
         );
     }
@@ -402,4 +431,50 @@ fn real_cline_2_18_model_failures_are_failed_runs_said_why_first_and_ended() {
             "{row}"
         );
     }
+}
+
+/// A deny rule in 2.18's auto-approve mode (`cline task -y`, #35): the daemon answers the real
+/// `PreToolUse` hook with `cancel`, judged under the 3.x tool name (`execute_command` as
+/// `run_commands`): `rm -rf victim` never runs. 2.18 then waits at `resume_task` and does not
+/// exit by itself (docs/cline-vendor-facts.md), nor on SIGTERM, so the run is given 30 s and
+/// killed.
+#[test]
+fn real_cline_2_18_a_deny_rule_stops_rm_rf_in_auto_approve_mode() {
+    let prepare = |root: &Path| {
+        std::fs::write(
+            root.join("policy.toml"),
+            "[[rule]]\nname = \"no-rm\"\ntool = \"run_commands\"\ncommand = \"rm\"\nanswer = \"deny\"\nreason = \"deleting needs a person\"\n",
+        )
+        .unwrap();
+        let victim = root.join("proj/victim/inner");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("keep.txt"), "precious").unwrap();
+    };
+    let setup = Setup {
+        env: &[("AEP_CLINE_POLICY", "{sandbox}/policy.toml")],
+        prepare: Some(&prepare),
+        // `timeout` ends it: 2.18 ignores its SIGTERM (137 after the KILL), or exits (124).
+        rc: Some(&["124", "137"]),
+        run_timeout_s: Some(30),
+    };
+    let (sandbox, sessions) = in_private_network_with(&["cmd:CMD:rm -rf victim"], "", &setup);
+    assert!(
+        sandbox.path().join("proj/victim/inner/keep.txt").exists(),
+        "the denied command ran on 2.18: {}",
+        std::fs::read_to_string(sandbox.path().join("daemon.err")).unwrap_or_default()
+    );
+    let [log] = sessions.as_slice() else {
+        panic!("one session expected, got {}", sessions.len())
+    };
+    let requested = log
+        .iter()
+        .find(|e| e["type"] == "tool.requested")
+        .unwrap_or_else(|| panic!("{:?}", types(log)));
+    assert_eq!(requested["data"]["cline.policy_rule"], "no-rm", "{requested}");
+    assert_eq!(requested["data"]["cline.enforced_at"], "hook");
+    let denied = of(log, "tool.denied");
+    assert_eq!(denied.len(), 1, "{:?}", types(log));
+    assert_eq!(denied[0]["data"]["rule"], "no-rm");
+    assert!(of(log, "tool.completed").is_empty(), "{:?}", types(log));
+    assert_valid_stream(log);
 }

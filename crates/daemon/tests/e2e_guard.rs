@@ -11,6 +11,7 @@ use support::cline::ClineSandbox;
 use support::daemon::{http, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script, MODEL_ID};
 use support::real_hub::{tapped_sandbox, RealHub};
+use support::tmux::Tmux;
 
 /// A deny rule for `rm`, an approve rule for `touch`, as a newcomer would write them.
 const POLICY: &str = r#"
@@ -236,4 +237,36 @@ fn a_run_budget_passed_by_its_first_model_call_stops_the_tool_after_it_without_t
         health["budget"]
     );
     support::daemon::assert_valid_stream(&log);
+}
+
+/// The TUI, as a person runs it (`cline -P .. -m .. "prompt"` on a terminal, under tmux): a deny
+/// rule stops `rm -rf victim` there too, and the TUI is told why.
+#[test]
+fn a_deny_rule_stops_rm_rf_in_the_tui() {
+    let rig = Rig::new(Script::command("rm -rf victim"), &[]);
+    let victim = rig.cline.workspace().join("victim");
+    std::fs::create_dir_all(victim.join("inner")).unwrap();
+    std::fs::write(victim.join("inner/keep.txt"), "precious").unwrap();
+    let mut cmd = rig.cline.command();
+    cmd.args(["-P", "openai-compatible", "-m", MODEL_ID, "please CMD:rm -rf victim"]);
+    let tmux = Tmux::start(rig.cline.root(), &cmd);
+    let session = support::wait::wait_until("the TUI's tool call in the log", Duration::from_secs(90), || {
+        rig.aep.session_with("tool.requested")
+    });
+    let log = rig
+        .aep
+        .wait_log(&session, "the denial", Duration::from_secs(60), |events| {
+            events.iter().any(|e| e["type"] == "tool.denied")
+        });
+    // What Cline does next is the TUI's: the tool must not have run meanwhile.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        victim.join("inner/keep.txt").exists(),
+        "the denied command ran in the TUI; it shows:\n{}",
+        tmux.screen()
+    );
+    let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    assert_eq!(requested["data"]["cline.policy_rule"], "no-rm", "{requested}");
+    assert!(!types(&rig.aep.log(&session)).contains(&"tool.completed"));
+    eprintln!("the TUI after the denial:\n{}", tmux.screen());
 }

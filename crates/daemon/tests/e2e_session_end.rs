@@ -13,12 +13,12 @@ use crate::support;
 
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::cline::{ClineSandbox, RUN_TIMEOUT};
 use support::daemon::{assert_valid_stream, has, of, project, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script, MODEL_ID};
 use support::real_hub::{tapped_sandbox, RealHub};
+use support::tmux::Tmux;
 use support::wait::wait_until;
 
 /// The session ids Cline's store holds (`$CLINE_DIR/data/sessions/<id>/`).
@@ -218,71 +218,6 @@ fn ctrl_c_of_cline_json_in_its_default_mode_ends_as_clines_store_says() {
         let failed = of(&log, "run.failed")[0];
         assert_eq!(failed["data"]["error"]["exit_code"], record["exit_code"], "{failed}");
         assert_eq!(of(&log, "session.ended")[0]["data"]["reason"], "error");
-    }
-}
-
-/// A `cline` TUI in a tmux of its own (its own socket in the sandbox), killed when dropped.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    /// Runs `cmd` (its program, arguments, environment and folder) in a new detached tmux
-    /// session on a terminal of 200x50.
-    fn start(root: &Path, cmd: &std::process::Command) -> Tmux {
-        let socket = root.join("tmux.sock");
-        let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', r"'\''"));
-        let mut line = String::from("exec env -i TERM=xterm-256color");
-        for (k, v) in cmd.get_envs() {
-            if let Some(v) = v {
-                line.push_str(&format!(" {}={}", k.to_string_lossy(), quote(v)));
-            }
-        }
-        line.push(' ');
-        line.push_str(&quote(cmd.get_program()));
-        for a in cmd.get_args() {
-            line.push(' ');
-            line.push_str(&quote(a));
-        }
-        let script = root.join("tui.sh");
-        let cwd = cmd.get_current_dir().expect("a working folder");
-        std::fs::write(&script, format!("#!/bin/sh\ncd {}\n{line}\n", quote(cwd.as_os_str()))).unwrap();
-        let tmux = Tmux { socket };
-        let ok = tmux
-            .command(&["new-session", "-d", "-s", "tui", "-x", "200", "-y", "50"])
-            .arg(format!("sh {}", script.display()))
-            .status()
-            .unwrap();
-        assert!(ok.success(), "tmux new-session failed");
-        let ok = tmux
-            .command(&["set-option", "-t", "tui", "remain-on-exit", "on"])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        tmux
-    }
-
-    fn command(&self, args: &[&str]) -> std::process::Command {
-        let mut cmd = std::process::Command::new("tmux");
-        cmd.arg("-S").arg(&self.socket).args(args);
-        cmd
-    }
-
-    fn keys(&self, keys: &str) {
-        let ok = self.command(&["send-keys", "-t", "tui", keys]).status().unwrap();
-        assert!(ok.success(), "tmux send-keys {keys}");
-    }
-
-    /// What the terminal shows now.
-    fn screen(&self) -> String {
-        let out = self.command(&["capture-pane", "-p", "-t", "tui"]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.command(&["kill-server"]).status();
     }
 }
 

@@ -7,7 +7,7 @@
 # env: CLINE2 (the 2.18 CLI), AEP (the aep-cline binary), FAKE (fake_cline2.py), SANDBOX (an
 # empty folder: everything goes under it), PORT (the fake model's), RUNS ("scenario:prompt"
 # lines: one CLI run each, against the fake model started with that scenario; `errorNNN` answers
-# HTTP NNN), INSTALL (optional:
+# HTTP NNN), RUN_TIMEOUT (optional: seconds each run may take, 120), INSTALL (optional:
 # the arguments of an `install-hooks` made before the global one).
 # Leaves in SANDBOX: logs/ (the daemon's), install.out, <n>.stdout.jsonl/.stderr/.rc per run,
 # home/.cline/data (Cline's own history), daemon.err, fake.err.
@@ -74,7 +74,7 @@ while IFS= read -r run; do
   [ -n "$run" ] || continue
   n=$((n + 1))
   start_fake "${run%%:*}"
-  (cd "$SANDBOX/proj" && timeout 120 "$CLINE2" task -y --json "${run#*:}" \
+  (cd "$SANDBOX/proj" && timeout -k 10 "${RUN_TIMEOUT:-120}" "$CLINE2" task -y --json "${run#*:}" \
     >"$SANDBOX/$n.stdout.jsonl" 2>"$SANDBOX/$n.stderr" </dev/null; echo $? >"$SANDBOX/$n.rc")
   # 2.18's last hooks (TaskComplete, TaskCancel, Notification) outlive the CLI; the daemon
   # holds a TaskCancel 2 s and ends a session 3 s after its last hook once its process is gone:

@@ -17,5 +17,6 @@ pub mod hub_client;
 pub mod nats_server;
 pub mod real_hub;
 pub mod stub_hub;
+pub mod tmux;
 pub mod wait;
 pub mod webhook;
