@@ -333,3 +333,141 @@ async fn a_cancel_that_meets_a_waiting_approval_denies_it() {
     assert!(next.is_err(), "an approval the abort ended was denied too: {next:?}");
     drop(daemon);
 }
+
+/// The policy file swapped while hooks and hub approvals arrive (#35): every `mv` and every
+/// rewrite in place, under load. Both versions deny `rm` under their own rule name, so at no
+/// moment may a tool be allowed (no gap while the file changes, no half-written file used), and
+/// each decision's audit on the log names the rule its effect came from: the hook's cancel and
+/// its `tool.requested`, the hub's answer and its `attention.requested`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_swapped_under_load_is_used_whole_and_audit_equals_effect() {
+    let version = |v: &str, pad: usize| {
+        format!(
+            "{}[[rule]]\nname = \"no-rm-{v}\"\ntool = \"run_commands\"\ncommand = \"rm *\"\nanswer = \"deny\"\nreason = \"{v} says no\"\n",
+            "# padding\n".repeat(pad)
+        )
+    };
+    let hub = StubHub::start(TOKEN).await;
+    let base = Sandbox::new();
+    let path = base.root.path().join("policy.toml");
+    std::fs::write(&path, version("a", 0)).unwrap();
+    let sandbox = std::sync::Arc::new(
+        base.with_env("AEP_CLINE_HUB_CONTROL", "1")
+            .with_env("AEP_CLINE_HUB_URL", &hub.url)
+            .with_env("AEP_CLINE_HUB_TOKEN", TOKEN)
+            .with_env("AEP_CLINE_POLICY", path.to_str().unwrap()),
+    );
+    let daemon = sandbox.start();
+    hub.subscribed().await;
+    sandbox.hook(&real_payload("hooks-cancel", "agent_start"));
+    let run_for = Duration::from_secs(9);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The swapper: a rename, then a rewrite in place (truncate, then write), in turn; each version
+    // stays 2 s, as a file is used once it has stayed the same for a poll (1 s).
+    let swapper = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                let text = version(if n.is_multiple_of(2) { "a" } else { "b" }, n % 7);
+                if n.is_multiple_of(2) {
+                    std::fs::write(&path, text).unwrap();
+                } else {
+                    let tmp = path.with_extension("tmp");
+                    std::fs::write(&tmp, text).unwrap();
+                    std::fs::rename(&tmp, &path).unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(2000));
+            }
+        })
+    };
+    // Hooks from three threads, each a new tool call running `rm`.
+    let hookers: Vec<_> = (0..3)
+        .map(|t| {
+            let sandbox = sandbox.clone();
+            std::thread::spawn(move || {
+                let deadline = std::time::Instant::now() + run_for;
+                let mut told = Vec::new();
+                let mut i = 0;
+                while std::time::Instant::now() < deadline {
+                    i += 1;
+                    let call = format!("call_swap_{t}_{i}");
+                    let mut p: Value = serde_json::from_slice(&real_payload("hooks-cancel", "tool_call")).unwrap();
+                    p["tool_call"] = json!({"id": call, "name": "run_commands", "input": {"commands": [format!("rm -rf v{t}_{i}")]}});
+                    let out = sandbox.hook(&serde_json::to_vec(&p).unwrap());
+                    assert!(out.status.success(), "{out:?}");
+                    told.push((call, String::from_utf8(out.stdout).unwrap()));
+                }
+                told
+            })
+        })
+        .collect();
+    // Hub approvals meanwhile, each answered by the policy; the stub replies ok to each answer.
+    let mut answers = Vec::new();
+    let deadline = tokio::time::Instant::now() + run_for;
+    let mut n = 0;
+    while tokio::time::Instant::now() < deadline {
+        n += 1;
+        ask(&hub, n, &[&format!("rm -rf w{n}")]);
+        let respond = hub.command("approval.respond").await;
+        hub.reply(&respond, None);
+        answers.push(respond["envelope"]["payload"].clone());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let told: Vec<(String, String)> = hookers.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+
+    let rule_of = |said: &str| -> String {
+        let control: Value = serde_json::from_str(said).unwrap_or_else(|e| panic!("allowed ({e}): {said:?}"));
+        assert_eq!(control["cancel"], true, "{control}");
+        let words = control["errorMessage"].as_str().unwrap();
+        ["no-rm-a", "no-rm-b"]
+            .into_iter()
+            .find(|r| words.contains(&format!("\"{r}\"")))
+            .unwrap_or_else(|| panic!("no rule named: {words}"))
+            .to_string()
+    };
+    let events = wait_for(&sandbox, "every hook's events", |e| {
+        e.iter().filter(|e| e["type"] == "tool.requested").count() == told.len()
+    });
+    let mut seen = std::collections::BTreeSet::new();
+    for (call, said) in &told {
+        let rule = rule_of(said);
+        let requested = events
+            .iter()
+            .find(|e| e["type"] == "tool.requested" && e["data"]["tool"]["call_id"] == call.as_str())
+            .unwrap_or_else(|| panic!("no tool.requested for {call}"));
+        assert_eq!(
+            requested["data"]["cline.policy_rule"],
+            rule.as_str(),
+            "audit and effect differ: {requested}"
+        );
+        seen.insert(rule);
+    }
+    assert_eq!(
+        seen.len(),
+        2,
+        "both versions decided hooks: {seen:?} of {} hooks",
+        told.len()
+    );
+    assert!(!events.iter().any(|e| e["type"] == "tool.completed"));
+    for answer in &answers {
+        assert_eq!(answer["approved"], false, "{answer}");
+        let id = answer["approvalId"].as_str().unwrap();
+        let request = events
+            .iter()
+            .find(|e| e["type"] == "attention.requested" && e["data"]["cline.approval_id"] == id)
+            .unwrap_or_else(|| panic!("no request for {id}"));
+        let rule = request["data"]["cline.policy_rule"].as_str().unwrap();
+        let v = rule.trim_start_matches("no-rm-");
+        assert_eq!(answer["reason"], format!("{v} says no"), "{request}");
+    }
+    eprintln!(
+        "{} hooks and {} approvals decided while the policy changed",
+        told.len(),
+        answers.len()
+    );
+    drop(daemon);
+}
