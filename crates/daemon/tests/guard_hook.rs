@@ -101,3 +101,31 @@ fn closed_enforcement_stops_tools_when_the_daemon_is_away_and_open_lets_them_run
     let spooled = std::fs::read_dir(sb.state_dir.join("spool")).unwrap().count();
     assert!(spooled >= 5, "{spooled} spooled");
 }
+
+/// Why a rule matched quotes the command: at capture `metadata` (the default) neither the log
+/// nor the daemon's own log holds it; at `full` the tool.requested says why.
+#[test]
+fn why_a_rule_matched_is_content_kept_only_where_the_capture_allows() {
+    for (capture, kept) in [("metadata", false), ("full", true)] {
+        let base = Sandbox::new();
+        let sb = policy(&base)
+            .with_env("AEP_CAPTURE", capture)
+            .with_env("RUST_LOG", "info");
+        let daemon = sb.start();
+        sb.hook(&real_payload("hooks-local", "agent_start"));
+        let said = stdout(&sb.hook(&tool_call("rm -rf SECRET-PLACE")));
+        assert!(said.contains("\"cancel\":true"), "{said}");
+        let log = sb.log(SESSION);
+        let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
+        assert_eq!(requested["data"]["cline.policy_rule"], "no-rm");
+        let text: String = log.iter().map(|e| e.to_string()).collect();
+        assert_eq!(text.contains("SECRET-PLACE"), kept, "capture {capture}: {text}");
+        assert_eq!(requested["data"].get("cline.policy_why").is_some(), kept, "{requested}");
+        let (_, stderr) = daemon.stop();
+        assert!(stderr.contains("guard: decided at the hook"), "{stderr}");
+        assert!(
+            !stderr.contains("SECRET-PLACE"),
+            "the daemon's log holds the command: {stderr}"
+        );
+    }
+}

@@ -20,6 +20,10 @@ use crate::policy::{Answer, Asked, PolicyFile};
 use cline_hooks::HookPayload;
 use serde_json::{json, Map, Value};
 
+/// The audit member that says why the rule matched. It quotes the command and its paths, so
+/// the lane keeps it only on an Event whose capture allows content.
+pub const WHY: &str = "cline.policy_why";
+
 /// A hook a guard decides: a tool about to run, or a prompt about to start a run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
@@ -106,7 +110,7 @@ pub fn decide(
     let mut audit = Map::new();
     audit.insert("cline.policy_rule".into(), json!(rule.name));
     audit.insert("cline.policy_answer".into(), json!(rule.answer.as_str()));
-    audit.insert("cline.policy_why".into(), json!(decision.why));
+    audit.insert(WHY.into(), json!(decision.why));
     audit.insert("cline.enforced_at".into(), json!("hook"));
     match rule.answer {
         Answer::Deny => {

@@ -115,13 +115,19 @@ impl Guard {
             verdict.get_or_insert_with(Verdict::default).planned = notices;
         }
         if let Some(v) = &verdict {
+            // The daemon's log holds no content: why a rule matched quotes the command.
+            let mut audit = v.audit.clone();
+            let why = audit.remove(decide::WHY);
             tracing::info!(
                 %session,
                 hook = %payload.hook_name,
                 stopped = v.control.is_some(),
-                audit = %serde_json::Value::Object(v.audit.clone()),
+                audit = %serde_json::Value::Object(audit),
                 "guard: decided at the hook"
             );
+            if let Some(why) = why {
+                tracing::debug!(%session, %why, "guard: why");
+            }
         }
         verdict
     }

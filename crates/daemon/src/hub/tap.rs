@@ -210,8 +210,9 @@ fn decide(
             "policy: not applied: answering needs the hub control gate (AEP_CLINE_HUB_CONTROL=1); a person answers");
         return (None, later);
     }
-    tracing::info!(%session, request = %request.id, tool = %asked.tool, rule = %rule.name, %answer,
-        why = %decision.why, "policy: decided");
+    tracing::info!(%session, request = %request.id, tool = %asked.tool, rule = %rule.name, %answer, "policy: decided");
+    // Why quotes the command: content, never in the daemon's log above debug.
+    tracing::debug!(%session, request = %request.id, why = %decision.why, "policy: why");
     attention::by_policy(&mut request.event, &rule.name, Some(answer.as_str()));
     let decided = (answer != Answer::Ask).then(|| (request.id.clone(), rule.name.clone(), answer, rule.reason.clone()));
     (decided, later)

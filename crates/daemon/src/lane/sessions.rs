@@ -735,8 +735,20 @@ fn apply(
     ctx: &MapContext,
     planned: &mut Vec<Planned>,
 ) {
-    if let Some(data) = planned.first_mut().and_then(|p| p.event.data.as_mut()) {
-        data.extend(verdict.audit.clone());
+    if let Some(first) = planned.first_mut() {
+        let level = first.event.capture;
+        if let Some(data) = first.event.data.as_mut() {
+            for (k, v) in &verdict.audit {
+                // Why a rule matched quotes the command and its paths: content, so it is kept
+                // only where the Event may carry content, redacted (AEP-0003 §9.2).
+                let v = match k.as_str() {
+                    crate::guard::decide::WHY if level <= aep_core::Capture::Metadata => continue,
+                    crate::guard::decide::WHY if level < aep_core::Capture::Full => ctx.redactor.redact_value(v),
+                    _ => v.clone(),
+                };
+                data.insert(k.clone(), v);
+            }
+        }
     }
     planned.extend(verdict.planned.iter().cloned());
     if let Some(rule) = &verdict.denied {
