@@ -1030,3 +1030,14 @@ fn the_policy_files_budget_tables_set_the_budgets_and_a_bad_one_keeps_the_last_g
     assert_eq!(overrides(&health), 2, "the last good budgets stay");
     drop(daemon);
 }
+
+/// The daemon's log is plain text when it is not a terminal (a file, the journal, a pipe):
+/// no colour codes for a person to read past (#32).
+#[test]
+fn the_daemon_log_has_no_colour_codes_when_it_is_not_a_terminal() {
+    let sb = Sandbox::new().with_env("RUST_LOG", "info");
+    let daemon = sb.start();
+    let (_, stderr) = daemon.stop();
+    assert!(stderr.contains("aep-cline daemon ready"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "colour codes in a piped log: {stderr:?}");
+}

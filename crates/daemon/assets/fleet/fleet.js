@@ -27,6 +27,17 @@ function ago(time, now) {
   return `${Math.floor(s / 86400)}d`;
 }
 
+// "1 run", "2 runs": a number with its noun.
+function count(n, noun) {
+  return `${n ?? 0} ${noun}${n === 1 ? "" : "s"}`;
+}
+
+// An Event's time as the reader's local clock (the full time on hover).
+function clock(time) {
+  const t = new Date(time);
+  return Number.isNaN(t.getTime()) ? String(time) : t.toLocaleTimeString();
+}
+
 async function get(path) {
   const r = await fetch(path, { credentials: "same-origin" });
   if (r.status === 401) { location.reload(); throw new Error("signed out"); }
@@ -150,10 +161,11 @@ async function showTimeline() {
   try {
     const t = await get(`/api/timeline?${q}`);
     const s = t.summary;
-    $("detail-facts").textContent =
-      `${s.state} · ${s.runs} runs · ${s.tool_calls} tool calls · ${s.failures} failures · model ${s.model ?? "-"}`;
+    $("detail-facts").textContent = [s.state, count(s.runs, "run"), count(s.tool_calls, "tool call"),
+      count(s.failures, "failure"), `model ${s.model ?? "-"}`].join(" · ");
     $("timeline").replaceChildren(...t.timeline.map((e) => el("li", { class: `entry kind-${e.kind}` },
-      `${e.time} ${e.kind} ${e.name} ${e.status}` + (e.duration_ms != null ? ` (${e.duration_ms} ms)` : ""))));
+      el("time", { datetime: e.time, title: e.time }, clock(e.time)),
+      ` ${e.kind} ${e.name} ${e.status}` + (e.duration_ms != null ? ` (${e.duration_ms} ms)` : ""))));
     $("earlier").textContent = t.earlier
       ? `${t.earlier} earlier entries not shown (aep-cline fleet show ${session} --host ${host} prints them all)` : "";
   } catch (e) {

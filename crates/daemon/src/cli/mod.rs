@@ -146,7 +146,8 @@ fn blank_settings_are_unset() {
 /// at `info` and above only, whatever `RUST_LOG` says, so no token reaches a log.
 const HANDSHAKE_PRINTERS: [&str; 4] = ["tungstenite", "tokio_tungstenite", "hyper", "rustls"];
 
-/// Logs to stderr; `RUST_LOG` adjusts the level (default `info`).
+/// Logs to stderr; `RUST_LOG` adjusts the level (default `info`). Colours only on a terminal
+/// (and never with `NO_COLOR`): a log file or the journal gets plain text.
 fn init_tracing() {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -160,6 +161,9 @@ fn init_tracing() {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                .with_ansi(
+                    std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none(),
+                )
                 .with_filter(quiet),
         )
         .init();

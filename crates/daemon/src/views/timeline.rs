@@ -165,6 +165,31 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 entry.content("result", data.get("result").or(data.get("result_redacted")));
                 entry.content("message", data.get("error").and_then(|x| x.get("message")));
             }
+            // A budget's notice asks nobody (`respond_via: ["oob"]`, resolved `auto` at once):
+            // shown as what it is, its numbers in one place.
+            "attention.requested" if subject == Some("budget") && data.get("budget").is_some_and(Value::is_object) => {
+                let b = &data["budget"];
+                let name = format!("{} budget", s(b, "name").unwrap_or("a"));
+                let status = match (s(b, "action"), b.get("threshold").and_then(Value::as_f64)) {
+                    (Some(action), _) => action.to_string(),
+                    (None, Some(t)) => format!("{}%", (t * 100.0).round() as u32),
+                    (None, None) => "notice".to_string(),
+                };
+                let mut entry = Entry::new("budget", e, &name, &status);
+                if let (Some(cost), Some(limit)) = (
+                    b.get("cost").and_then(Value::as_f64),
+                    b.get("limit").and_then(Value::as_f64),
+                ) {
+                    let currency = s(b, "currency").unwrap_or("USD");
+                    entry.detail.insert(
+                        "spent".into(),
+                        Value::String(format!("{cost:.2}/{limit:.2} {currency}")),
+                    );
+                }
+                entry.detail("workspace", b.get("workspace"));
+                entry.detail("not_cancelled", b.get("not_cancelled"));
+                out.push(entry);
+            }
             "attention.requested" => {
                 let mut entry = Entry::new("approval", e, subject.unwrap_or("approval"), "pending");
                 let id = entry.id.clone();
@@ -291,5 +316,27 @@ mod tests {
         assert_eq!(approval.detail["waited_ms"], 1500);
         assert_eq!(t[1].detail["by"], "control");
         assert_eq!(t[5].detail["reason"], "refused");
+    }
+
+    /// A budget's notice is a budget line with its numbers, never an "approval".
+    #[test]
+    fn a_budget_notice_is_shown_as_a_budget() {
+        let events = vec![
+            json!({"type": "attention.requested", "id": "N1", "run": "R1", "time": "t1", "subject": "budget",
+                   "data": {"kind": "other", "respond_via": ["oob"], "prompt": "80% of the run budget used (1.62 of 2.00 USD)",
+                            "budget": {"name": "run", "limit": 2.0, "cost": 1.62, "currency": "USD", "threshold": 0.8}}}),
+            json!({"type": "attention.resolved", "id": "N2", "time": "t1", "subject": "N1", "data": {"resolution": "auto"}}),
+            json!({"type": "attention.requested", "id": "N3", "run": "R1", "time": "t2", "subject": "budget",
+                   "data": {"kind": "other", "budget": {"name": "day", "limit": 2.0, "cost": 2.05, "currency": "USD",
+                            "threshold": 1.0, "action": "cancel"}}}),
+        ];
+        let t = timeline(&events);
+        let lines: Vec<(&str, &str, &str)> = t.iter().map(|e| (e.kind, e.name.as_str(), e.status.as_str())).collect();
+        assert_eq!(
+            lines,
+            [("budget", "run budget", "80%"), ("budget", "day budget", "cancel")]
+        );
+        assert_eq!(t[0].detail["spent"], "1.62/2.00 USD");
+        assert_eq!(t[1].detail["spent"], "2.05/2.00 USD");
     }
 }
