@@ -122,8 +122,32 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 if data.get("by").and_then(Value::as_str) == Some("control") {
                     entry.detail("command", e.get("cause"));
                 }
-                for k in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "cost"] {
-                    entry.detail(k, data.get(k));
+                // The same names and meanings as the session's header (`views::summary`):
+                // input is what was not read from the cache, money as everywhere.
+                let count = |k: &str| data.get(k).and_then(Value::as_u64);
+                let cache_read = count("gen_ai.usage.cache_read.input_tokens");
+                if let Some(all) = count("gen_ai.usage.input_tokens") {
+                    let fresh = all.saturating_sub(cache_read.unwrap_or(0));
+                    entry
+                        .detail
+                        .insert("input".into(), Value::String(crate::views::numbers::tokens(fresh)));
+                }
+                if let Some(n) = cache_read.filter(|n| *n > 0) {
+                    entry
+                        .detail
+                        .insert("cache_read".into(), Value::String(crate::views::numbers::tokens(n)));
+                }
+                if let Some(n) = count("gen_ai.usage.output_tokens") {
+                    entry
+                        .detail
+                        .insert("output".into(), Value::String(crate::views::numbers::tokens(n)));
+                }
+                if let Some(total) = data.pointer("/cost/total").and_then(Value::as_f64) {
+                    let currency = data.pointer("/cost/currency").and_then(Value::as_str).unwrap_or("USD");
+                    entry.detail.insert(
+                        "cost".into(),
+                        Value::String(crate::views::numbers::money(total, currency)),
+                    );
                 }
                 entry.content("summary", data.get("summary"));
                 entry.content("message", data.get("error").and_then(|x| x.get("message")));
@@ -338,5 +362,24 @@ mod tests {
         );
         assert_eq!(t[0].detail["spent"], "1.62/2.00 USD");
         assert_eq!(t[1].detail["spent"], "2.05/2.00 USD");
+    }
+
+    /// A run's tokens and cost read as the header reads them: input without the cache's share,
+    /// money as `$0.43` (#32: `input 46 cache read 200` above, `input_tokens=246` below).
+    #[test]
+    fn a_runs_numbers_have_the_headers_names_and_meanings() {
+        let events = vec![
+            json!({"type": "run.started", "id": "E1", "run": "R1", "time": "t1", "data": {"trigger": "user"}}),
+            json!({"type": "run.finished", "id": "E2", "run": "R1", "time": "t2", "data": {
+                "gen_ai.usage.input_tokens": 246, "gen_ai.usage.cache_read.input_tokens": 200,
+                "gen_ai.usage.output_tokens": 90, "cost": {"currency": "USD", "total": 0.426}}}),
+        ];
+        let t = timeline(&events);
+        let run = &t[0];
+        assert_eq!(run.detail["input"], "46");
+        assert_eq!(run.detail["cache_read"], "200");
+        assert_eq!(run.detail["output"], "90");
+        assert_eq!(run.detail["cost"], "$0.43");
+        assert!(!run.detail.contains_key("gen_ai.usage.input_tokens"));
     }
 }
