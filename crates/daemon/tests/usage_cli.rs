@@ -60,6 +60,9 @@ fn the_real_capture_reports_exact_totals() {
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("2026-12-01") && text.contains("no price"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    // Each footnote only with a row it explains: no `+?` row here, a `no price` one.
+    assert!(!text.contains("+? = the priced part"), "{text}");
+    assert!(text.contains("no price = none of its models has a price"), "{text}");
 }
 
 #[test]

@@ -440,15 +440,18 @@ fn write_table(
             ""
         }
     )?;
-    if report
-        .rows
-        .iter()
-        .chain(report.totals.iter())
-        .any(|r| r.cost().is_none())
-    {
+    // Each footnote only with a row it explains.
+    let cells: Vec<String> = report.rows.iter().chain(report.totals.iter()).map(row_cost).collect();
+    if cells.iter().any(|c| c.ends_with("+?")) {
         writeln!(
             out,
             "+? = the priced part: some models have no price (named on stderr)."
+        )?;
+    }
+    if cells.iter().any(|c| c == "no price") {
+        writeln!(
+            out,
+            "no price = none of its models has a price (named on stderr; --prices adds one)."
         )?;
     }
     Ok(())
