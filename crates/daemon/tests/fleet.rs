@@ -64,6 +64,12 @@ async fn connect(url: &str, user: Option<&str>) -> async_nats::Client {
     }
 }
 
+/// `e` as the JetStream sink of the host its `source` names publishes it.
+fn message(e: &Value) -> (String, async_nats::HeaderMap, Vec<u8>) {
+    let host = aep_cline::fleet::view::host_of(e["source"].as_str().unwrap()).unwrap();
+    aep_cline::sinks::nats::message(&host, e).unwrap()
+}
+
 /// Publishes `events` into the stream the JetStream sink creates, as the sink does.
 async fn publish(js: &jetstream::Context, events: &[Value]) {
     js.get_or_create_stream(stream::Config {
@@ -74,7 +80,7 @@ async fn publish(js: &jetstream::Context, events: &[Value]) {
     .await
     .unwrap();
     for e in events {
-        let (subject, headers, payload) = aep_cline::sinks::nats::message(e).unwrap();
+        let (subject, headers, payload) = message(e);
         js.publish_with_headers(subject, headers, payload.into())
             .await
             .unwrap()
@@ -242,7 +248,7 @@ fn the_console_shows_every_machine_and_commands_the_one_that_owns_the_session() 
         // A redelivery past the server's dedupe (another message id), a message that is no
         // Event, an Event of no session.
         let again = &events[1];
-        let (subject, _, payload) = aep_cline::sinks::nats::message(again).unwrap();
+        let (subject, _, payload) = message(again);
         js.publish(subject, payload.into()).await.unwrap().await.unwrap();
         js.publish("aep.cline.x", "not an event".into())
             .await

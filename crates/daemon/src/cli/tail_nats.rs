@@ -3,7 +3,7 @@
 //! left off when the connection drops), turns each CloudEvent back into its AEP Event
 //! (AEP-0005 §2) and prints it like `tail` does.
 //!
-//! - `--session S` narrows the consumer's subject (`aep.*.<S>`) so the server sends only that
+//! - `--session S` narrows the consumer's subject (`aep.*.*.<S>`) so the server sends only that
 //!   session; `--filter` (attr-match, AEP-0003 §6) and `--capture` (down-leveling) apply here.
 //! - Where to start: new messages by default, `--replay` the whole stream, `--since-seq N`
 //!   the server's stream sequence, `--since TIME` a time.
@@ -34,7 +34,7 @@ pub fn run(args: &TailArgs, filter: Value) -> anyhow::Result<()> {
         .map_err(|e| anyhow!("--capture: {e}"))?;
     let deliver = deliver_policy(args)?;
     let subject = match &args.session {
-        Some(session) => subject::of_session(session),
+        Some(session) => subject::of_session(None, session),
         None => subject::ALL.to_string(),
     };
     let colour = !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();

@@ -1,7 +1,8 @@
 //! One session's Events, fetched from the stream when a person asks (`aep-cline fleet show`):
 //! the read model keeps summaries only, so its memory follows live state, and a session's
-//! detail is read on demand from its own subject (`aep.*.<session>`, a server-side filter, so
-//! only that session's messages cross the wire), then kept to the one machine that emitted it.
+//! detail is read on demand from its own subject on its own host (`aep.<host>.*.<session>`, a
+//! server-side filter, so only that session's messages cross the wire), and of those only the
+//! Events whose body names that host too (as the view keeps them, [`super::view`]).
 
 use super::catch_up::Source;
 use super::view::{event_of, host_of};
@@ -31,7 +32,7 @@ impl Source {
             .with_context(|| format!("cannot look up the JetStream stream {:?}", self.stream))?;
         let consumer = stream
             .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: subject::of_session(session),
+                filter_subject: subject::of_session(Some(host), session),
                 deliver_policy: consumer::DeliverPolicy::All,
                 ..Default::default()
             })
