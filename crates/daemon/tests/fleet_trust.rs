@@ -8,8 +8,10 @@
 //! refuses an Event whose `source` names another host than its subject); host-b's own user
 //! placing its session at 10^15 is refused as an impossible position. Read back through
 //! `aep-cline fleet ... --json` as the viewer: host-b's approval stays, no fake session, host-b's
-//! next real approval shows, host-a's session is host-a's.
+//! next real approval shows, host-a's session is host-a's; and `fleet serve`, following the
+//! stream meanwhile, counts the refusals in `/api/position` and says each reason as it comes.
 
+use crate::fleet::Console;
 use crate::nats::{vendor_hook, Server, WAIT};
 use crate::support;
 use support::daemon::{real_payload, Sandbox};
@@ -160,6 +162,14 @@ async fn a_machine_speaks_only_for_itself_whatever_it_publishes() {
     let real = wait_approvals(&url, "host-b's approval in the console", |all| !all.is_empty());
     let request_id = request["id"].as_str().unwrap().to_string();
     assert_eq!(real, [("host-b".into(), SESSION.into(), request_id.clone())]);
+    // A page following the stream while the attacks come, as the viewer.
+    let said = dir.path().join("serve.stderr");
+    let console = Console::start_with(
+        &url,
+        &[("AEP_NATS_USER", "viewer"), ("AEP_NATS_PASSWORD", "viewer-secret")],
+        std::fs::File::create(&said).unwrap().into(),
+    );
+    let cookie = console.sign_in();
 
     let (errors_to, errors) = std::sync::mpsc::channel();
     let attacker = connect(&url, "daemon-a", errors_to.clone()).await;
@@ -264,6 +274,22 @@ async fn a_machine_speaks_only_for_itself_whatever_it_publishes() {
         err.contains("3 Events of another host than their subject's")
             && err.contains("1 Events at an impossible position"),
         "said on stderr: {err}"
+    );
+    // The page that followed: the same refusals counted, and said as they came.
+    let position = console.wait_for("/api/position", &cookie, |p| {
+        p["counts"]["foreign"] == 3 && p["counts"]["impossible"] == 1
+    });
+    let approvals = console.api("/api/approvals", &cookie);
+    assert_eq!(
+        approvals["approvals"].as_array().unwrap().len(),
+        2,
+        "{approvals:#} {position:#}"
+    );
+    let stderr = std::fs::read_to_string(&said).unwrap();
+    assert!(
+        stderr.contains(r#"skipped an Event published under host "host-a" whose source names host "host-b""#)
+            && stderr.contains("at an impossible position"),
+        "{stderr}"
     );
     let (machines, _) = fleet_json(&url, &["fleet", "machines"]);
     let hosts: Vec<&str> = machines
