@@ -8,7 +8,7 @@
 //! refuses an Event whose `source` names another host than its subject); host-b's own user
 //! placing its session at 10^15 is refused as an impossible position. Read back through
 //! `aep-cline fleet ... --json` as the viewer: host-b's approval stays, no fake session, host-b's
-//! next real approval shows, host-a's session is host-a's; and `fleet serve`, following the
+//! next real approval shows (also in `fleet show`), host-a's session is host-a's; and `fleet serve`, following the
 //! stream meanwhile, counts the refusals in `/api/position` and says each reason as it comes.
 
 use crate::fleet::Console;
@@ -275,6 +275,19 @@ async fn a_machine_speaks_only_for_itself_whatever_it_publishes() {
             && err.contains("1 Events at an impossible position"),
         "said on stderr: {err}"
     );
+    // host-b's session in detail, read from its subject: its own Events, not the far one.
+    let (shown, _) = fleet_json(&url, &["fleet", "show", SESSION, "--host", "host-b"]);
+    let ids: Vec<&str> = shown["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&request_id.as_str()) && ids.contains(&next["id"].as_str().unwrap()),
+        "{shown:#}"
+    );
+    assert!(!ids.iter().any(|id| id.contains("FARAHEAD")), "{shown:#}");
     // The page that followed: the same refusals counted, and said as they came.
     let position = console.wait_for("/api/position", &cookie, |p| {
         p["counts"]["foreign"] == 3 && p["counts"]["impossible"] == 1
