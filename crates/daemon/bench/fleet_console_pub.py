@@ -64,7 +64,7 @@ def events(s):
         ce = {"specversion": "1.0", "id": f"{sid}-{seq}", "source": f"aep://{host}/agent/cline/session/{sid}", "type": f"dev.aep.{ty}",
               "time": now, "datacontenttype": "application/json", "aepversion": "0.1", "aepagentid": "cline",
               "aepsessionid": sid, "aepsequence": seq, "aeprunid": "run-1", "data": data}
-        yield f"aep.cline.{sid}", json.dumps(ce, separators=(",", ":")).encode()
+        yield f"aep.{host}.cline.{sid}", json.dumps(ce, separators=(",", ":")).encode()
 
 def pub(subject, payload):
     return b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload)

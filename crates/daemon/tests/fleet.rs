@@ -64,6 +64,12 @@ async fn connect(url: &str, user: Option<&str>) -> async_nats::Client {
     }
 }
 
+/// `e` as the JetStream sink of the host its `source` names publishes it.
+fn message(e: &Value) -> (String, async_nats::HeaderMap, Vec<u8>) {
+    let host = aep_cline::fleet::view::host_of(e["source"].as_str().unwrap()).unwrap();
+    aep_cline::sinks::nats::message(&host, e).unwrap()
+}
+
 /// Publishes `events` into the stream the JetStream sink creates, as the sink does.
 async fn publish(js: &jetstream::Context, events: &[Value]) {
     js.get_or_create_stream(stream::Config {
@@ -74,7 +80,7 @@ async fn publish(js: &jetstream::Context, events: &[Value]) {
     .await
     .unwrap();
     for e in events {
-        let (subject, headers, payload) = aep_cline::sinks::nats::message(e).unwrap();
+        let (subject, headers, payload) = message(e);
         js.publish_with_headers(subject, headers, payload.into())
             .await
             .unwrap()
@@ -242,8 +248,9 @@ fn the_console_shows_every_machine_and_commands_the_one_that_owns_the_session() 
         // A redelivery past the server's dedupe (another message id), a message that is no
         // Event, an Event of no session.
         let again = &events[1];
-        let (subject, _, payload) = aep_cline::sinks::nats::message(again).unwrap();
+        let (subject, _, payload) = message(again);
         js.publish(subject, payload.into()).await.unwrap().await.unwrap();
+        // On the old layout, without a host: skipped whatever it holds.
         js.publish("aep.cline.x", "not an event".into())
             .await
             .unwrap()
@@ -490,7 +497,7 @@ fn the_servers_permissions_refuse_a_viewers_command_in_words_and_missing_things_
 }
 
 /// `aep-cline fleet serve` against `url` on a free loopback port, stopped when dropped.
-struct Console {
+pub struct Console {
     child: std::process::Child,
     addr: String,
     link: String,
@@ -499,13 +506,19 @@ struct Console {
 impl Console {
     /// Starts it and waits for the sign-in link it prints once it has caught up.
     fn start(url: &str) -> Console {
+        Console::start_with(url, &[], std::process::Stdio::inherit())
+    }
+
+    /// [`Console::start`] with more of the environment (a NATS user) and its stderr to `stderr`.
+    pub fn start_with(url: &str, env: &[(&str, &str)], stderr: std::process::Stdio) -> Console {
         use std::io::BufRead;
         let addr = format!("127.0.0.1:{}", free_port());
         let mut child = std::process::Command::new(BIN)
             .args(["fleet", "serve", "--listen", &addr])
             .env("AEP_NATS_URL", url)
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -531,21 +544,21 @@ impl Console {
     }
 
     /// Follows the one-time link; the cookie it sets.
-    fn sign_in(&self) -> String {
+    pub fn sign_in(&self) -> String {
         let (status, head, _) = self.get(self.link.trim_start_matches(&format!("http://{}", self.addr)), "");
         assert_eq!(status, 303, "{head}");
         let set = head.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap();
         set.split(';').next().unwrap().to_string()
     }
 
-    fn api(&self, path: &str, cookie: &str) -> Value {
+    pub fn api(&self, path: &str, cookie: &str) -> Value {
         let (status, _, body) = self.get(path, cookie);
         assert_eq!(status, 200, "{path}: {body}");
         serde_json::from_str(&body).unwrap()
     }
 
     /// Reads `path` until `done` holds (the console follows the stream and the records).
-    fn wait_for(&self, path: &str, cookie: &str, done: impl Fn(&Value) -> bool) -> Value {
+    pub fn wait_for(&self, path: &str, cookie: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {
             let v = self.api(path, cookie);

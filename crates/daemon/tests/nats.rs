@@ -92,9 +92,13 @@ fn canonical(v: &Value) -> String {
     aep_core::digest::canonical_json(v)
 }
 
+/// What [`nats_box`]'s daemon calls its host: its subjects' host token.
+const HOST: &str = "ci.runner";
+
 fn nats_box(server: &Server) -> Sandbox {
     Sandbox::new()
         .with_env("AEP_NATS_URL", &server.url())
+        .with_env("AEP_HOST", HOST)
         .with_env("RUST_LOG", "warn")
 }
 
@@ -148,7 +152,9 @@ fn every_event_lands_once_as_its_cloudevent_through_a_server_kill_and_a_daemon_r
     let stream = wait_stream(&server.url(), &ids(&log), WAIT);
     assert_eq!(stream.len(), log.len(), "each Event once");
     for (message, event) in stream.iter().zip(&log) {
-        assert_eq!(message.subject, format!("aep.cline.{SESSION}"));
+        // Under its own host (escaped like every token), so permissions can confine it.
+        assert_eq!(message.subject, format!("aep.ci%2Erunner.cline.{SESSION}"));
+        assert!(event["source"].as_str().unwrap().starts_with(&format!("aep://{HOST}/")));
         assert_eq!(
             message.msg_id,
             format!(
@@ -410,7 +416,7 @@ fn tail_nats_turns_the_stream_back_into_the_logged_events() {
     assert!(
         stream
             .iter()
-            .any(|m| m.subject == "aep.cline.odd%2Esession%20%2A%3E%09id"),
+            .any(|m| m.subject == "aep.ci%2Erunner.cline.odd%2Esession%20%2A%3E%09id"),
         "escaped subject"
     );
     let url = server.url();

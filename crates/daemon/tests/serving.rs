@@ -10,6 +10,7 @@ mod endpoint_backpressure;
 mod endpoint_http;
 mod endpoint_socket;
 mod fleet;
+mod fleet_trust;
 mod nats;
 mod nats_fleet;
 mod otlp;

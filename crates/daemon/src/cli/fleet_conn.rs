@@ -68,6 +68,8 @@ pub(super) fn say_skipped(view: &View) {
     for (n, what) in [
         (c.malformed, "messages that are no AEP Event"),
         (c.unplaced, "Events without a session or host"),
+        (c.foreign, "Events of another host than their subject's"),
+        (c.impossible, "Events at an impossible position"),
         (c.bad_records, "machine records that do not read"),
     ] {
         if n > 0 {

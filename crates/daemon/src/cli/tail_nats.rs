@@ -3,13 +3,18 @@
 //! left off when the connection drops), turns each CloudEvent back into its AEP Event
 //! (AEP-0005 §2) and prints it like `tail` does.
 //!
-//! - `--session S` narrows the consumer's subject (`aep.*.<S>`) so the server sends only that
+//! - `--session S` narrows the consumer's subject (`aep.*.*.<S>`) so the server sends only that
 //!   session; `--filter` (attr-match, AEP-0003 §6) and `--capture` (down-leveling) apply here.
 //! - Where to start: new messages by default, `--replay` the whole stream, `--since-seq N`
 //!   the server's stream sequence, `--since TIME` a time.
 //! - Delivery into the stream is at least once; an Event at or before the last position
 //!   printed for its emitter (a redelivery outside the server's duplicate window) is not
 //!   printed twice.
+//! - A machine speaks only for itself, as in the fleet console (docs/fleet.md): an Event whose
+//!   `source` names another host than the subject it was published under
+//!   (`aep.<host>.<agent>.<session>`), a message on a subject that names no host, and an Event
+//!   at a position no daemon reaches ([`crate::fleet::position`]) are skipped, each kind said
+//!   once, so none of them can hide a machine's later Events as redeliveries.
 
 use super::tail::{render, TailArgs};
 use crate::sinks::nats::subject;
@@ -34,7 +39,7 @@ pub fn run(args: &TailArgs, filter: Value) -> anyhow::Result<()> {
         .map_err(|e| anyhow!("--capture: {e}"))?;
     let deliver = deliver_policy(args)?;
     let subject = match &args.session {
-        Some(session) => subject::of_session(session),
+        Some(session) => subject::of_session(None, session),
         None => subject::ALL.to_string(),
     };
     let colour = !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -75,7 +80,7 @@ pub fn run(args: &TailArgs, filter: Value) -> anyhow::Result<()> {
             let mut out = std::io::stdout().lock();
             while let Some(message) = messages.next().await {
                 let message = message.context("the stream consumer failed")?;
-                let Some(line) = printer.line(&message.payload) else {
+                let Some(line) = printer.line(message.subject.as_str(), &message.payload) else {
                     continue;
                 };
                 if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
@@ -128,19 +133,39 @@ struct Printer {
 }
 
 impl Printer {
-    fn line(&mut self, payload: &[u8]) -> Option<String> {
+    /// Each kind of skipped message once on stderr.
+    fn skip(&mut self, why: String) -> Option<String> {
+        if !self.said.contains(&why) {
+            eprintln!("aep-cline tail: skipped a message: {why}");
+            self.said.push(why);
+        }
+        None
+    }
+
+    /// The line of a message on `subject`, if it is printed.
+    fn line(&mut self, subject: &str, payload: &[u8]) -> Option<String> {
+        let placed = match subject::parse(subject) {
+            Ok(placed) => placed,
+            Err(why) => return self.skip(why.to_string()),
+        };
         let event = match inverse(payload) {
             Ok(event) => event,
-            Err(why) => {
-                if !self.said.contains(&why) {
-                    eprintln!("aep-cline tail: skipped a message: {why}");
-                    self.said.push(why);
-                }
-                return None;
-            }
+            Err(why) => return self.skip(why),
         };
+        let claimed = event["source"].as_str().and_then(crate::fleet::view::host_of);
+        if claimed.as_deref() != Some(placed.host.as_str()) {
+            return self.skip(format!(
+                "an Event published under host {:?} whose source names {}: one machine speaking for another",
+                placed.host,
+                claimed.map_or("no host".to_string(), |h| format!("host {h:?}"))
+            ));
+        }
         if let (Some(source), Some(seq)) = (event["source"].as_str(), event["seq"].as_u64()) {
             let p = (event["epoch"].as_u64().unwrap_or(0), seq);
+            let last = self.seen.get(source).copied();
+            if let Err(why) = crate::fleet::position::check(last, Some(p), std::time::SystemTime::now()) {
+                return self.skip(format!("an Event of {source} at an impossible position: {why}"));
+            }
             match self.seen.get_mut(source) {
                 Some(last) if p <= *last => return None, // a redelivery
                 Some(last) => *last = p,
@@ -197,23 +222,52 @@ mod tests {
         let wire =
             |e: &Value| serde_json::to_vec(&aep_core::cloudevents::forward(e.as_object().unwrap()).unwrap()).unwrap();
         let one = event(1, "tool.requested");
-        assert_eq!(printer.line(&wire(&one)), Some(one.to_string()));
-        assert_eq!(printer.line(&wire(&one)), None, "a redelivery is printed once");
+        assert_eq!(printer.line("aep.h.cline.s", &wire(&one)), Some(one.to_string()));
         assert_eq!(
-            printer.line(&wire(&event(2, "run.started"))),
+            printer.line("aep.h.cline.s", &wire(&one)),
+            None,
+            "a redelivery is printed once"
+        );
+        assert_eq!(
+            printer.line("aep.h.cline.s", &wire(&event(2, "run.started"))),
             None,
             "the filter applies"
         );
         assert_eq!(
-            printer.line(b"{\"specversion\":\"1.0\",\"id\":\"x\",\"source\":\"s\",\"type\":\"com.x\"}"),
+            printer.line(
+                "aep.h.cline.s",
+                b"{\"specversion\":\"1.0\",\"id\":\"x\",\"source\":\"s\",\"type\":\"com.x\"}"
+            ),
             None
         );
         assert_eq!(
-            printer.line(b"{\"specversion\":\"1.0\",\"id\":\"x\",\"source\":\"s\",\"type\":\"com.x\"}"),
+            printer.line(
+                "aep.h.cline.s",
+                b"{\"specversion\":\"1.0\",\"id\":\"x\",\"source\":\"s\",\"type\":\"com.x\"}"
+            ),
             None
         );
         assert_eq!(printer.said.len(), 1, "said once: {:?}", printer.said);
-        assert_eq!(printer.line(b"nope"), None);
+        assert_eq!(printer.line("aep.h.cline.s", b"nope"), None);
+        // Another host's Event under h's subject, one on the hostless layout, one far ahead.
+        let other = {
+            let mut e = event(9, "tool.requested");
+            e["source"] = json!("aep://other/agent/cline/session/s");
+            e
+        };
+        assert_eq!(printer.line("aep.h.cline.s", &wire(&other)), None);
+        assert_eq!(printer.line("aep.cline.s", &wire(&event(3, "tool.requested"))), None);
+        assert_eq!(
+            printer.line("aep.h.cline.s", &wire(&event(1 << 60, "tool.requested"))),
+            None
+        );
+        let next = event(3, "tool.requested");
+        assert_eq!(
+            printer.line("aep.h.cline.s", &wire(&next)),
+            Some(next.to_string()),
+            "h's next Event still prints"
+        );
+        assert_eq!(printer.said.len(), 5, "said once each: {:?}", printer.said);
         assert!(since("15m").is_ok() && since("2026-12-01T09:00:00Z").is_ok() && since("soon").is_err());
     }
 }

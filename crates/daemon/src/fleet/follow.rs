@@ -1,6 +1,6 @@
 //! Keeps a console's [`View`] current after its catch-up (`aep-cline fleet serve`): an ordered
 //! consumer goes on reading the stream from the view's next sequence, each message folded in
-//! under the view's lock, and the machine records are read again every [`RECORDS_EVERY`] (those the bucket let
+//! under the view's lock (each new reason to skip one said once on stderr), and the machine records are read again every [`RECORDS_EVERY`] (those the bucket let
 //! go of dropped, as a console started then would not see them). A
 //! consumer or read that fails is said on stderr and started again from where the view is, so
 //! nothing is folded twice or skipped. Memory stays the view's own bound.
@@ -88,7 +88,12 @@ async fn read_on(
         let message = message.context("the stream consumer failed")?;
         let mut v = view.write();
         let seq = message.info().map_or(v.stream_seq + 1, |i| i.stream_sequence);
+        let said = v.counts.reasons.len();
         v.apply_message(seq, message.subject.as_str(), &message.payload);
+        // A new reason to skip (a machine speaking for another, say) is said once, as it comes.
+        for why in &v.counts.reasons[said..] {
+            eprintln!("aep-cline fleet serve: skipped {}", crate::cli::out::terminal(why));
+        }
     }
     bail!("the stream consumer ended")
 }

@@ -1,18 +1,27 @@
 //! The console's read model: each session of each machine summed up ([`Summary`], keyed by
-//! the host of the Event's `source` and its session), the machines' latest records, and the
+//! the host its message was published under and its session), the machines' latest records, and the
 //! spend ([`Usage`]). Fed one stream message at a time; holds summaries, never Events, and
 //! lets go of the oldest ended sessions beyond [`MAX_ENDED`] (live ones always stay), so its
 //! memory follows live state, not history.
 //!
 //! Bad input is skipped and counted ([`Counts`]), never a panic: a message that is not a
 //! CloudEvent of an AEP Event, an Event without a host in its `source` or without a session,
-//! a subject outside `aep.>`, a record that does not read. Delivery into the stream is at
-//! least once: an Event at or before the last `(epoch, seq)` folded into its session is a
-//! duplicate (counted, not folded again; AEP-0001 §5.2).
+//! a subject that is not `aep.<host>.<agent>.<session>`, a record that does not read. Delivery
+//! into the stream is at least once: an Event at or before the last `(epoch, seq)` folded into
+//! its session is a duplicate (counted, not folded again; AEP-0001 §5.2).
+//!
+//! Who speaks for a machine is the server's to say: a daemon's user may publish only under
+//! its own host's subjects (docs/fleet.md), so the host a message arrived under is the one
+//! the view files it under. An Event whose `source` names another host than its subject, or
+//! another session, is a machine speaking for another: refused ([`Counts::foreign`]). An Event
+//! at a position no daemon can reach ([`super::position`]) is refused too
+//! ([`Counts::impossible`]), so it cannot make the session's later real Events look like
+//! redeliveries.
 
 use super::health::{self, Status};
 use super::usage::{Point, Usage};
 use crate::sinks::nats::{machine, machine::Machine, subject};
+use crate::views::summary::position;
 use crate::views::summary::Saved as SavedSummary;
 use crate::views::{Pending, Summary};
 use serde::{Deserialize, Serialize};
@@ -40,6 +49,14 @@ pub struct Counts {
     pub malformed: u64,
     /// Events without a host in `source` or without a session: nothing to fold them into.
     pub unplaced: u64,
+    /// Events whose `source` or `session` names another host or session than the subject they
+    /// were published on: one machine speaking for another.
+    #[serde(default)]
+    pub foreign: u64,
+    /// Events at a position no daemon reaches (a `seq` far past the session's, an epoch from
+    /// the future, [`super::position`]).
+    #[serde(default)]
+    pub impossible: u64,
     /// Machine records that do not read (not JSON, or a host that is not their key's).
     pub bad_records: u64,
     /// Ended sessions let go (their spend stays in the usage tallies).
@@ -156,15 +173,20 @@ impl View {
         }
     }
 
-    /// Folds one stream message in (`seq`: its stream sequence).
+    /// Folds one stream message in (`seq`: its stream sequence); an epoch from the future is
+    /// judged against the console's clock.
     pub fn apply_message(&mut self, seq: u64, subject_: &str, payload: &[u8]) {
+        let now = SystemTime::now();
         self.stream_seq = self.stream_seq.max(seq);
         self.counts.messages += 1;
-        if subject_.split('.').next() != Some(subject::ROOT) {
-            self.counts.malformed += 1;
-            self.skip(format!("a message on {subject_:?}, outside {}", subject::ALL));
-            return;
-        }
+        let placed = match subject::parse(subject_) {
+            Ok(placed) => placed,
+            Err(why) => {
+                self.counts.malformed += 1;
+                self.skip(why.to_string());
+                return;
+            }
+        };
         let event = match event_of(payload) {
             Ok(e) => e,
             Err(why) => {
@@ -173,19 +195,52 @@ impl View {
                 return;
             }
         };
-        self.apply(&event);
+        self.apply_placed(&placed, &event, now);
     }
 
-    /// Folds one Event in.
-    pub fn apply(&mut self, event: &Value) {
-        let host = event.get("source").and_then(Value::as_str).and_then(host_of);
+    /// Folds in one Event that arrived under `placed` (its subject's host and session).
+    fn apply_placed(&mut self, placed: &subject::Placed, event: &Value, now: SystemTime) {
+        let claimed = event.get("source").and_then(Value::as_str).and_then(host_of);
         let session = event.get("session").and_then(Value::as_str);
-        let (Some(host), Some(session)) = (host, session) else {
+        let (Some(claimed), Some(session)) = (claimed, session) else {
             self.counts.unplaced += 1;
             self.skip("an Event without a session or an aep://host source".into());
             return;
         };
-        let key = (host.clone(), session.to_string());
+        let foreign = if claimed != placed.host {
+            Some(format!(
+                "an Event published under host {:?} whose source names host {claimed:?}: one machine speaking for another",
+                placed.host
+            ))
+        } else if placed.session.as_deref() != Some(session) {
+            Some(format!(
+                "an Event of session {session:?} published on another session's subject ({:?})",
+                placed.session.as_deref().unwrap_or("none")
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = foreign {
+            self.counts.foreign += 1;
+            self.skip(why);
+            return;
+        }
+        let key = (placed.host.clone(), session.to_string());
+        let last = self.sessions.get(&key).and_then(|s| s.position);
+        if let Err(why) = super::position::check(last, position(event), now) {
+            self.counts.impossible += 1;
+            self.skip(format!(
+                "an Event of session {session:?} on host {:?} at an impossible position: {why}",
+                placed.host
+            ));
+            return;
+        }
+        self.fold(key, event);
+    }
+
+    /// Folds a placed, believed Event into its session.
+    fn fold(&mut self, key: (String, String), event: &Value) {
+        let host = key.0.clone();
         let summary = self
             .sessions
             .entry(key)
@@ -338,6 +393,16 @@ mod tests {
         serde_json::to_vec(&aep_core::cloudevents::forward(e.as_object().unwrap()).unwrap()).unwrap()
     }
 
+    /// The subject its daemon publishes `e` on.
+    fn on(e: &Value) -> String {
+        subject::of(&host_of(e["source"].as_str().unwrap()).unwrap(), e)
+    }
+
+    /// `e` as the stream holds it, at stream sequence `seq`, on its daemon's subject.
+    fn put(view: &mut View, seq: u64, e: &Value) {
+        view.apply_message(seq, &on(e), &wire(e));
+    }
+
     fn event(host: &str, session: &str, seq: u64, ty: &str) -> Value {
         json!({"aep": "0.1", "id": format!("{host}-{session}-{seq}"), "type": ty, "time": format!("2026-12-01T09:00:{:02}Z", seq % 60),
                "source": aep_core::source::session_source(host, "cline", session), "agent": "cline",
@@ -348,14 +413,14 @@ mod tests {
     fn two_hosts_fold_apart_duplicates_and_bad_input_are_counted() {
         let mut view = View::new();
         // The same session id on two machines is two sessions.
-        view.apply_message(1, "aep.cline.s", &wire(&event("a.b", "s", 1, "run.started")));
-        view.apply_message(2, "aep.cline.s", &wire(&event("c", "s", 1, "session.started")));
-        view.apply_message(3, "aep.cline.s", &wire(&event("a.b", "s", 1, "run.started")));
-        view.apply_message(4, "aep.cline.s", b"nope");
+        put(&mut view, 1, &event("a.b", "s", 1, "run.started"));
+        put(&mut view, 2, &event("c", "s", 1, "session.started"));
+        put(&mut view, 3, &event("a.b", "s", 1, "run.started"));
+        view.apply_message(4, "aep.c.cline.s", b"nope");
         view.apply_message(5, "other.x", &wire(&event("c", "s", 2, "run.started")));
         let mut no_session = event("c", "s", 3, "run.started");
         no_session.as_object_mut().unwrap().remove("session");
-        view.apply_message(6, "aep.cline.%", &wire(&no_session));
+        put(&mut view, 6, &no_session);
         let s = view.sessions();
         assert_eq!(s.len(), 2);
         assert_eq!(s.iter().map(|s| s.host.as_str()).collect::<Vec<_>>(), ["a.b", "c"]);
@@ -370,6 +435,72 @@ mod tests {
         assert_eq!(host_of("http://h/agent"), None);
     }
 
+    /// The campaign's three: host-a's messages speaking for host-b (resolving its approval,
+    /// a session of its own under host-b, a position far ahead) change nothing of host-b's;
+    /// host-b's own absurd position is refused too, and its later real Events still fold in.
+    #[test]
+    fn a_machine_speaks_only_for_itself_and_impossible_positions_are_refused() {
+        let mut view = View::new();
+        let mut ask = event("host-b", "s", 1, "attention.requested");
+        ask["data"] = json!({"kind": "tool", "prompt": "run?", "respond_via": ["control"]});
+        put(&mut view, 1, &ask);
+        put(&mut view, 2, &event("host-a", "mine", 1, "run.started"));
+        assert_eq!(view.approvals().len(), 1);
+        let under_a = |e: &Value| subject::of("host-a", e);
+        // (1) host-b's approval resolved by host-a.
+        let mut resolved = event("host-b", "s", 2, "attention.resolved");
+        resolved["subject"] = ask["id"].clone();
+        resolved["data"] = json!({"outcome": "approved"});
+        view.apply_message(3, &under_a(&resolved), &wire(&resolved));
+        // (2) a session with an approval under host-b, from host-a.
+        let mut fake = event("host-b", "fake", 1, "attention.requested");
+        fake["data"] = ask["data"].clone();
+        view.apply_message(4, &under_a(&fake), &wire(&fake));
+        // (3) a position far ahead of host-b's session, from host-a.
+        let far = event("host-b", "s", 1_000_000_000_000_000, "run.started");
+        view.apply_message(5, &under_a(&far), &wire(&far));
+        // A session's subject that is not its body's, on the right host.
+        let mut moved = event("host-b", "s", 3, "run.started");
+        let other = subject::of("host-b", &json!({"agent": "cline", "session": "t"}));
+        moved["id"] = json!("moved");
+        view.apply_message(6, &other, &wire(&moved));
+        assert_eq!(view.counts.foreign, 4, "{:?}", view.counts.reasons);
+        assert_eq!(view.approvals().len(), 1, "host-b's approval stays");
+        assert!(
+            !view
+                .sessions()
+                .iter()
+                .any(|s| s.summary.session == "fake" || s.summary.session == "t"),
+            "no session of host-a's making under host-b"
+        );
+        // host-b itself, far ahead, in its epoch and in one from the future: refused.
+        put(&mut view, 7, &far);
+        let mut future = event("host-b", "s", 1, "run.started");
+        future["epoch"] = json!(1_000_000_000_000_u64);
+        put(&mut view, 8, &future);
+        assert_eq!(view.counts.impossible, 2, "{:?}", view.counts.reasons);
+        // Its later real Events show.
+        let mut real = event("host-b", "s", 2, "attention.resolved");
+        real["subject"] = ask["id"].clone();
+        real["data"] = json!({"outcome": "approved"});
+        put(&mut view, 9, &real);
+        assert!(view.approvals().is_empty(), "the real answer folds in");
+        let s = view.sessions().into_iter().find(|s| s.summary.session == "s").unwrap();
+        assert_eq!((s.host.as_str(), s.summary.position), ("host-b", Some((0, 2))));
+        assert_eq!(view.counts.events, 3);
+        assert!(
+            view.counts.reasons.iter().any(|r| r.contains("speaking for another"))
+                && view
+                    .counts
+                    .reasons
+                    .iter()
+                    .any(|r| r.contains("another session's subject"))
+                && view.counts.reasons.iter().any(|r| r.contains("impossible position")),
+            "{:?}",
+            view.counts.reasons
+        );
+    }
+
     #[test]
     fn records_read_and_bad_ones_are_counted() {
         let mut view = View::new();
@@ -382,7 +513,7 @@ mod tests {
         view.apply_record(&machine::key("a.b"), Some(&serde_json::to_vec(&m).unwrap()));
         view.apply_record("x", Some(&serde_json::to_vec(&m).unwrap()));
         view.apply_record("y", Some(b"{"));
-        view.apply_message(1, "aep.cline.s", &wire(&event("z", "s", 1, "run.started")));
+        put(&mut view, 1, &event("z", "s", 1, "run.started"));
         let now = crate::cli::out::parse_time("2026-12-01T09:00:10Z").unwrap();
         let all = view.machines(now, Duration::from_secs(30));
         assert_eq!(
@@ -402,16 +533,16 @@ mod tests {
     #[test]
     fn a_saved_view_folds_on_as_the_one_it_was_saved_from() {
         let mut view = View::new();
-        view.apply_message(1, "aep.cline.s", &wire(&event("a", "s", 1, "session.started")));
-        view.apply_message(2, "aep.cline.s", &wire(&event("a", "s", 2, "run.started")));
-        view.apply_message(3, "aep.cline.t", &wire(&event("b", "t", 1, "session.ended")));
+        put(&mut view, 1, &event("a", "s", 1, "session.started"));
+        put(&mut view, 2, &event("a", "s", 2, "run.started"));
+        put(&mut view, 3, &event("b", "t", 1, "session.ended"));
         let json = serde_json::to_vec(&view.save()).unwrap();
         let mut again = View::restore(serde_json::from_slice(&json).unwrap());
         assert_eq!((again.stream_seq, &again.counts), (3, &view.counts));
         assert_eq!(again.ended, 1);
         for v in [&mut view, &mut again] {
-            v.apply_message(4, "aep.cline.s", &wire(&event("a", "s", 2, "run.started")));
-            v.apply_message(5, "aep.cline.s", &wire(&event("a", "s", 3, "run.finished")));
+            put(v, 4, &event("a", "s", 2, "run.started"));
+            put(v, 5, &event("a", "s", 3, "run.finished"));
         }
         assert_eq!(again.counts, view.counts, "the redelivery is one for both");
         assert_eq!(
@@ -427,11 +558,11 @@ mod tests {
     #[test]
     fn ended_sessions_are_bounded_and_live_ones_stay() {
         let mut view = View::new();
-        view.apply(&event("h", "live", 1, "run.started"));
+        put(&mut view, 1, &event("h", "live", 1, "run.started"));
         for n in 0..(MAX_ENDED + 10) {
             let s = format!("e{n:05}");
-            view.apply(&event("h", &s, 1, "session.started"));
-            view.apply(&event("h", &s, 2, "session.ended"));
+            put(&mut view, 2 * n as u64 + 2, &event("h", &s, 1, "session.started"));
+            put(&mut view, 2 * n as u64 + 3, &event("h", &s, 2, "session.ended"));
         }
         let all = view.sessions();
         assert!(all.len() <= MAX_ENDED + 1, "{}", all.len());

@@ -201,8 +201,8 @@ impl Sinks {
         }
         let nats = match plan.nats.take() {
             Some(s) => {
-                let journal = sessions.journal().clone();
-                Some(tokio::task::spawn_blocking(move || Nats::new(s, journal)).await?)
+                let (journal, host) = (sessions.journal().clone(), plan.config.host.clone());
+                Some(tokio::task::spawn_blocking(move || Nats::new(s, journal, host)).await?)
             }
             None => None,
         };

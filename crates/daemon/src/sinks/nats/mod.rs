@@ -1,7 +1,9 @@
 //! The JetStream sink (`AEP_NATS_URL`): every Event the daemon logs is published to a NATS
 //! JetStream stream as a structured-mode CloudEvent (AEP-0005 §1, [`aep_core::cloudevents`]),
-//! on subject `aep.<agent>.<session>` ([`subject`]), with `Nats-Msg-Id` = `source` + `id`,
-//! so the server drops a redelivery within the stream's duplicate window.
+//! on subject `aep.<host>.<agent>.<session>` ([`subject`]: `<host>` is this daemon's, so the
+//! server's permissions can confine its user to its own machine's subjects), with
+//! `Nats-Msg-Id` = `source` + `id`, so the server drops a redelivery within the stream's
+//! duplicate window.
 //!
 //! Delivery is the shared durable piece ([`crate::sinks::delivery`]): Events wait in a bounded
 //! outbox; what does not fit, and everything after a session's last confirmed position after a
@@ -40,6 +42,8 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Nats {
     settings: Settings,
+    /// This daemon's host (`AEP_HOST`): the subjects' host token.
+    host: String,
     durable: Arc<Durable>,
     health: Arc<Health>,
     stats: Arc<Stats>,
@@ -60,7 +64,7 @@ struct Stats {
 }
 
 impl Nats {
-    pub fn new(settings: Settings, journal: Journal) -> Arc<Nats> {
+    pub fn new(settings: Settings, journal: Journal, host: String) -> Arc<Nats> {
         let durable = Durable::new(
             delivery::Config {
                 name: "nats",
@@ -72,6 +76,7 @@ impl Nats {
         );
         Arc::new(Nats {
             settings,
+            host,
             durable,
             health: Arc::new(Health::default()),
             stats: Arc::new(Stats::default()),
@@ -134,6 +139,7 @@ impl Nats {
     pub async fn run(self: Arc<Self>) {
         let publisher = JetStream {
             settings: self.settings.clone(),
+            host: self.host.clone(),
             js: None,
             stats: self.stats.clone(),
         };
@@ -150,6 +156,7 @@ impl Nats {
 /// One connection's worth of publishing.
 struct JetStream {
     settings: Settings,
+    host: String,
     js: Option<jetstream::Context>,
     stats: Arc<Stats>,
 }
@@ -182,7 +189,7 @@ impl JetStream {
         };
         let mut acks = Vec::with_capacity(batch.len());
         for event in batch {
-            let (subject, headers, payload) = match message(&event.value) {
+            let (subject, headers, payload) = match message(&self.host, &event.value) {
                 Ok(message) => message,
                 Err(e) => {
                     self.skip(&event.value, &e);
@@ -246,14 +253,14 @@ impl JetStream {
     }
 }
 
-/// An Event as a JetStream message: its subject, its headers (`Nats-Msg-Id`; the CloudEvents
+/// An Event of `host`'s daemon as a JetStream message: its subject, its headers (`Nats-Msg-Id`; the CloudEvents
 /// NATS binding's content type for structured mode) and the CloudEvent (AEP-0005 §1).
-pub fn message(event: &Value) -> anyhow::Result<(String, HeaderMap, Vec<u8>)> {
+pub fn message(host: &str, event: &Value) -> anyhow::Result<(String, HeaderMap, Vec<u8>)> {
     let object = event.as_object().ok_or_else(|| anyhow!("not a JSON object"))?;
     let ce = aep_core::cloudevents::forward(object)?;
     let id = subject::message_id(event).ok_or_else(|| anyhow!("no source or id"))?;
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", id.as_str());
     headers.insert("Content-Type", "application/cloudevents+json");
-    Ok((subject::of(event), headers, serde_json::to_vec(&ce)?))
+    Ok((subject::of(host, event), headers, serde_json::to_vec(&ce)?))
 }

@@ -1,10 +1,19 @@
-//! Subjects: every Event goes to `aep.<agent>.<session>` (the stream takes `aep.>`), so a
-//! consumer can follow one session (`aep.*.<session>`), one agent (`aep.<agent>.>`) or the
-//! fleet. A NATS subject token may not hold `.` (the separator), `*` or `>` (wildcards),
-//! whitespace or control characters, nor be empty; AEP ids may hold any of them. Each such
-//! byte is written `%XX` (percent-encoding, `%` itself as `%25`; non-ASCII bytes too, since
-//! NATS advises ASCII subjects), so the mapping is reversible and every other id is its own
-//! token. An Event without a session goes to `aep.<agent>.%` (a lone `%` is no escape).
+//! Subjects: every Event goes to `aep.<host>.<agent>.<session>` (the stream takes `aep.>`),
+//! `<host>` being the publishing daemon's own (`AEP_HOST`, the host of its `source`s). The host
+//! is in the subject so that the server's permissions can say who speaks for which machine: a
+//! daemon's user is granted `aep.<its host>.>` ([`of_host`]) and nothing else of the stream, and
+//! the console trusts the host a message arrived under, never the one its body claims
+//! (`crate::fleet::view`). A consumer can follow one session (`aep.<host>.*.<session>`, or
+//! `aep.*.*.<session>` on every host), one machine (`aep.<host>.>`) or the fleet.
+//!
+//! A NATS subject token may not hold `.` (the separator), `*` or `>` (wildcards), whitespace
+//! or control characters, nor be empty; hosts and AEP ids may hold any of them. Each such byte
+//! is written `%XX` (percent-encoding, `%` itself as `%25`; non-ASCII bytes too, since NATS
+//! advises ASCII subjects), so the mapping is reversible and every other id is its own token.
+//! An Event without a session goes to `aep.<host>.<agent>.%` (a lone `%` is no escape).
+//!
+//! Before this layout the sink published on `aep.<agent>.<session>` (no host): such a message
+//! names no machine the server vouched for, and the console skips it ([`parse`]).
 
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
 use serde_json::Value;
@@ -38,19 +47,65 @@ pub fn id(token: &str) -> Option<String> {
     (self::token(&decoded) == token).then_some(decoded)
 }
 
-/// The subject of an Event: `aep.<agent>.<session>`.
-pub fn of(event: &Value) -> String {
+/// The subject `host`'s daemon publishes an Event on: `aep.<host>.<agent>.<session>`.
+pub fn of(host: &str, event: &Value) -> String {
     let agent = event.get("agent").and_then(Value::as_str).unwrap_or_default();
     let session = match event.get("session").and_then(Value::as_str) {
         Some(session) => token(session),
         None => NONE.to_string(),
     };
-    format!("{ROOT}.{}.{session}", token(agent))
+    format!("{ROOT}.{}.{}.{session}", token(host), token(agent))
 }
 
-/// The subject filter for one session of any agent.
-pub fn of_session(session: &str) -> String {
-    format!("{ROOT}.*.{}", token(session))
+/// Every subject of one host: what its daemon's user may publish on (docs/fleet.md).
+pub fn of_host(host: &str) -> String {
+    format!("{ROOT}.{}.>", token(host))
+}
+
+/// The subject filter for one session of any agent, on one host or (`None`) every host.
+pub fn of_session(host: Option<&str>, session: &str) -> String {
+    let host = host.map_or_else(|| "*".to_string(), token);
+    format!("{ROOT}.{host}.*.{}", token(session))
+}
+
+/// What a stream message's subject says: the host it was published under (the one the
+/// server's permissions vouch for) and the session token's id (`None`: no session).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    pub host: String,
+    pub session: Option<String>,
+}
+
+/// Why a subject is not one of this sink's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotOurs {
+    #[error("a message on {0:?}, outside {ALL}")]
+    Outside(String),
+    #[error("a message on {0:?}, which names no host (aep.<agent>.<session>: a daemon older than aep.<host>.<agent>.<session>; upgrade it)")]
+    NoHost(String),
+    #[error("a message on {0:?}, not aep.<host>.<agent>.<session>")]
+    Shape(String),
+}
+
+/// Reads a stream message's subject (`aep.<host>.<agent>.<session>`).
+pub fn parse(subject: &str) -> Result<Placed, NotOurs> {
+    let tokens: Vec<&str> = subject.split('.').collect();
+    match tokens.as_slice() {
+        [root, ..] if *root != ROOT => Err(NotOurs::Outside(subject.to_string())),
+        [_, _, _] => Err(NotOurs::NoHost(subject.to_string())),
+        [_, host, agent, session] => {
+            let host = id(host).ok_or_else(|| NotOurs::Shape(subject.to_string()))?;
+            if *agent != NONE && id(agent).is_none() {
+                return Err(NotOurs::Shape(subject.to_string()));
+            }
+            let session = match *session {
+                NONE => None,
+                token => Some(id(token).ok_or_else(|| NotOurs::Shape(subject.to_string()))?),
+            };
+            Ok(Placed { host, session })
+        }
+        _ => Err(NotOurs::Shape(subject.to_string())),
+    }
 }
 
 /// The JetStream message id (`Nats-Msg-Id`): the Event's `source` and `id` (AEP-0001 §5.1:
@@ -96,9 +151,38 @@ mod tests {
         assert_eq!(id("%"), None);
         assert_eq!(id("a%2eb"), None, "only the canonical form is ours");
         let e = json!({"agent": "cline", "session": "s.1", "source": "aep://h/agent/cline/session/s.1", "id": "01J"});
-        assert_eq!(of(&e), "aep.cline.s%2E1");
-        assert_eq!(of(&json!({"agent": "cline"})), "aep.cline.%");
-        assert_eq!(of_session("s.1"), "aep.*.s%2E1");
+        assert_eq!(of("ci.runner", &e), "aep.ci%2Erunner.cline.s%2E1");
+        assert_eq!(of("h", &json!({"agent": "cline"})), "aep.h.cline.%");
+        assert_eq!(of_host("ci.runner"), "aep.ci%2Erunner.>");
+        assert_eq!(of_session(None, "s.1"), "aep.*.*.s%2E1");
+        assert_eq!(of_session(Some("h"), "s.1"), "aep.h.*.s%2E1");
         assert_eq!(message_id(&e).as_deref(), Some("aep://h/agent/cline/session/s.1 01J"));
+    }
+
+    #[test]
+    fn a_subject_says_its_host_and_only_ours_read() {
+        let e = json!({"agent": "cline", "session": "s.1"});
+        assert_eq!(
+            parse(&of("ci.runner", &e)),
+            Ok(Placed {
+                host: "ci.runner".into(),
+                session: Some("s.1".into())
+            })
+        );
+        assert_eq!(parse("aep.h.cline.%").map(|p| p.session), Ok(None));
+        assert!(
+            matches!(parse("aep.cline.s"), Err(NotOurs::NoHost(_))),
+            "the old layout"
+        );
+        assert!(matches!(parse("other.h.cline.s"), Err(NotOurs::Outside(_))));
+        for bad in [
+            "aep.h.cline",
+            "aep.h.cline.s.x",
+            "aep.%.cline.s",
+            "aep.h.cline.a%2eb",
+            "aep",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 }
