@@ -92,7 +92,7 @@ async fn read_on(
         v.apply_message(seq, message.subject.as_str(), &message.payload);
         // A new reason to skip (a machine speaking for another, say) is said once, as it comes.
         for why in &v.counts.reasons[said..] {
-            eprintln!("aep-cline fleet serve: skipped {}", crate::cli::out::terminal(why));
+            eprintln!("aep-cline fleet serve: skipped {}", aep_core::text::visible(why));
         }
     }
     bail!("the stream consumer ended")

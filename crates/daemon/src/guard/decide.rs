@@ -96,7 +96,7 @@ pub fn decide(
             control: Some(control_for(words)),
             audit,
             denied: None,
-            planned: Vec::new(),
+            ..Verdict::default()
         });
     }
     let Step::Tool { tool, input } = step else {
@@ -110,7 +110,7 @@ pub fn decide(
     let mut audit = Map::new();
     audit.insert("cline.policy_rule".into(), json!(rule.name));
     audit.insert("cline.policy_answer".into(), json!(rule.answer.as_str()));
-    audit.insert(WHY.into(), json!(decision.why));
+    let audit_content = Map::from_iter([(WHY.to_string(), json!(decision.why))]);
     audit.insert("cline.enforced_at".into(), json!("hook"));
     match rule.answer {
         Answer::Deny => {
@@ -124,6 +124,7 @@ pub fn decide(
             Some(Verdict {
                 control: Some(control_for(&words)),
                 audit,
+                audit_content,
                 denied: Some(Some(rule.name.clone())),
                 planned: Vec::new(),
             })
@@ -131,6 +132,7 @@ pub fn decide(
         Answer::Approve => Some(Verdict {
             control: None,
             audit,
+            audit_content,
             denied: None,
             planned: Vec::new(),
         }),
@@ -142,6 +144,7 @@ pub fn decide(
             Some(Verdict {
                 control: None,
                 audit,
+                audit_content,
                 denied: None,
                 planned: Vec::new(),
             })

@@ -115,17 +115,15 @@ impl Guard {
             verdict.get_or_insert_with(Verdict::default).planned = notices;
         }
         if let Some(v) = &verdict {
-            // The daemon's log holds no content: why a rule matched quotes the command.
-            let mut audit = v.audit.clone();
-            let why = audit.remove(decide::WHY);
             tracing::info!(
                 %session,
                 hook = %payload.hook_name,
                 stopped = v.control.is_some(),
-                audit = %serde_json::Value::Object(audit),
+                audit = %serde_json::Value::Object(v.audit.clone()),
                 "guard: decided at the hook"
             );
-            if let Some(why) = why {
+            // The daemon's log holds no content above debug: why a rule matched quotes it.
+            if let Some(why) = v.audit_content.get(decide::WHY) {
                 tracing::debug!(%session, %why, "guard: why");
             }
         }

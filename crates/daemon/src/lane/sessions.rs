@@ -738,15 +738,16 @@ fn apply(
     if let Some(first) = planned.first_mut() {
         let level = first.event.capture;
         if let Some(data) = first.event.data.as_mut() {
-            for (k, v) in &verdict.audit {
-                // Why a rule matched quotes the command and its paths: content, so it is kept
-                // only where the Event may carry content, redacted (AEP-0003 §9.2).
-                let v = match k.as_str() {
-                    crate::guard::decide::WHY if level <= aep_core::Capture::Metadata => continue,
-                    crate::guard::decide::WHY if level < aep_core::Capture::Full => ctx.redactor.redact_value(v),
-                    _ => v.clone(),
-                };
-                data.insert(k.clone(), v);
+            data.extend(verdict.audit.clone());
+            // Content only where the Event may carry it, redacted below `full` (AEP-0003 §9.2).
+            if level > aep_core::Capture::Metadata {
+                for (k, v) in &verdict.audit_content {
+                    let v = match level {
+                        aep_core::Capture::Full => v.clone(),
+                        _ => ctx.redactor.redact_value(v),
+                    };
+                    data.insert(k.clone(), v);
+                }
             }
         }
     }

@@ -19,6 +19,10 @@ pub struct Verdict {
     /// Fields added to the `data` of the hook's first Event (its `tool.requested`): the rule,
     /// the answer, why, where it was enforced. Nothing at capture `none`, where there is no data.
     pub audit: Map<String, Value>,
+    /// Audit members that quote content (why a rule matched quotes the command and its paths):
+    /// added only where the Event's capture allows content, redacted at `redacted`
+    /// (AEP-0003 §9.2); never at `metadata`.
+    pub audit_content: Map<String, Value>,
     /// The tool call was blocked: the hook's `tool.requested` is resolved by a `tool.denied`
     /// naming this rule, in the same write.
     pub denied: Option<Option<String>>,
