@@ -1,4 +1,5 @@
-//! What the daemon serves and feeds: the AEP endpoint, the relay, NATS, OTLP and the dashboard.
+//! What the daemon serves and feeds: the AEP endpoint, the relay, NATS, OTLP, the dashboard and
+//! `/metrics`.
 //!
 //! One test binary gathers these modules (a binary per file linked the whole crate again each
 //! time); run one module with `cargo test -p <crate> --test serving <module>::`.
@@ -10,6 +11,7 @@ mod endpoint_backpressure;
 mod endpoint_http;
 mod endpoint_socket;
 mod fleet;
+mod metrics;
 mod nats;
 mod nats_fleet;
 mod otlp;

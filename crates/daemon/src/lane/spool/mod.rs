@@ -329,6 +329,11 @@ impl Spool {
         }
     }
 
+    /// What the spool holds now: (hooks, bytes), counted file by file ([`usage`]).
+    pub fn usage(&self) -> (usize, u64) {
+        usage(&self.state_dir)
+    }
+
     /// Hooks that could not be kept (`limit::lost`).
     pub fn lost(&self) -> u64 {
         limit::lost(&self.state_dir).0

@@ -123,6 +123,7 @@ impl Relay {
             "connected": self.connected.load(Ordering::Relaxed),
             "last_error": *self.last_error.lock(),
             "outbox": counters.outbox,
+            "pending": counters.pending,
             "dropped": {"debug_info": counters.dropped_low, "notice_resent_from_log": counters.from_log},
             "resends": counters.resends,
         })
