@@ -1,8 +1,9 @@
 //! `GET /metrics` on the real daemon: hooks through the real shim (one spooled before the daemon
 //! ran, live ones, a duplicate, a refusal), an OTLP collector that is down, then a scrape whose
 //! counters must have moved, parsed here line by line and checked by Prometheus's own
-//! `promtool check metrics` (Debian's `prometheus`, which `.ci/run` installs; elsewhere, without
-//! it, that one check is skipped and says so).
+//! `promtool check metrics`; and a real Prometheus that scrapes the daemon and answers a query
+//! over what it scraped (both Debian's `prometheus`, which `.ci/run` installs; elsewhere, without
+//! it, those checks are skipped and say so).
 
 use crate::support;
 
@@ -241,4 +242,84 @@ fn counters_move_as_hooks_events_spooled_hooks_and_sink_failures_happen() {
         b"",
     );
     assert_eq!(status, 403);
+}
+
+/// A real Prometheus (Debian's `prometheus`, which `.ci/run` installs) scrapes the daemon: the
+/// target is up (Prometheus read every line, negotiating OpenMetrics as it does) and a query
+/// sees the hooks counted.
+#[test]
+fn a_real_prometheus_scrapes_the_daemon_and_queries_its_counters() {
+    if Command::new("prometheus").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "prometheus is not installed: apt-get install prometheus"
+        );
+        eprintln!("SKIPPED: prometheus is not installed (apt-get install prometheus)");
+        return;
+    }
+    let sb = Sandbox::new();
+    let daemon = sb.start();
+    sb.hook_recorded(&real_payload("hooks-local", "agent_start"));
+    sb.hook_recorded(&real_payload("hooks-local", "tool_call"));
+
+    let dir = sb.root.path().join("prometheus");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: aep-cline\n    \
+             static_configs:\n      - targets: [\"{}\"]\n",
+            daemon.addr()
+        ),
+    )
+    .unwrap();
+    let web = format!("127.0.0.1:{}", free_port());
+    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+    let mut prometheus = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start prometheus");
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _kill = Kill(&mut prometheus);
+    let said = || std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+
+    let query = "/api/v1/query?query=sum(aep_cline_hooks_total)";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let answer = loop {
+        let answer = support::daemon::try_http(&web, "GET", query, &[], b"")
+            .filter(|(status, _)| *status == 200)
+            .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .filter(|a| a["data"]["result"].as_array().is_some_and(|r| !r.is_empty()));
+        if let Some(answer) = answer {
+            break answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never had the hooks counted:\n{}",
+            said()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let hooks: f64 = answer["data"]["result"][0]["value"][1]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(hooks, 2.0, "{answer}");
+    let (_, targets) = http(&web, "GET", "/api/v1/targets", &[], b"");
+    let targets: serde_json::Value = serde_json::from_str(&targets).unwrap();
+    let target = &targets["data"]["activeTargets"][0];
+    assert_eq!(target["health"], "up", "{target}");
+    assert_eq!(target["lastError"], "", "{target}");
 }
