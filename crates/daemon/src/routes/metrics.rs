@@ -154,10 +154,13 @@ impl Metric {
         let mut metric = encoder.encode_descriptor(self.name, &help, self.unit.as_ref(), kind)?;
         for (labels, value) in &self.series {
             let series = metric.encode_family(labels)?;
-            if self.counter {
-                ConstCounter::new(*value).encode(series)?;
-            } else {
-                ConstGauge::new(*value).encode(series)?;
+            // Whole numbers (every count, most gauges) are written as integers.
+            let whole = value.fract() == 0.0 && value.abs() < 2f64.powi(53);
+            match (self.counter, whole) {
+                (true, true) if *value >= 0.0 => ConstCounter::new(*value as u64).encode(series)?,
+                (true, _) => ConstCounter::new(*value).encode(series)?,
+                (false, true) => ConstGauge::new(*value as i64).encode(series)?,
+                (false, false) => ConstGauge::new(*value).encode(series)?,
             }
         }
         Ok(())
@@ -228,7 +231,10 @@ fn metrics(health: &Value, index: &Index, spool: (usize, u64)) -> Vec<Metric> {
         "aep_cline_sink_connected",
         "Whether the sink's last attempt reached its peer",
     );
-    let mut sent = Metric::counter("aep_cline_sink_sent_events", "Events the sink's peer confirmed");
+    let mut sent = Metric::counter(
+        "aep_cline_sink_sent_events",
+        "Events the sink's peer confirmed (the relay: written to its socket)",
+    );
     let mut retries = Metric::counter(
         "aep_cline_sink_retries",
         "Batches sent again because the peer did not have them",
@@ -256,7 +262,8 @@ fn metrics(health: &Value, index: &Index, spool: (usize, u64)) -> Vec<Metric> {
         };
         let labels = || vec![("sink", sink)];
         connected.at(labels(), num(status, "/connected"));
-        sent.at(labels(), num(status, "/confirmed"));
+        // The relay confirms positions, not Events: its count is what was written to it.
+        sent.at(labels(), num(status, "/confirmed").or(num(status, "/sent")));
         retries.at(labels(), num(status, "/retries"));
         resent.at(labels(), num(status, "/resends"));
         pending.at(labels(), num(status, "/pending"));
