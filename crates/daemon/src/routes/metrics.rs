@@ -289,7 +289,33 @@ fn metrics(health: &Value, index: &Index, spool: (usize, u64)) -> Vec<Metric> {
     out.extend([
         hub, buffer, connected, sent, retries, resent, dropped, overflow, pending, outbox,
     ]);
+    out.extend(notifications(health));
     out
+}
+
+/// Notifications (`AEP_CLINE_NOTIFY`), summed over the targets: a target's only name is its
+/// URL, and an ntfy topic or a webhook's path is a secret, so no series is per target.
+fn notifications(health: &Value) -> Vec<Metric> {
+    let Some(targets) = health.pointer("/notify/targets").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let sum = |key: &str| targets.iter().filter_map(|t| num(t, &format!("/{key}"))).sum::<f64>();
+    let mut told = Metric::counter(
+        "aep_cline_notifications",
+        "Notifications of a waiting approval, by outcome (sent; failed: given up after retries; dropped: a full queue drops the oldest)",
+    );
+    for outcome in ["sent", "failed", "dropped"] {
+        told.at(vec![("outcome", outcome)], Some(sum(outcome)));
+    }
+    vec![
+        told,
+        Metric::counter(
+            "aep_cline_notification_retries",
+            "Notifications sent again after a failed attempt",
+        )
+        .one(sum("retries")),
+        Metric::gauge("aep_cline_notifications_queued", "Notifications waiting to be sent").one(sum("queued")),
+    ]
 }
 
 impl Collector for Health {
