@@ -87,6 +87,8 @@ struct ClassLabels {
 struct DecisionLabels {
     rule: String,
     answer: &'static str,
+    /// Where it was enforced: `hook` (the hook Cline waits on before a tool) or `hub`.
+    at: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -144,7 +146,7 @@ impl Recorder {
         );
         registry.register(
             "aep_cline_policy_decisions",
-            "Approvals a policy rule decided, by rule and answer (counted from the audit on the Event: none at capture none)",
+            "Tool calls and approvals a policy rule decided, by rule, answer and where (hook or hub); counted from the audit on the Event: none at capture none",
             self.decisions.clone(),
         );
         registry.register(
@@ -187,6 +189,7 @@ impl Recorder {
         for event in events {
             let ty = event.get("type").and_then(Value::as_str).unwrap_or_default();
             self.events.get_or_create(&ClassLabels { class: class_of(ty) }).inc();
+            self.decided(event);
             match ty {
                 "attention.requested" => self.requested(event),
                 "attention.resolved" | "attention.timeout" => self.resolved(event),
@@ -215,24 +218,36 @@ impl Recorder {
             // A notice is resolved in the same write: nothing waits on it.
             return;
         }
-        let str_at = |key: &str| data.and_then(|d| d.get(key)).and_then(Value::as_str);
-        if let (Some(rule), Some(answer)) = (str_at("cline.policy_rule"), str_at("cline.policy_answer")) {
-            let answer = match answer {
-                "approve" => "approve",
-                "deny" => "deny",
-                "ask" => "ask",
-                _ => "other",
-            };
-            self.decisions
-                .get_or_create(&DecisionLabels {
-                    rule: rule.to_string(),
-                    answer,
-                })
-                .inc();
-        }
         if let (Some(id), Some(at)) = (event.get("id").and_then(Value::as_str), time_ms(event)) {
             self.waiting.lock().insert(id.to_string(), at);
         }
+    }
+
+    /// A policy's decision: its audit, `cline.policy_rule` with `cline.policy_answer`, is on
+    /// one Event per decision (the hook's first Event at the hook, the request on the hub; the
+    /// hub's answer that carries out a decision names the rule only).
+    fn decided(&self, event: &Value) {
+        let str_at = |key: &str| event.get("data").and_then(|d| d.get(key)).and_then(Value::as_str);
+        let (Some(rule), Some(answer)) = (str_at("cline.policy_rule"), str_at("cline.policy_answer")) else {
+            return;
+        };
+        let answer = match answer {
+            "approve" => "approve",
+            "deny" => "deny",
+            "ask" => "ask",
+            _ => "other",
+        };
+        let at = match str_at("cline.enforced_at") {
+            Some("hook") => "hook",
+            _ => "hub",
+        };
+        self.decisions
+            .get_or_create(&DecisionLabels {
+                rule: rule.to_string(),
+                answer,
+                at,
+            })
+            .inc();
     }
 
     fn resolved(&self, event: &Value) {
@@ -321,6 +336,10 @@ mod tests {
             json!({"type": "attention.requested", "id": "R1", "time": "2026-12-03T10:00:00Z",
                 "data": {"cline.policy_rule": "no-rm", "cline.policy_answer": "deny"}}),
             json!({"type": "attention.requested", "id": "R2", "time": "2026-12-03T10:00:00Z", "data": {}}),
+            json!({"type": "tool.requested", "data": {"cline.policy_rule": "read-only", "cline.policy_answer": "approve",
+                "cline.enforced_at": "hook"}}),
+            // The hub's answer carrying out a decision names the rule only: not a second one.
+            json!({"type": "attention.answered", "subject": "R1", "data": {"cline.policy_rule": "no-rm", "by": "policy"}}),
             json!({"type": "attention.requested", "id": "B1", "time": "2026-12-03T10:00:00Z", "subject": "budget",
                 "data": {"budget": {"name": "run", "threshold": 0.8}}}),
             json!({"type": "attention.resolved", "subject": "B1", "time": "2026-12-03T10:00:00Z"}),
@@ -329,9 +348,14 @@ mod tests {
         ]);
         let out = scrape(&r);
         assert!(
-            out.contains(r#"aep_cline_policy_decisions_total{rule="no-rm",answer="deny"} 1"#),
+            out.contains(r#"aep_cline_policy_decisions_total{rule="no-rm",answer="deny",at="hub"} 1"#),
             "{out}"
         );
+        assert!(
+            out.contains(r#"aep_cline_policy_decisions_total{rule="read-only",answer="approve",at="hook"} 1"#),
+            "{out}"
+        );
+        assert_eq!(out.matches("aep_cline_policy_decisions_total{").count(), 2, "{out}");
         assert!(
             out.contains(r#"aep_cline_budget_notices_total{budget="run",level="warning"} 1"#),
             "{out}"
