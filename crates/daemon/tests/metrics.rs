@@ -323,3 +323,102 @@ fn a_real_prometheus_scrapes_the_daemon_and_queries_its_counters() {
     assert_eq!(target["health"], "up", "{target}");
     assert_eq!(target["lastError"], "", "{target}");
 }
+
+/// The metric names in `s` (`aep_cline_` and word characters).
+fn names_in(s: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut rest = s;
+    while let Some(at) = rest.find("aep_cline_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        out.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    out
+}
+
+/// A served name without the suffix the encoder adds (`_total`, a unit, `_info`, a
+/// histogram's series): the name the code registers.
+fn registered(name: &str) -> &str {
+    let name = ["_bucket", "_count", "_sum"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name);
+    ["_total", "_seconds", "_bytes", "_info"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name)
+}
+
+/// docs/operations.md documents every metric the code registers, and only those; the Grafana
+/// dashboard (docs/grafana-dashboard.json) queries documented metrics only.
+#[test]
+fn every_metric_is_documented_and_the_dashboard_queries_only_those() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let code: std::collections::BTreeSet<String> = names_in(&read("src/metrics/mod.rs"))
+        .into_iter()
+        .chain(names_in(&read("src/routes/metrics.rs")))
+        // The unit tests' expectations name served series; the registered names are the rest.
+        .map(|n| registered(&n).to_string())
+        .collect();
+    let docs = read("../../docs/operations.md");
+    let documented: std::collections::BTreeSet<String> = docs
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .filter(|n| n.starts_with("aep_cline_"))
+        .map(str::to_string)
+        .collect();
+    let documented_registered: std::collections::BTreeSet<String> =
+        documented.iter().map(|n| registered(n).to_string()).collect();
+    assert_eq!(documented_registered, code, "docs/operations.md and the code disagree");
+
+    let dashboard: serde_json::Value = serde_json::from_str(&read("../../docs/grafana-dashboard.json")).unwrap();
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            queried.extend(names_in(target["expr"].as_str().unwrap()));
+        }
+    }
+    assert!(!queried.is_empty());
+    for name in &queried {
+        let served = documented.contains(name)
+            || documented.contains(&format!("{}_seconds", registered(name)))
+            || documented.contains(registered(name));
+        assert!(served, "the dashboard queries {name}, which /metrics does not serve");
+    }
+
+    // The alerts the guide suggests are rules Prometheus loads.
+    let alerts = docs.split("## Alerts worth having").nth(1).unwrap();
+    let rules = alerts.split("```yaml\n").nth(1).unwrap().split("```").next().unwrap();
+    for name in names_in(rules) {
+        assert!(
+            documented.contains(&name),
+            "an alert uses {name}, which /metrics does not serve"
+        );
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), rules).unwrap();
+    match Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(file.path())
+        .output()
+    {
+        Ok(out) => assert!(
+            out.status.success(),
+            "promtool check rules: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(_) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "promtool is not installed: apt-get install prometheus"
+            );
+            eprintln!("SKIPPED promtool check rules: promtool is not installed (apt-get install prometheus)");
+        }
+    }
+}
