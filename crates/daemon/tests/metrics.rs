@@ -1,5 +1,5 @@
 //! `GET /metrics` on the real daemon: hooks through the real shim (one spooled before the daemon
-//! ran, live ones, a duplicate, a refusal), an OTLP collector that is down, then a scrape whose
+//! ran, live ones, a duplicate, a refusal, a spool file that is no hook), an OTLP collector that is down, then a scrape whose
 //! counters must have moved, parsed here line by line and checked by Prometheus's own
 //! `promtool check metrics`; and a real Prometheus that scrapes the daemon and answers a query
 //! over what it scraped (both Debian's `prometheus`, which `.ci/run` installs; elsewhere, without
@@ -116,6 +116,8 @@ fn counters_move_as_hooks_events_spooled_hooks_and_sink_failures_happen() {
     let out = sb.hook(&real_payload("hooks-local", "agent_start"));
     assert!(out.status.success(), "{out:?}");
     assert_eq!(sb.spooled(), 1);
+    // And a spool file that is no hook: the daemon quarantines it.
+    std::fs::write(sb.state_dir.join("spool/0-bogus.json"), b"{not json").unwrap();
     let daemon = sb.start();
     sb.wait_spool_empty(WAIT);
     sb.hook_recorded(&real_payload("hooks-local", "tool_call"));
@@ -204,6 +206,7 @@ fn counters_move_as_hooks_events_spooled_hooks_and_sink_failures_happen() {
     );
     assert_eq!(value(&s, "aep_cline_sessions_open"), 1.0);
     assert_eq!(value(&s, "aep_cline_spool_hooks"), 0.0);
+    assert_eq!(value(&s, "aep_cline_spool_quarantined_hooks"), 1.0);
     assert_eq!(value(&s, "aep_cline_spool_lost_hooks_total"), 0.0);
     assert_eq!(value(&s, "aep_cline_approvals_pending"), 0.0);
     assert!(value(&s, "aep_cline_uptime_seconds") >= 0.0);

@@ -167,6 +167,13 @@ impl Metric {
     }
 }
 
+/// What the spool folder holds at a scrape.
+struct Spool {
+    hooks: usize,
+    bytes: u64,
+    quarantined: usize,
+}
+
 /// A number at `pointer` in a `/healthz` value.
 fn num(value: &Value, pointer: &str) -> Option<f64> {
     let v = value.pointer(pointer)?;
@@ -174,7 +181,7 @@ fn num(value: &Value, pointer: &str) -> Option<f64> {
 }
 
 /// Every scrape-time metric, from one reading of `/healthz`'s numbers.
-fn metrics(health: &Value, index: &Index, spool: (usize, u64)) -> Vec<Metric> {
+fn metrics(health: &Value, index: &Index, spool: Spool) -> Vec<Metric> {
     let (live, running, waiting) = index.states();
     let mut out = vec![
         Metric::gauge("aep_cline_uptime", "Since the daemon started serving")
@@ -192,11 +199,16 @@ fn metrics(health: &Value, index: &Index, spool: (usize, u64)) -> Vec<Metric> {
             "aep_cline_approvals_pending",
             "Approvals of open sessions that wait for an answer",
         )
-        .one(index.pending().len() as f64),
-        Metric::gauge("aep_cline_spool_hooks", "Hooks in the spool, waiting to be ingested").one(spool.0 as f64),
+        .one(index.pending_count() as f64),
+        Metric::gauge("aep_cline_spool_hooks", "Hooks in the spool, waiting to be ingested").one(spool.hooks as f64),
         Metric::gauge("aep_cline_spool", "What the spool holds on disk")
             .unit(Unit::Bytes)
-            .one(spool.1 as f64),
+            .one(spool.bytes as f64),
+        Metric::gauge(
+            "aep_cline_spool_quarantined_hooks",
+            "Spooled hooks that can never be ingested, moved to spool/quarantine/ with their reason",
+        )
+        .one(spool.quarantined as f64),
         Metric::counter(
             "aep_cline_spool_lost_hooks",
             "Hooks the spool could not keep (full or unwritable): their sessions' logs miss them",
@@ -321,7 +333,12 @@ fn notifications(health: &Value) -> Vec<Metric> {
 impl Collector for Health {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let health = super::health(&self.state);
-        let spool = self.state.spool.usage();
+        let (hooks, bytes) = self.state.spool.usage();
+        let spool = Spool {
+            hooks,
+            bytes,
+            quarantined: self.state.spool.quarantined(),
+        };
         for metric in metrics(&health, &self.index, spool) {
             metric.encode(&mut encoder)?;
         }
