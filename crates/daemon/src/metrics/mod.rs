@@ -12,6 +12,8 @@
 //! operator's policy file, a budget one of `run`, `session`, `day`. Never a session, run or
 //! approval id: a scrape target with one series per session would grow without end.
 
+pub mod expose;
+
 use aep_core::bounded::BoundedMap;
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;

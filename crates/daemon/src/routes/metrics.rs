@@ -14,22 +14,17 @@
 //! approval id; on the loopback listener (README, "Metrics").
 
 use super::AppState;
+use crate::metrics::expose::Metric;
 use crate::views::index::Index;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
+use axum::response::Response;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::info::Info;
-use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use serde_json::Value;
 use std::sync::Arc;
-
-/// The OpenMetrics text format's media type, as Prometheus asks for it.
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The daemon's one registry: the lane's recorder, the build, and the scrape-time numbers.
 pub fn registry(state: &AppState, index: Arc<Index>) -> Registry {
@@ -48,39 +43,7 @@ pub fn registry(state: &AppState, index: Arc<Index>) -> Registry {
 }
 
 pub async fn scrape(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> Response {
-    let openmetrics = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"));
-    // Off the async threads: a scrape reads the spool folder and the lost-hooks file.
-    let encoded = tokio::task::spawn_blocking(move || {
-        let mut body = String::new();
-        if openmetrics {
-            prometheus_client::encoding::text::encode(&mut body, &registry).map(|()| (body, OPENMETRICS))
-        } else {
-            prometheus_client::encoding::prometheus_text::encode(&mut body, &registry)
-                .map(|()| (body, prometheus_client::encoding::prometheus_text::CONTENT_TYPE))
-        }
-    })
-    .await;
-    match encoded {
-        Ok(Ok((body, content_type))) => {
-            let mut response = body.into_response();
-            response
-                .headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-            response
-        }
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "the metrics could not be encoded");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "the metrics task failed");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
-    }
+    crate::metrics::expose::respond(registry, &headers).await
 }
 
 /// What `/healthz` reports, as metrics, read when Prometheus scrapes.
@@ -92,78 +55,6 @@ struct Health {
 impl std::fmt::Debug for Health {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Health")
-    }
-}
-
-/// One metric and its series; a metric without series (a sink that is off) is left out.
-struct Metric {
-    name: &'static str,
-    help: &'static str,
-    unit: Option<Unit>,
-    counter: bool,
-    series: Vec<(Vec<(&'static str, &'static str)>, f64)>,
-}
-
-impl Metric {
-    fn gauge(name: &'static str, help: &'static str) -> Self {
-        Metric {
-            name,
-            help,
-            unit: None,
-            counter: false,
-            series: Vec::new(),
-        }
-    }
-
-    fn counter(name: &'static str, help: &'static str) -> Self {
-        Metric {
-            counter: true,
-            ..Metric::gauge(name, help)
-        }
-    }
-
-    fn unit(mut self, unit: Unit) -> Self {
-        self.unit = Some(unit);
-        self
-    }
-
-    /// A series from a number `/healthz` reports (none when it reports no number there).
-    fn at(&mut self, labels: Vec<(&'static str, &'static str)>, value: Option<f64>) -> &mut Self {
-        if let Some(value) = value {
-            self.series.push((labels, value));
-        }
-        self
-    }
-
-    fn one(mut self, value: f64) -> Self {
-        self.series.push((Vec::new(), value));
-        self
-    }
-
-    fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        if self.series.is_empty() {
-            return Ok(());
-        }
-        let kind = if self.counter {
-            MetricType::Counter
-        } else {
-            MetricType::Gauge
-        };
-        // Ended with a full stop, as the registry's own metrics are.
-        let help = format!("{}.", self.help);
-        let mut metric = encoder.encode_descriptor(self.name, &help, self.unit.as_ref(), kind)?;
-        for (labels, value) in &self.series {
-            let series = metric.encode_family(labels)?;
-            // Whole numbers (every count, most gauges) are written as integers.
-            let whole = value.fract() == 0.0 && value.abs() < 2f64.powi(53);
-            match (self.counter, whole) {
-                (true, true) if *value >= 0.0 => ConstCounter::new(*value as u64).encode(series)?,
-                (true, _) => ConstCounter::new(*value).encode(series)?,
-                (false, true) => ConstGauge::new(*value as i64).encode(series)?,
-                (false, false) => ConstGauge::new(*value).encode(series)?,
-            }
-        }
-        Ok(())
     }
 }
 
