@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 /// The core categories, the closed set of AEP-0002 §3 (`schemas/registry/categories.json`)
 /// without `x`, the vendor namespace.
-pub(crate) const CATEGORIES: [&str; 13] = [
+pub const CATEGORIES: [&str; 13] = [
     "agent",
     "session",
     "run",

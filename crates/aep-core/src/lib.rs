@@ -30,5 +30,5 @@ pub mod validate;
 
 pub use capture::{Capture, CaptureError, CapturePolicy};
 pub use envelope::{Envelope, EnvelopeError, ExtValue, AEP_VERSION};
-pub use event_type::{EventType, Scope, TypeError};
+pub use event_type::{EventType, Scope, TypeError, CATEGORIES};
 pub use severity::Severity;

@@ -2,8 +2,9 @@
 //! bottom up; a folder may use the ones before it in this list, never one after it
 //! (`tools/mod_cycles.py` finds no cycle; docs/architecture.md has the table):
 //!
-//! - [`state`], [`firing`], [`setting`], [`backoff`], [`prices`]: the state folder the daemon,
-//!   the shim and the commands share; what a hook firing is; how a setting is read.
+//! - [`state`], [`firing`], [`setting`], [`backoff`], [`prices`], [`metrics`]: the state folder
+//!   the daemon, the shim and the commands share; what a hook firing is; how a setting is read;
+//!   what the daemon counts for `/metrics`.
 //! - [`http`]: the HTTP plumbing every door shares (tokens, errors, the browser guard, the
 //!   listener, the commands' client).
 //! - [`lane`]: the session lane, the one owner of each session's life: registry, sequencing,
@@ -32,6 +33,7 @@
 
 pub mod backoff;
 pub mod firing;
+pub mod metrics;
 pub mod prices;
 pub mod setting;
 pub mod state;

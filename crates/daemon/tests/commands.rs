@@ -6,6 +6,7 @@
 mod cli_tail_validate;
 mod doctor;
 mod install_hooks;
+mod package;
 mod people_cli;
 mod service;
 mod stream_cli;

@@ -958,6 +958,15 @@ fn desktop_notifications_run_notify_send_or_say_once_that_there_is_none() {
         "{args:?}"
     );
     assert!(args[3].contains("session desk-1"), "{args:?}");
+    // /metrics counts it, summed over the targets (a target's URL may hold a secret).
+    support::wait::wait_until_seen("the notification counted in /metrics", Duration::from_secs(20), || {
+        let (_, metrics) = http(&daemon.addr(), "GET", "/metrics", &[], b"");
+        if metrics.contains("aep_cline_notifications_total{outcome=\"sent\"} 1\n") {
+            Ok(())
+        } else {
+            Err(metrics)
+        }
+    });
     let (_, stderr) = daemon.stop();
     assert!(!stderr.contains("no notify-send"), "{stderr}");
 

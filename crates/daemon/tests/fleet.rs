@@ -642,6 +642,19 @@ fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_own
     let approvals = console.api("/api/approvals", &cookie);
     let list = approvals["approvals"].as_array().unwrap();
     assert_eq!(list.len(), 2, "{approvals:#}");
+    // /metrics needs no sign-in and names no host: the same fleet, counted.
+    let (status, _, metrics) = console.get("/metrics", "");
+    assert_eq!(status, 200, "{metrics}");
+    for line in [
+        "aep_cline_fleet_machines{state=\"online\"} 2",
+        "aep_cline_fleet_machines{state=\"offline\"} 1",
+        "aep_cline_fleet_machines{state=\"unknown\"} 1",
+        "aep_cline_fleet_approvals_waiting 2",
+        "aep_cline_fleet_behind_events 0",
+    ] {
+        assert!(metrics.contains(&format!("{line}\n")), "{line}: {metrics}");
+    }
+    assert!(!metrics.contains(A) && !metrics.contains("gone"), "{metrics}");
     let on_a = list.iter().find(|a| a["host"] == A).unwrap().clone();
     assert_eq!(
         (on_a["session"].as_str(), on_a["tool"].as_str()),

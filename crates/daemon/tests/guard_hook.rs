@@ -40,7 +40,7 @@ fn policy(sb: &Sandbox) -> Sandbox {
 fn a_denied_tool_call_gets_the_cancel_on_stdout_and_every_copy_of_the_firing_the_same() {
     let base = Sandbox::new();
     let sb = policy(&base);
-    let _daemon = sb.start();
+    let daemon = sb.start();
     assert_eq!(stdout(&sb.hook(&real_payload("hooks-local", "agent_start"))), "");
     let body = tool_call("rm -rf victim");
     let first = stdout(&sb.hook(&body));
@@ -56,6 +56,17 @@ fn a_denied_tool_call_gets_the_cancel_on_stdout_and_every_copy_of_the_firing_the
     let t = types(&log);
     assert_eq!(t.iter().filter(|t| **t == "tool.denied").count(), 1, "{t:?}");
     assert_eq!(t.iter().filter(|t| **t == "tool.requested").count(), 2, "{t:?}");
+    // /metrics counts the decision once (its copies were duplicates), at the hook, by its rule.
+    let (_, metrics) = support::daemon::http(&daemon.addr(), "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains("aep_cline_policy_decisions_total{rule=\"no-rm\",answer=\"deny\",at=\"hook\"} 1\n"),
+        "{metrics}"
+    );
+    assert_eq!(
+        metrics.matches("aep_cline_policy_decisions_total{").count(),
+        1,
+        "{metrics}"
+    );
 }
 
 #[test]

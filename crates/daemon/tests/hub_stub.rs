@@ -85,6 +85,25 @@ async fn an_approval_answered_through_post_control_on_the_real_binary() {
         .find(|e| e["type"] == "attention.requested")
         .unwrap()
         .clone();
+    // /metrics: the tap connected, one approval waiting (the dashboard's view follows the bus).
+    let metrics_say = |what: &str, lines: &[&str]| {
+        support::wait::wait_until_seen(what, Duration::from_secs(20), || {
+            let (_, m) = http(&daemon.addr(), "GET", "/metrics", &[], b"");
+            if lines.iter().all(|l| m.contains(&format!("{l}\n"))) {
+                Ok(())
+            } else {
+                Err(m)
+            }
+        })
+    };
+    metrics_say(
+        "the approval pending in /metrics",
+        &[
+            "aep_cline_hub_connected 1",
+            "aep_cline_approvals_pending 1",
+            "aep_cline_approval_waited_seconds_count 0",
+        ],
+    );
 
     // Bad input at the door: not JSON, not a command, not ours, no token.
     let auth = format!("Bearer {}", daemon.token);
@@ -124,6 +143,14 @@ async fn an_approval_answered_through_post_control_on_the_real_binary() {
     assert_eq!(answered["cause"], "C2");
     let accepted: Vec<&Value> = events.iter().filter(|e| e["type"] == "control.accepted").collect();
     assert_eq!((accepted.len(), accepted[0]["cause"].as_str()), (1, Some("C2")));
+    // Answered: no longer pending, and how long it waited observed once.
+    metrics_say(
+        "the approval's wait in /metrics",
+        &[
+            "aep_cline_approvals_pending 0",
+            "aep_cline_approval_waited_seconds_count 1",
+        ],
+    );
     drop(daemon);
 }
 

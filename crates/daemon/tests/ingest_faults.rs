@@ -249,6 +249,22 @@ fn a_full_disk_never_leaves_half_a_hook_and_the_retry_records_it_whole() {
         ]
     );
     support::daemon::assert_valid_stream(&events);
+    // /metrics: the failed write counted, the hook failed live (and in any spool pass that ran
+    // before the limit was lifted), then recorded from the spool once.
+    let (_, metrics) = support::daemon::http(&daemon.addr(), "GET", "/metrics", &[], b"");
+    let value = |series: &str| -> f64 {
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{series} ")))
+            .unwrap_or_else(|| panic!("no {series}: {metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(value("aep_cline_log_write_errors_total") >= 1.0, "{metrics}");
+    assert!(value(r#"aep_cline_hooks_total{hook="session_shutdown",outcome="failed"}"#) >= 1.0);
+    assert_eq!(
+        value(r#"aep_cline_hooks_total{hook="session_shutdown",outcome="spooled"}"#),
+        1.0
+    );
     drop(daemon);
 }
 

@@ -187,6 +187,20 @@ fn the_binding_says_hello_waits_for_the_relay_answers_and_takes_commands() {
     let (_, health) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
     let health: Value = serde_json::from_str(&health).unwrap();
     assert_eq!(health["relay"]["connected"], true);
+    // Every Event written counts (the first connection's, the resend, the re-ack), and
+    // /metrics says the same; never the relay's URL or its credentials.
+    let sent = health["relay"]["sent"].as_u64().unwrap();
+    assert!(sent >= (got.len() + resent.len() + 2) as u64, "{health}");
+    let (_, metrics) = http(&daemon.addr(), "GET", "/metrics", &[], b"");
+    assert!(
+        metrics.contains(&format!("aep_cline_sink_sent_events_total{{sink=\"relay\"}} {sent}")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("aep_cline_sink_connected{sink=\"relay\"} 1"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("ws://") && !metrics.contains("s3cret"), "{metrics}");
     assert_eq!(
         health["relay"]["url"],
         format!("ws://{}/socket", stub.local_addr().unwrap())

@@ -37,6 +37,8 @@ fn install_writes_a_unit_that_keeps_the_daemon_running() {
                 ("AEP_TOKEN", "endpoint-secret-123"),
                 // The detached daemon below: any free port, never a real daemon's.
                 ("AEP_LISTEN", "127.0.0.1:0"),
+                // As on a machine without the Debian package, whatever this one has.
+                ("AEP_CLINE_TEST_PACKAGED_UNIT", "/nonexistent/aep-cline.service"),
             ],
         )
     };
@@ -144,4 +146,65 @@ fn install_writes_a_unit_that_keeps_the_daemon_running() {
     assert_eq!(calls, "--user disable --now aep-cline.service\n--user daemon-reload\n");
     let out = run(&["service", "status"], &ok);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("not installed"));
+}
+
+/// With the Debian package's unit there, `install` uses it: it writes only the env file, removes
+/// a unit of ours that would shadow the package's, and enables the package's; `uninstall`
+/// leaves the package's unit to the package manager.
+#[test]
+fn install_uses_the_packaged_unit_when_the_package_is_installed() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.root.path().join("config");
+    let packaged = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/aep-cline.service");
+    let ok = fake_ctl(sandbox.root.path(), 0);
+    let run = |args: &[&str]| {
+        sandbox.run(
+            args,
+            &[
+                ("XDG_CONFIG_HOME", config.to_str().unwrap()),
+                ("AEP_CLINE_SERVICE_CTL", ok.to_str().unwrap()),
+                ("AEP_CLINE_TEST_PACKAGED_UNIT", packaged.to_str().unwrap()),
+                ("AEP_CAPTURE", "metadata"),
+            ],
+        )
+    };
+    // A unit an earlier `install` wrote, before the package came.
+    let user_unit = config.join("systemd/user/aep-cline.service");
+    std::fs::create_dir_all(user_unit.parent().unwrap()).unwrap();
+    std::fs::write(
+        &user_unit,
+        "[Unit]\nDescription=aep-cline: Cline's activity as AEP events (the daemon)\n",
+    )
+    .unwrap();
+    let out = run(&["service", "install"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains(&format!("using the packaged unit {}", packaged.display())),
+        "{text}"
+    );
+    assert!(!user_unit.exists(), "ours would shadow the package's: {text}");
+    let env = std::fs::read_to_string(config.join("aep-cline/daemon.env")).unwrap();
+    assert!(env.contains("AEP_CAPTURE=\"metadata\"\n"), "{env}");
+    let calls = std::fs::read_to_string(sandbox.root.path().join("calls")).unwrap();
+    assert_eq!(calls, "--user daemon-reload\n--user enable --now aep-cline.service\n");
+    // The package's unit reads the env file where `install` wrote it: %E is XDG_CONFIG_HOME.
+    let unit = std::fs::read_to_string(&packaged).unwrap();
+    assert!(unit.contains("EnvironmentFile=-%E/aep-cline/daemon.env\n"), "{unit}");
+    assert!(unit.contains("ExecStart=/usr/bin/aep-cline daemon\n"), "{unit}");
+
+    let out = run(&["service", "status"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.starts_with(&format!("installed: {} (packaged)", packaged.display())),
+        "{text}"
+    );
+
+    let out = run(&["service", "uninstall"]);
+    assert!(out.status.success());
+    assert!(packaged.is_file(), "the package's unit is the package manager's");
+    assert!(!config.join("aep-cline/daemon.env").exists());
+    let out = run(&["service", "status"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.starts_with("not installed: the packaged unit"), "{text}");
 }

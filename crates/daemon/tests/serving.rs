@@ -1,4 +1,5 @@
-//! What the daemon serves and feeds: the AEP endpoint, the relay, NATS, OTLP and the dashboard.
+//! What the daemon serves and feeds: the AEP endpoint, the relay, NATS, OTLP, the dashboard and
+//! `/metrics`.
 //!
 //! One test binary gathers these modules (a binary per file linked the whole crate again each
 //! time); run one module with `cargo test -p <crate> --test serving <module>::`.
@@ -11,6 +12,7 @@ mod endpoint_http;
 mod endpoint_socket;
 mod fleet;
 mod fleet_trust;
+mod metrics;
 mod nats;
 mod nats_fleet;
 mod otlp;

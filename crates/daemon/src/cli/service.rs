@@ -8,6 +8,12 @@
 //! `~/Library/LaunchAgents/dev.aep-cline.daemon.plist` (`KeepAlive`, `RunAtLoad`), with the
 //! same variables in the plist, which is written owner-only.
 //!
+//! With the Debian package installed (`cargo deb -p aep-cline`), its unit,
+//! `/usr/lib/systemd/user/aep-cline.service` (`crates/daemon/packaging/`), is the one used:
+//! `install` writes only the env file and enables it, so the package manager owns the unit and
+//! an upgrade of the package changes it; a unit of ours left in `~/.config/systemd/user` would
+//! shadow it, so `install` removes that one.
+//!
 //! Why a service rather than the shim starting the daemon on demand: the shim runs inside
 //! Cline's hook budget, and a daemon it started would inherit one Cline window's environment
 //! and die with its session; the service manager starts one daemon, at login, with one
@@ -51,6 +57,11 @@ enum Action {
 }
 
 const UNIT: &str = "aep-cline.service";
+/// Where the Debian package puts its unit.
+const PACKAGED_UNIT: &str = "/usr/lib/systemd/user/aep-cline.service";
+/// The first line of every unit `install` writes: how a unit of ours is told from one the user
+/// wrote.
+const DESCRIPTION: &str = "Description=aep-cline: Cline's activity as AEP events (the daemon)";
 const LABEL: &str = "dev.aep-cline.daemon";
 
 /// The service manager's command: `systemctl` / `launchctl` (AEP_CLINE_SERVICE_CTL names another,
@@ -71,6 +82,24 @@ fn config_home() -> anyhow::Result<PathBuf> {
 
 fn unit_path() -> anyhow::Result<PathBuf> {
     Ok(config_home()?.join("systemd").join("user").join(UNIT))
+}
+
+/// The package's unit, when it is installed (`AEP_CLINE_TEST_PACKAGED_UNIT` names another
+/// path, for tests).
+fn packaged_unit() -> Option<PathBuf> {
+    let path = std::env::var_os("AEP_CLINE_TEST_PACKAGED_UNIT")
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from(PACKAGED_UNIT), PathBuf::from);
+    path.is_file().then_some(path)
+}
+
+/// Whether the unit at `path` is one `install` wrote.
+fn ours(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|text| written_by_us(&text))
+}
+
+fn written_by_us(unit: &str) -> bool {
+    unit.lines().any(|l| l == DESCRIPTION)
 }
 
 fn env_path() -> anyhow::Result<PathBuf> {
@@ -102,7 +131,7 @@ pub fn settings() -> Vec<(String, String)> {
 pub fn unit(exe: &Path, env_file: &Path) -> String {
     format!(
         "[Unit]\n\
-         Description=aep-cline: Cline's activity as AEP events (the daemon)\n\
+         {DESCRIPTION}\n\
          Documentation=file://{exe}\n\
          \n\
          [Service]\n\
@@ -223,17 +252,31 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
             } else {
                 let (unit_file, env) = (unit_path()?, env_path()?);
                 write_private(&env, &env_file(&vars))?;
-                write_private(&unit_file, &unit(&exe, &env))?;
+                match packaged_unit() {
+                    Some(packaged) => {
+                        // A user unit of the same name shadows the package's: ours goes, a
+                        // person's own is left, and said.
+                        if ours(&unit_file) {
+                            remove(&unit_file)?;
+                        } else if unit_file.exists() {
+                            eprintln!(
+                                "aep-cline: {} is not ours and shadows the packaged unit; left as it is",
+                                unit_file.display()
+                            );
+                        }
+                        out::print(&format!("using the packaged unit {}\n", packaged.display()))?;
+                    }
+                    None => {
+                        write_private(&unit_file, &unit(&exe, &env))?;
+                        out::print(&format!("wrote {}\n", unit_file.display()))?;
+                    }
+                }
                 let kept = if vars.is_empty() {
                     "no AEP_* settings: the defaults".to_string()
                 } else {
                     vars.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
                 };
-                out::print(&format!(
-                    "wrote {}\nwrote {} ({kept})\n",
-                    unit_file.display(),
-                    env.display()
-                ))?;
+                out::print(&format!("wrote {} ({kept})\n", env.display()))?;
                 if !no_start {
                     let ctl = ctl("systemctl");
                     if !(run_ctl(&ctl, &["--user", "daemon-reload"])
@@ -271,7 +314,11 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
             } else {
                 let ctl = ctl("systemctl");
                 let _ = run_ctl(&ctl, &["--user", "disable", "--now", UNIT]);
-                remove(&unit_path()?)?;
+                // The packaged unit is the package manager's to remove (`apt remove aep-cline`).
+                let unit_file = unit_path()?;
+                if packaged_unit().is_none() || unit_file.exists() {
+                    remove(&unit_file)?;
+                }
                 remove(&env_path()?)?;
                 let _ = run_ctl(&ctl, &["--user", "daemon-reload"]);
             }
@@ -279,7 +326,17 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
         }
         Action::Status => {
             let path = if macos { plist_path()? } else { unit_path()? };
-            let mut text = if path.is_file() {
+            let packaged = (!macos && !path.is_file()).then(packaged_unit).flatten();
+            let mut text = if let Some(packaged) = packaged {
+                if env_path()?.is_file() {
+                    format!("installed: {} (packaged)\n", packaged.display())
+                } else {
+                    format!(
+                        "not installed: the packaged unit {} is there; `aep-cline service install` enables it\n",
+                        packaged.display()
+                    )
+                }
+            } else if path.is_file() {
                 format!("installed: {}\n", path.display())
             } else {
                 format!(
@@ -427,7 +484,24 @@ mod tests {
         assert!(u.contains("ExecStart=\"/opt/my tools/aep-cline\" daemon\n"), "{u}");
         assert!(u.contains("Restart=on-failure\n") && u.contains("WantedBy=default.target\n"));
         assert!(u.contains("EnvironmentFile=-/h/.config/aep-cline/daemon.env\n"));
+        assert!(written_by_us(&u));
         let e = env_file(&[("AEP_TOKEN".into(), "a\"b".into())]);
         assert!(e.ends_with("AEP_TOKEN=\"a\\\"b\"\n"), "{e}");
+    }
+
+    /// The package's unit is the one `install` writes, at the package's paths: the binary in
+    /// /usr/bin, the env file where `install` keeps it (`%E`: the user's config folder).
+    #[test]
+    fn the_packaged_unit_is_the_one_install_writes() {
+        let packaged = include_str!("../../packaging/aep-cline.service");
+        let written = unit(Path::new("/usr/bin/aep-cline"), Path::new("%E/aep-cline/daemon.env"));
+        let lines = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| !l.starts_with('#') && !l.starts_with("Documentation="))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(lines(packaged), lines(&written));
+        assert!(written_by_us(packaged));
     }
 }

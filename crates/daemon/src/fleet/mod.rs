@@ -13,6 +13,7 @@ pub mod command;
 pub mod detail;
 pub mod follow;
 pub mod health;
+pub mod metrics;
 pub mod position;
 pub mod serve;
 pub mod usage;

@@ -138,6 +138,7 @@ pub fn routes(c: Arc<Console>) -> Router {
         .layer(axum::middleware::from_fn_with_state(c.clone(), signed_in));
     Router::new()
         .route("/", get(page))
+        .route("/metrics", get(metrics))
         .route("/login", get(login))
         .route(
             "/assets/fleet.js",
@@ -269,6 +270,17 @@ async fn position(State(c): State<Arc<Console>>) -> Response {
         "counts": v.counts,
     }))
     .into_response()
+}
+
+/// `GET /metrics` ([`super::metrics`]): no sign-in, as the daemon's (counts only).
+async fn metrics(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    let js = async_nats::jetstream::new(c.client.clone());
+    let last = match js.get_stream(&c.source.stream).await {
+        Ok(stream) => Some(stream.cached_info().state.last_sequence),
+        Err(_) => None,
+    };
+    let snapshot = super::metrics::snapshot(&c.view.read(), SystemTime::now(), c.offline_after, last);
+    crate::metrics::expose::respond(Arc::new(super::metrics::registry(snapshot)), &headers).await
 }
 
 #[derive(Deserialize)]

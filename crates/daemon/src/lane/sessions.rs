@@ -32,6 +32,7 @@ use crate::lane::journal::Journal;
 use crate::lane::local::Local;
 use crate::lane::parent::{Parent, PARENT_EXTENSION};
 use crate::lane::verdict::{Judging, Verdict};
+use crate::metrics::HookOutcome;
 use aep_core::bounded::{BoundedMap, BoundedSet};
 use aep_core::redact::Redactor;
 use aep_core::sequence::{MemorySequencer, Position, Sequencer};
@@ -181,6 +182,8 @@ pub struct Sessions {
     db_unread: Mutex<std::collections::HashMap<String, (Instant, String)>>,
     /// The owner's local view (never logged, never published).
     local: Local,
+    /// What `/metrics` counts of the hooks and the Events appended.
+    metrics: Arc<crate::metrics::Recorder>,
 }
 
 /// `None` until loaded from the log, and again after a failed write (the next use reloads).
@@ -203,7 +206,13 @@ impl Sessions {
             store_unread: Mutex::new(std::collections::HashMap::new()),
             db_unread: Mutex::new(std::collections::HashMap::new()),
             local: Local::new(true),
+            metrics: Arc::default(),
         }
+    }
+
+    /// What this lane counts for `/metrics` (registered into the daemon's registry).
+    pub fn metrics(&self) -> &Arc<crate::metrics::Recorder> {
+        &self.metrics
     }
 
     /// The local view on or off (`AEP_CLINE_LOCAL_DETAIL`).
@@ -346,7 +355,11 @@ impl Sessions {
 
     /// Maps one hook body to Events and appends them to its session's log.
     pub fn ingest_hook(&self, body: &[u8], firing: &Firing) -> Result<Ingested, IngestError> {
-        self.ingest(HookPayload::parse(body)?, firing)
+        let payload = self.parsed(body)?;
+        let hook = payload.hook_name.clone();
+        let result = self.ingest_judged(payload, firing, None);
+        self.count(&hook, HookOutcome::Taken, &result);
+        result
     }
 
     /// [`Sessions::ingest_hook`] with a guard that may answer the hook ([`Judging`]), for a hook
@@ -357,14 +370,42 @@ impl Sessions {
         firing: &Firing,
         judging: Judging<'_>,
     ) -> Result<Ingested, IngestError> {
-        self.ingest_judged(HookPayload::parse(body)?, firing, Some(judging))
+        let payload = self.parsed(body)?;
+        let hook = payload.hook_name.clone();
+        let result = self.ingest_judged(payload, firing, Some(judging));
+        self.count(&hook, HookOutcome::Taken, &result);
+        result
+    }
+
+    /// A live hook's body read; a refusal is counted (by no name: none could be read).
+    fn parsed(&self, body: &[u8]) -> Result<HookPayload, IngestError> {
+        HookPayload::parse(body).map_err(|e| {
+            self.metrics.hook(None, HookOutcome::Refused);
+            e.into()
+        })
+    }
+
+    /// Counts what came of one hook for `/metrics`; `recorded` says how it came when it was
+    /// recorded (live or from the spool).
+    fn count(&self, hook: &str, recorded: HookOutcome, result: &Result<Ingested, IngestError>) {
+        let outcome = match result {
+            Ok(Ingested::Appended { .. }) => recorded,
+            Ok(Ingested::Duplicate { .. }) => HookOutcome::Duplicate,
+            Err(IngestError::Payload(_)) => HookOutcome::Refused,
+            Err(_) => HookOutcome::Failed,
+        };
+        self.metrics.hook(Some(hook), outcome);
     }
 
     /// Maps one parsed hook to Events and appends them to its session's log, once per
     /// delivery id. Each Event's `time` is when the hook fired (the payload's `timestamp`, else
-    /// the shim's clock), not when it reached the daemon.
+    /// the shim's clock), not when it reached the daemon. The spool's door: a hook recorded
+    /// here is counted `spooled` in `/metrics`.
     pub fn ingest(&self, payload: HookPayload, firing: &Firing) -> Result<Ingested, IngestError> {
-        self.ingest_judged(payload, firing, None)
+        let hook = payload.hook_name.clone();
+        let result = self.ingest_judged(payload, firing, None);
+        self.count(&hook, HookOutcome::Spooled, &result);
+        result
     }
 
     /// [`Sessions::ingest`], asking `judge` (when given) what to answer the hook, under the
@@ -618,12 +659,14 @@ impl Sessions {
         }
         if !out.is_empty() {
             let lines: Vec<String> = out.iter().map(|p| p.line.clone()).collect();
-            self.journal
-                .append(session, &lines)
-                .map_err(|source| IngestError::Log {
+            self.journal.append(session, &lines).map_err(|source| {
+                self.metrics.log_write_error();
+                IngestError::Log {
                     path: self.journal.path(session).display().to_string(),
                     source,
-                })?;
+                }
+            })?;
+            self.metrics.appended(out.iter().map(|p| &p.value));
             state.parent_logged = true;
             state.cline_data_logged = true;
         }

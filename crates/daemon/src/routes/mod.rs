@@ -1,11 +1,12 @@
 //! The daemon's routes on its listener: the shim's door (`POST /hook`), `GET /healthz`,
-//! `POST /control`, and the embedded AEP endpoint's routes (`endpoint`), behind the
-//! guard against browsers ([`origin`]), served by [`crate::http::serve`] (connection cap, header
-//! timeout). It sits above the sources and sinks it puts together; the HTTP plumbing they share
+//! `GET /metrics` ([`metrics`]), `POST /control`, and the embedded AEP endpoint's routes
+//! (`endpoint`), behind the guard against browsers ([`origin`]), served by
+//! [`crate::http::serve`] (connection cap, header timeout). It sits above the sources and sinks it puts together; the HTTP plumbing they share
 //! is [`crate::http`], below them.
 
 pub mod control;
 mod hook;
+pub mod metrics;
 
 use crate::http::{origin, serve};
 
@@ -51,19 +52,27 @@ pub struct AppState {
     pub budget: Arc<crate::budget::Watch>,
     /// Notifications, when `AEP_CLINE_NOTIFY` names a target.
     pub notify: Option<Arc<crate::notify::Notifier>>,
+    /// Every session as the dashboard sees it: `/metrics` counts open sessions and pending
+    /// approvals from it.
+    pub index: Arc<crate::views::index::Index>,
 }
 
 /// Every route, behind the guard against browsers ([`origin`]); `addr` is where the daemon
 /// listens.
 pub fn router(state: AppState, max_body: usize, addr: std::net::SocketAddr) -> Router {
     let endpoint = state.endpoint.clone();
+    let registry = Arc::new(metrics::registry(&state, state.index.clone()));
+    let scrape = Router::new()
+        .route("/metrics", get(metrics::scrape))
+        .with_state(registry);
     let proven = axum::middleware::from_fn_with_state(state.clone(), hook::prove);
     let daemon = Router::new()
         .route("/hook", post(hook::hook).layer(proven))
         .route("/control", post(control::control))
         .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(max_body))
-        .with_state(state);
+        .with_state(state)
+        .merge(scrape);
     let routes = match endpoint {
         Some(endpoint) => daemon.merge(endpoint::routes(endpoint)),
         None => daemon,

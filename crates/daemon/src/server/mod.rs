@@ -106,6 +106,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         connections: door.connections.clone(),
         budget: core.budget.clone(),
         notify: notifier.clone(),
+        index: index.clone(),
     };
     let heartbeat = start::fleet(&core, &plan.config, &state, &index, args.endpoint.max_event);
     let dashboard = args.dashboard.dashboard.then(|| {

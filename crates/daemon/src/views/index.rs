@@ -127,6 +127,17 @@ impl Index {
         self.sessions.lock().get(session).cloned()
     }
 
+    /// How many approvals of live sessions wait (for `/metrics`: [`Index::pending`] without
+    /// copying each).
+    pub fn pending_count(&self) -> usize {
+        self.sessions
+            .lock()
+            .values()
+            .filter(|s| s.live())
+            .map(|s| s.pending.len())
+            .sum()
+    }
+
     /// Every pending approval of a live session, the oldest first.
     pub fn pending(&self) -> Vec<Pending> {
         let mut all: Vec<Pending> = self

@@ -329,6 +329,22 @@ impl Spool {
         }
     }
 
+    /// What the spool holds now: (hooks, bytes), counted file by file ([`usage`]).
+    pub fn usage(&self) -> (usize, u64) {
+        usage(&self.state_dir)
+    }
+
+    /// Spool files moved to `quarantine/` (they can never be ingested), each beside its
+    /// `.reason`.
+    pub fn quarantined(&self) -> usize {
+        std::fs::read_dir(quarantine_dir(&self.state_dir)).map_or(0, |entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_none_or(|x| x != "reason"))
+                .count()
+        })
+    }
+
     /// Hooks that could not be kept (`limit::lost`).
     pub fn lost(&self) -> u64 {
         limit::lost(&self.state_dir).0

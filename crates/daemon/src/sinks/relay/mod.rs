@@ -35,7 +35,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use settings::Settings;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -66,6 +66,9 @@ pub struct Relay {
     hello: String,
     durable: Arc<Durable>,
     connected: AtomicBool,
+    /// Events written to the relay's socket (the relay confirms positions, by `pong`, not
+    /// Events): `/healthz`'s `sent`, `/metrics`' `aep_cline_sink_sent_events_total`.
+    sent: AtomicU64,
     /// Why the last connection (or attempt) ended: a TLS refusal, an HTTP answer, a timeout.
     last_error: parking_lot::Mutex<Option<String>>,
 }
@@ -111,6 +114,7 @@ impl Relay {
             hello,
             durable,
             connected: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
             last_error: parking_lot::Mutex::new(None),
         })
     }
@@ -122,7 +126,9 @@ impl Relay {
             "url": shown(&self.settings.url),
             "connected": self.connected.load(Ordering::Relaxed),
             "last_error": *self.last_error.lock(),
+            "sent": self.sent.load(Ordering::Relaxed),
             "outbox": counters.outbox,
+            "pending": counters.pending,
             "dropped": {"debug_info": counters.dropped_low, "notice_resent_from_log": counters.from_log},
             "resends": counters.resends,
         })
@@ -266,6 +272,7 @@ impl Relay {
             socket.feed(Message::text(event.line.clone())).await?;
         }
         socket.flush().await?;
+        self.sent.fetch_add(batch.len() as u64, Ordering::Relaxed);
         Ok(!batch.is_empty())
     }
 

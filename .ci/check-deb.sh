@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the Debian package (`cargo deb -p aep-cline`) and checks it as a user would get it:
+# its contents (`dpkg-deb -c`: the binary in /usr/bin, the systemd user unit, the README, the
+# operations guide, the copyright), its control fields, then extracted into a scratch root
+# (`dpkg-deb -x`) where the binary must run and the unit must be the one in the source.
+#
+#   bash .ci/check-deb.sh          # the release build that ships (fat LTO: minutes)
+#   bash .ci/check-deb.sh --quick  # the debug binary the tests already built (tests/package.rs)
+#
+# Without cargo-deb it says so and exits 0 (it is not part of the default toolchain:
+# `cargo install cargo-deb --locked` installs it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "SKIPPED: cargo-deb is not installed (cargo install cargo-deb --locked)"
+  exit 0
+fi
+profile=()
+if [[ "${1:-}" == "--quick" ]]; then
+  # The binary as the tests built it, not built again: a `cargo build` here would build it with
+  # other features than `cargo test` does, and the two would rebuild each other's every time.
+  # cargo-deb warns that a dev profile is for checks, not releases: this is one.
+  [[ -x target/debug/aep-cline ]] || cargo build -p aep-cline --bin aep-cline --locked
+  profile=(--profile dev --no-build)
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cargo deb -p aep-cline --locked --fast --quiet "${profile[@]}" -o "$out/" >"$out/build.log" 2>&1 ||
+  { cat "$out/build.log"; echo "FAILED: cargo deb"; exit 1; }
+deb=$(ls "$out"/aep-cline_*.deb)
+fail() { echo "FAILED: $*"; exit 1; }
+
+contents=$(dpkg-deb -c "$deb")
+for path in ./usr/bin/aep-cline ./usr/lib/systemd/user/aep-cline.service \
+  ./usr/share/doc/aep-cline/README.md ./usr/share/doc/aep-cline/operations.md \
+  ./usr/share/doc/aep-cline/copyright; do
+  grep -q " $path\$" <<<"$contents" || fail "$path is not in the package: $contents"
+done
+grep -q -- '-rwxr-xr-x .* ./usr/bin/aep-cline$' <<<"$contents" || fail "/usr/bin/aep-cline is not executable"
+
+version=$(cargo metadata --format-version 1 --no-deps | python3 -c \
+  'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "aep-cline"))')
+[[ $(dpkg-deb -f "$deb" Package) == aep-cline ]] || fail "Package: $(dpkg-deb -f "$deb" Package)"
+[[ $(dpkg-deb -f "$deb" Version) == "$version-1" ]] || fail "Version: $(dpkg-deb -f "$deb" Version)"
+[[ $(dpkg-deb -f "$deb" Depends) == *libc6* ]] || fail "Depends: $(dpkg-deb -f "$deb" Depends)"
+summary=$(dpkg-deb -f "$deb" Description | head -1)
+((${#summary} <= 80)) || fail "the summary is longer than 80 characters: $summary"
+
+root="$out/root"
+dpkg-deb -x "$deb" "$root"
+said=$("$root/usr/bin/aep-cline" --version)
+[[ "$said" == "aep-cline $version" ]] || fail "--version says: $said"
+cmp -s "$root/usr/lib/systemd/user/aep-cline.service" crates/daemon/packaging/aep-cline.service ||
+  fail "the packaged unit is not crates/daemon/packaging/aep-cline.service"
+grep -q '^License: Apache-2.0$' "$root/usr/share/doc/aep-cline/copyright" || fail "no licence in the copyright file"
+echo "ok: $(basename "$deb"): $(grep -c . <<<"$contents") entries; $said"
