@@ -65,7 +65,10 @@ fn install_writes_a_unit_that_keeps_the_daemon_running() {
     let mode = std::fs::metadata(&env_path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let calls = std::fs::read_to_string(sandbox.root.path().join("calls")).unwrap();
-    assert_eq!(calls, "--user daemon-reload\n--user enable --now aep-cline.service\n");
+    assert_eq!(
+        calls,
+        "--user show-environment\n--user daemon-reload\n--user enable --now aep-cline.service\n"
+    );
     // systemd's own reading of the unit finds nothing to fault.
     let verify = std::process::Command::new("systemd-analyze")
         .args(["verify", unit_path.to_str().unwrap()])
@@ -143,7 +146,11 @@ fn install_writes_a_unit_that_keeps_the_daemon_running() {
     assert!(out.status.success());
     assert!(!unit_path.exists() && !env_path.exists());
     let calls = std::fs::read_to_string(sandbox.root.path().join("calls")).unwrap();
-    assert_eq!(calls, "--user disable --now aep-cline.service\n--user daemon-reload\n");
+    assert_eq!(
+        calls,
+        "--user show-environment\n--user stop aep-cline.service\n--user show-environment\n\
+         --user disable --now aep-cline.service\n--user daemon-reload\n"
+    );
     let out = run(&["service", "status"], &ok);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("not installed"));
 }
@@ -187,7 +194,10 @@ fn install_uses_the_packaged_unit_when_the_package_is_installed() {
     let env = std::fs::read_to_string(config.join("aep-cline/daemon.env")).unwrap();
     assert!(env.contains("AEP_CAPTURE=\"metadata\"\n"), "{env}");
     let calls = std::fs::read_to_string(sandbox.root.path().join("calls")).unwrap();
-    assert_eq!(calls, "--user daemon-reload\n--user enable --now aep-cline.service\n");
+    assert_eq!(
+        calls,
+        "--user show-environment\n--user daemon-reload\n--user enable --now aep-cline.service\n"
+    );
     // The package's unit reads the env file where `install` wrote it: %E is XDG_CONFIG_HOME.
     let unit = std::fs::read_to_string(&packaged).unwrap();
     assert!(unit.contains("EnvironmentFile=-%E/aep-cline/daemon.env\n"), "{unit}");
@@ -207,4 +217,101 @@ fn install_uses_the_packaged_unit_when_the_package_is_installed() {
     let out = run(&["service", "status"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(text.starts_with("not installed: the packaged unit"), "{text}");
+}
+
+/// A service that follows its settings, without a service manager (#32): `install` again with
+/// another setting restarts the running daemon and says what changed (names, never values);
+/// `doctor` says when the env file and the running daemon differ; `stop`, `restart` and
+/// `uninstall` stop the daemon that `install` started detached; no raw `systemctl` failure is
+/// printed beside the friendly line.
+#[test]
+fn install_again_restarts_a_daemon_with_other_settings_and_stop_restart_uninstall_stop_it() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.root.path().join("config");
+    let failing = fake_ctl(sandbox.root.path(), 1);
+    let run = |args: &[&str], capture: &str| {
+        sandbox.run(
+            args,
+            &[
+                ("XDG_CONFIG_HOME", config.to_str().unwrap()),
+                ("AEP_CLINE_SERVICE_CTL", failing.to_str().unwrap()),
+                ("AEP_CAPTURE", capture),
+                ("AEP_TOKEN", "secret-value-42"),
+                ("AEP_LISTEN", "127.0.0.1:0"),
+                ("AEP_CLINE_TEST_PACKAGED_UNIT", "/nonexistent/aep-cline.service"),
+            ],
+        )
+    };
+    let text = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let pid = || sandbox.discovery().and_then(|d| d["pid"].as_u64());
+    let environ = |pid: u64| std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let out = run(&["service", "install"], "metadata");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !text(&out).contains("failed:"),
+        "one friendly line, no raw failure: {}",
+        text(&out)
+    );
+    let first = pid().expect("the detached daemon runs");
+
+    // The same settings: nothing to restart.
+    let out = run(&["service", "install"], "metadata");
+    assert!(!text(&out).contains("restarting"), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("already running: pid {first}")),
+        "{}",
+        text(&out)
+    );
+
+    // Another capture: restarted, the change named, no value shown.
+    let out = run(&["service", "install"], "redacted");
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("has other settings (AEP_CAPTURE (changed)): restarting it"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("secret-value-42") && !said.contains("redacted)"),
+        "{said}"
+    );
+    let second = pid().expect("running again");
+    assert_ne!(first, second);
+    assert!(String::from_utf8_lossy(&environ(second)).contains("AEP_CAPTURE=redacted"));
+
+    // The env file says otherwise than the daemon: doctor says so.
+    let env_path = config.join("aep-cline/daemon.env");
+    let env = std::fs::read_to_string(&env_path).unwrap();
+    std::fs::write(
+        &env_path,
+        env.replace("AEP_CAPTURE=\"redacted\"", "AEP_CAPTURE=\"full\""),
+    )
+    .unwrap();
+    let doctor = text(&run(&["doctor"], "redacted"));
+    assert!(
+        doctor.contains("settings differ from")
+            && doctor.contains("AEP_CAPTURE (changed)")
+            && doctor.contains("service restart"),
+        "{doctor}"
+    );
+
+    // stop, restart, uninstall.
+    let out = run(&["service", "stop"], "full");
+    assert!(text(&out).contains(&format!("stopped: pid {second}")), "{}", text(&out));
+    assert!(pid().is_none(), "stopped");
+    assert!(text(&run(&["service", "stop"], "full")).contains("not running"));
+    let out = run(&["service", "restart"], "full");
+    assert!(text(&out).contains("started detached"), "{}", text(&out));
+    let third = pid().expect("restarted");
+    let out = run(&["service", "uninstall"], "full");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains(&format!("stopped: pid {third}")), "{}", text(&out));
+    assert!(pid().is_none(), "uninstall stopped the daemon");
+    assert!(!env_path.exists());
 }

@@ -366,7 +366,40 @@ fn daemon(r: &mut Report) -> Option<Value> {
     } else {
         r.ok("daemon", format!("{text}; the discovery token is accepted"));
     }
+    service_settings(r, d.pid);
     Some(health)
+}
+
+/// The service's env file against the settings the daemon runs with: a daemon reads them once,
+/// at start, so a file rewritten later is not in force until it restarts.
+fn service_settings(r: &mut Report, pid: u32) {
+    let Ok(path) = super::service::env_path() else { return };
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return;
+    };
+    let wanted = match super::running::parse_env_file(&text) {
+        Ok(w) => w,
+        Err(e) => {
+            return r.warn(
+                "service",
+                format!("{}: {e}", path.display()),
+                "`aep-cline service install` rewrites it",
+            )
+        }
+    };
+    match super::running::settings_of(pid).map(|was| super::running::changed(&was, &wanted)) {
+        Some(changed) if changed.is_empty() => r.ok("service", format!("the daemon runs with {}", path.display())),
+        Some(changed) => r.warn(
+            "service",
+            format!(
+                "the running daemon's settings differ from {}: {}",
+                path.display(),
+                changed.join(", ")
+            ),
+            "`aep-cline service restart` applies the file",
+        ),
+        None => {}
+    }
 }
 
 fn logs(r: &mut Report, args: &LogArgs) {

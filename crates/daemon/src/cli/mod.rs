@@ -13,6 +13,7 @@ pub mod install;
 pub mod open;
 pub mod out;
 pub mod policy;
+mod running;
 pub mod service;
 pub mod sessions;
 pub mod show;

@@ -50,7 +50,11 @@ enum Action {
     /// there is none: a container, a machine without a systemd user session). It is not
     /// restarted at login or after a failure; its log is the state folder's daemon.log.
     Start,
-    /// Stop the service and remove its files.
+    /// Stop the daemon (the service's, or one started detached) until the next start or login.
+    Stop,
+    /// Stop the daemon and start it again, with the service's settings as they are now.
+    Restart,
+    /// Stop the daemon and the service, and remove its files.
     Uninstall,
     /// Whether the service is installed, and whether the daemon runs.
     Status,
@@ -102,7 +106,7 @@ fn written_by_us(unit: &str) -> bool {
     unit.lines().any(|l| l == DESCRIPTION)
 }
 
-fn env_path() -> anyhow::Result<PathBuf> {
+pub fn env_path() -> anyhow::Result<PathBuf> {
     Ok(config_home()?.join("aep-cline").join("daemon.env"))
 }
 
@@ -116,13 +120,7 @@ fn plist_path() -> anyhow::Result<PathBuf> {
 /// The settings the service keeps: this shell's `AEP_*` (the test-only ones aside) and
 /// `CLINE_DIR`, sorted.
 pub fn settings() -> Vec<(String, String)> {
-    let mut vars: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, v)| {
-            !v.trim().is_empty()
-                && ((k.starts_with("AEP_") && !k.starts_with("AEP_CLINE_TEST") && k != "AEP_CLINE_SERVICE_CTL")
-                    || k == "CLINE_DIR")
-        })
-        .collect();
+    let mut vars: Vec<(String, String)> = std::env::vars().filter(|(k, v)| super::running::kept(k, v)).collect();
     vars.sort();
     vars
 }
@@ -209,19 +207,73 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the service manager; `Ok(false)` when it is not there or fails (said on stderr).
+/// Runs the service manager; `false` when it is not there or fails, said on stderr in one line
+/// (its own words' first line: "Failed to connect to bus" where there is no systemd user
+/// session), never its whole output.
 fn run_ctl(program: &str, args: &[&str]) -> bool {
-    match std::process::Command::new(program).args(args).status() {
-        Ok(s) if s.success() => true,
-        Ok(s) => {
-            eprintln!("aep-cline: `{program} {}` failed ({s})", args.join(" "));
-            false
-        }
-        Err(e) => {
-            eprintln!("aep-cline: cannot run {program}: {e}");
+    match ctl_quiet(program, args) {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("aep-cline: `{program} {}` failed: {why}", args.join(" "));
             false
         }
     }
+}
+
+/// [`run_ctl`] saying nothing: the reason is the caller's to give.
+fn ctl_quiet(program: &str, args: &[&str]) -> Result<(), String> {
+    match std::process::Command::new(program).args(args).output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stderr);
+            Err(said
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .map_or(out.status.to_string(), |l| l.trim().to_string()))
+        }
+        Err(e) => Err(format!("cannot run it: {e}")),
+    }
+}
+
+/// Whether a systemd user session answers (`systemctl --user` can be used).
+fn systemd_answers(ctl: &str) -> bool {
+    ctl_quiet(ctl, &["--user", "show-environment"]).is_ok()
+}
+
+/// Stops the running daemon, if any (the service manager's stop first, where it has one);
+/// says what it did.
+fn stop_daemon(macos: bool) -> anyhow::Result<String> {
+    if !macos {
+        let ctl = ctl("systemctl");
+        if systemd_answers(&ctl) {
+            let _ = ctl_quiet(&ctl, &["--user", "stop", UNIT]);
+        }
+    }
+    let Some(d) = running() else {
+        return Ok("not running".into());
+    };
+    let pid = d.discovery.pid;
+    match super::running::stop(pid, std::time::Duration::from_secs(15))? {
+        true => Ok(format!("stopped: pid {pid}")),
+        false => bail!("the daemon (pid {pid}) did not stop within 15 s of SIGTERM: `kill -KILL {pid}`"),
+    }
+}
+
+/// Starts the daemon with the service's settings: through the service manager where one
+/// answers, else detached.
+fn start_daemon(macos: bool) -> anyhow::Result<String> {
+    if macos {
+        let uid = users_uid();
+        if run_ctl(&ctl("launchctl"), &["kickstart", &format!("gui/{uid}/{LABEL}")]) {
+            return Ok("started by launchd".into());
+        }
+    } else {
+        let ctl = ctl("systemctl");
+        if systemd_answers(&ctl) && ctl_quiet(&ctl, &["--user", "start", UNIT]).is_ok() {
+            return Ok(format!("started: systemctl --user status {UNIT}"));
+        }
+    }
+    start_detached()
 }
 
 pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
@@ -278,10 +330,30 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
                 };
                 out::print(&format!("wrote {} ({kept})\n", env.display()))?;
                 if !no_start {
+                    // A daemon reads its settings once: one running with others is restarted.
+                    if let Some(d) = running() {
+                        let was = super::running::settings_of(d.discovery.pid);
+                        match was.map(|was| super::running::changed(&was, &vars)) {
+                            Some(changed) if changed.is_empty() => {}
+                            Some(changed) => {
+                                out::print(&format!(
+                                    "the running daemon (pid {}) has other settings ({}): restarting it\n",
+                                    d.discovery.pid,
+                                    changed.join(", ")
+                                ))?;
+                                out::print(&format!("{}\n", stop_daemon(macos)?))?;
+                            }
+                            None => out::print(&format!(
+                                "a daemon runs (pid {}) whose settings cannot be read: `aep-cline service restart` applies these\n",
+                                d.discovery.pid
+                            ))?,
+                        }
+                    }
                     let ctl = ctl("systemctl");
-                    if !(run_ctl(&ctl, &["--user", "daemon-reload"])
-                        && run_ctl(&ctl, &["--user", "enable", "--now", UNIT]))
-                    {
+                    let managed = systemd_answers(&ctl)
+                        && run_ctl(&ctl, &["--user", "daemon-reload"])
+                        && run_ctl(&ctl, &["--user", "enable", "--now", UNIT]);
+                    if !managed {
                         // No systemd user session (a container, ssh without linger): the daemon
                         // still runs now, and what would keep it running is said.
                         let started = start_detached().context(format!(
@@ -306,21 +378,37 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
             out::print(&format!("{}\n", start_detached()?))?;
             Ok(ExitCode::SUCCESS)
         }
+        Action::Stop => {
+            out::print(&format!("{}\n", stop_daemon(macos)?))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Restart => {
+            out::print(&format!("{}\n", stop_daemon(macos)?))?;
+            out::print(&format!("{}\n", start_daemon(macos)?))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Action::Uninstall => {
+            // Stopped whoever started it (the service manager, or `service start` detached).
+            out::print(&format!("{}\n", stop_daemon(macos)?))?;
             if macos {
                 let path = plist_path()?;
                 let _ = run_ctl(&ctl("launchctl"), &["bootout", &format!("gui/{}/{LABEL}", users_uid())]);
                 remove(&path)?;
             } else {
                 let ctl = ctl("systemctl");
-                let _ = run_ctl(&ctl, &["--user", "disable", "--now", UNIT]);
+                let managed = systemd_answers(&ctl);
+                if managed {
+                    let _ = run_ctl(&ctl, &["--user", "disable", "--now", UNIT]);
+                }
                 // The packaged unit is the package manager's to remove (`apt remove aep-cline`).
                 let unit_file = unit_path()?;
                 if packaged_unit().is_none() || unit_file.exists() {
                     remove(&unit_file)?;
                 }
                 remove(&env_path()?)?;
-                let _ = run_ctl(&ctl, &["--user", "daemon-reload"]);
+                if managed {
+                    let _ = run_ctl(&ctl, &["--user", "daemon-reload"]);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
