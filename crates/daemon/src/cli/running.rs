@@ -144,7 +144,7 @@ mod tests {
         let written = vars(&[("AEP_A", "with \"quotes\" and \\ backslash"), ("CLINE_DIR", "/x y")]);
         // As `service::env_file` writes it (its own test keeps the two in step through the CLI).
         let text = "# written by aep-cline\nAEP_A=\"with \\\"quotes\\\" and \\\\ backslash\"\nCLINE_DIR=\"/x y\"\n";
-        assert_eq!(parse_env_file(&text).unwrap(), written);
+        assert_eq!(parse_env_file(text).unwrap(), written);
         assert_eq!(parse_env_file("AEP_B=plain\n").unwrap(), vars(&[("AEP_B", "plain")]));
         assert!(parse_env_file("# c\n\nnot a setting\n").unwrap_err().contains("line 3"));
     }
