@@ -267,3 +267,34 @@ fn cline_hub_not_running_is_said_and_is_no_failure() {
     );
     assert!(text.contains("the tap connects when it starts"), "{text}");
 }
+
+/// Notifications are in the report (#32): off, with how to turn them on; on, each target as
+/// shown (its secret path left out) with what it sent.
+#[test]
+fn notifications_are_reported_off_or_per_target() {
+    let project = tempfile::tempdir().unwrap();
+    let off = Sandbox::new();
+    install(&off, &[]);
+    let daemon = off.start();
+    let (_, text) = doctor(&off, project.path());
+    assert!(
+        text.contains("notify") && text.contains("off (AEP_CLINE_NOTIFY="),
+        "{text}"
+    );
+    drop(daemon);
+
+    let on = Sandbox::new().with_env("AEP_CLINE_NOTIFY", "http://127.0.0.1:9/secret-topic-path");
+    install(&on, &[]);
+    let daemon = on.start();
+    let (_, text) = doctor(&on, project.path());
+    let line = text
+        .lines()
+        .find(|l| l.contains("notify"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("127.0.0.1:9") && line.contains("0 sent"), "{text}");
+    assert!(
+        !text.contains("secret-topic-path"),
+        "a target's path may be its secret: {text}"
+    );
+    drop(daemon);
+}

@@ -93,6 +93,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<std::process::ExitCode> {
             },
         );
         budget(&mut r, &health["budget"]);
+        notify(&mut r, &health["notify"]);
     }
     r.lines.push_str(&match (r.failures, r.warnings) {
         (0, 0) => "everything works\n".to_string(),
@@ -604,6 +605,36 @@ fn budget(r: &mut Report, budget: &Value) {
             }
         ),
     );
+}
+
+/// Notifications (AEP_CLINE_NOTIFY): each target as shown (no secret), what it sent and what
+/// it could not; a target whose last send failed is a warning.
+fn notify(r: &mut Report, notify: &Value) {
+    let Some(targets) = notify["targets"].as_array() else {
+        return r.info(
+            "notify",
+            "off (AEP_CLINE_NOTIFY=https://ntfy.sh/TOPIC tells a person when Cline waits)",
+        );
+    };
+    for t in targets {
+        let n = |k: &str| t[k].as_u64().unwrap_or(0);
+        let target = t["target"].as_str().unwrap_or("?");
+        let text = format!(
+            "{target}: {} sent, {} queued, {} failed, {} dropped",
+            n("sent"),
+            n("queued"),
+            n("failed"),
+            n("dropped")
+        );
+        match t["last_error"].as_str() {
+            Some(e) if n("failed") > 0 || n("dropped") > 0 => r.warn(
+                "notify",
+                format!("{text}; last error: {e}"),
+                "check the target's URL and that it is reachable from this machine",
+            ),
+            _ => r.ok("notify", text),
+        }
+    }
 }
 
 /// The active policy (AEP_CLINE_POLICY): its file, rules, last reload and last error.
