@@ -504,3 +504,23 @@ fn tail_nats_turns_the_stream_back_into_the_logged_events() {
         "{said}"
     );
 }
+
+/// Before any Event is published, a daemon whose machine record reaches the server says it is
+/// connected (#32: `/healthz` said `nats.connected: false` while heartbeats were being written);
+/// once the server is gone, it says it is not.
+#[test]
+fn the_sink_is_connected_as_soon_as_the_machine_record_reaches_the_server() {
+    let mut server = Server::start(&[]);
+    let sandbox = nats_box(&server);
+    let daemon = sandbox.start();
+    let h = wait_health(&daemon, "the machine record written", |n| {
+        n["heartbeat"]["writes"].as_u64().unwrap_or(0) > 0
+    });
+    assert_eq!(h["nats"]["connected"], true, "{}", h["nats"]);
+    assert_eq!(h["nats"]["confirmed"], 0, "no Event was published: {}", h["nats"]);
+    server.kill();
+    vendor_hook(&daemon, SESSION, 1);
+    wait_health(&daemon, "the sink notices the server is gone", |n| {
+        n["connected"] == false
+    });
+}

@@ -70,6 +70,14 @@ impl Health {
         self.connected.load(Ordering::Relaxed)
     }
 
+    /// Why the last attempt did not reach the peer, while it has not since.
+    pub fn last_error(&self) -> Option<String> {
+        match self.connected() {
+            true => None,
+            false => self.last_error.lock().clone(),
+        }
+    }
+
     /// `{connected, last_error, confirmed, refused: {batches, events}, retries}`.
     pub fn status(&self) -> Value {
         json!({

@@ -77,6 +77,12 @@ impl Health {
         })
     }
 
+    /// The last write of the machine record reached the server (no failure since).
+    pub fn reaching(&self) -> bool {
+        let c = self.inner.lock();
+        c.last_write.is_some() && c.last_error.is_none()
+    }
+
     /// Records a write; `true` when it ends a run of failures.
     fn wrote(&self, at: String) -> bool {
         let mut c = self.inner.lock();

@@ -127,6 +127,11 @@ impl Nats {
         if let (Some(status), Value::Object(extra)) = (status.as_object_mut(), extra) {
             status.extend(extra);
         }
+        // Connected is what reaches the server: the Events' last batch, or (before any Event
+        // was published, or since) the machine record's last write on the same server.
+        if self.health.last_error().is_none() && self.beats.reaching() {
+            status["connected"] = json!(true);
+        }
         status
     }
 
