@@ -197,6 +197,19 @@ async fn a_person_answers_and_cancels_from_the_page() {
     browser
         .until("no Cancel once the run ended", 10, "return !document.querySelector('#actions button.cancel') && document.querySelector('#actions form button[type=submit]')")
         .await;
+    // What the actions said belongs to this page: the list starts clean (#32).
+    assert!(browser
+        .until(
+            "feedback on the session page",
+            5,
+            "return document.querySelectorAll('#feedback p').length"
+        )
+        .await
+        .as_u64()
+        .is_some_and(|n| n > 0));
+    browser
+        .until("the feedback gone on the list", 10, "location.hash = '#/'; return document.querySelectorAll('#feedback p').length === 0 && !document.querySelector('#list-view').hidden")
+        .await;
 
     // A page from elsewhere, or a rebound host name, gets nothing, even with the cookie.
     let cookie = browser.client.get_named_cookie("aep_cline_dashboard").await.unwrap();

@@ -48,3 +48,40 @@ fn the_page_decodes_links_only_through_the_guarded_helper() {
         "app.js decodes a link itself; use view.js's linkedSession, which cannot throw"
     );
 }
+
+/// Every script the pages load parses as the ES module it is (a stray word once made `api`
+/// lose its `async`, and the whole dashboard failed to load): `node --check` on each.
+#[test]
+fn every_page_script_parses_as_a_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for folder in ["dashboard", "fleet"] {
+        let assets = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets")
+            .join(folder);
+        for entry in std::fs::read_dir(&assets).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|x| x != "js") {
+                continue;
+            }
+            // As a module, whatever its name says: the pages load them with type=module.
+            let copy = dir
+                .path()
+                .join(format!("{folder}-{}.mjs", path.file_stem().unwrap().to_string_lossy()));
+            std::fs::copy(&path, &copy).unwrap();
+            let out = Command::new("node")
+                .arg("--check")
+                .arg(&copy)
+                .output()
+                .expect("node is not there: install Debian's nodejs package; these tests never skip");
+            assert!(
+                out.status.success(),
+                "{} does not parse: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "only {checked} scripts found");
+}

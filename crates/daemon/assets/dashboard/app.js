@@ -20,14 +20,14 @@ const state = {
   firstPaint: null,
 };
 
-async // The time left before the policy answers a request nobody answered (`expires_at`).
+// The time left before the policy answers a request nobody answered (`expires_at`).
 function timeLeft(x) {
   const s = Math.max(0, Math.round((Date.parse(x.at) - Date.now()) / 1000));
   const left = s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : `${Math.floor(s / 3600)}h`;
   return `${x.answer} on timeout in ${left}`;
 }
 
-function api(path, options = {}) {
+async function api(path, options = {}) {
   const response = await fetch(path, { credentials: 'same-origin', ...options });
   if (response.status === 401) {
     signedOut();
@@ -241,6 +241,7 @@ function say(text, kind = '') {
 async function act(button, what, body) {
   if (button) button.disabled = true;
   const line = say(`${what}: sending…`);
+  line.dataset.pending = '1';
   try {
     const r = await api('/api/act', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     if (!r.ack) {
@@ -263,6 +264,7 @@ async function act(button, what, body) {
     line.className = 'bad';
     return false;
   } finally {
+    delete line.dataset.pending;
     if (button) button.disabled = false;
   }
 }
@@ -280,6 +282,11 @@ function describe(e) {
 
 function route() {
   const link = linkedSession(location.hash);
+  // What an action said belongs to the page it was taken on: another page starts clean
+  // (an action still on its way keeps its line, to say how it ended).
+  if (link.id !== state.open) {
+    for (const p of [...$('feedback').children]) if (!p.dataset.pending) p.remove();
+  }
   state.open = link.id;
   if (link.bad !== undefined) say(`no such session: the link #/s/${link.bad} names none`, 'bad');
   $('list-view').hidden = Boolean(state.open);
