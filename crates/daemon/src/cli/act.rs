@@ -1,11 +1,14 @@
 //! `aep-cline approve | deny | answer | cancel | send`: a person's command to a Cline session,
 //! without writing JSON. Each finds the daemon through its discovery file, sends the AEP command
 //! (`POST /control?wait=`) with the discovery token, waits for the ack Event and prints it, then
-//! the outcome when it lands within a few seconds.
+//! the outcome when it lands within a few seconds. An accepted `cancel` is followed to the run's
+//! end ([`super::cancel_effect`]): the hub accepts an abort whatever it finds.
 //!
-//! Exit status: 0 accepted; 1 rejected (the reason is printed); 2 not sent or not decided (no
-//! daemon, no such approval or session, no ack in time).
+//! Exit status: 0 accepted (for `cancel`: and the run ended); 1 rejected (the reason is
+//! printed); 2 not sent or not decided (no daemon, no such approval or session, no ack in time,
+//! a cancel accepted that ended nothing within its wait).
 
+use super::cancel_effect::{self, Effect};
 use super::client::{Daemon, LogArgs};
 use super::out;
 use crate::views::act::{self, Action};
@@ -174,7 +177,14 @@ pub fn cancel(args: CancelArgs) -> ExitCode {
         let found = session(&args.common, &args.session)?;
         let session = found.session.clone();
         let what = format!("cancel the run of {session}");
-        send(&args.common, &session, Action::Cancel, &what, &cancel_refusal(&found))
+        send_with(
+            &args.common,
+            &session,
+            Action::Cancel,
+            &what,
+            &cancel_refusal(&found),
+            Some(found.active_run.as_deref()),
+        )
     })())
 }
 
@@ -295,6 +305,19 @@ fn session(common: &Common, query: &str) -> anyhow::Result<crate::views::Summary
 /// Sends `action`; `refusal` is what a `refused` nack means for this session as its log reads
 /// (the daemon's own words are in the log only at capture `redacted` and above).
 fn send(common: &Common, session: &str, action: Action, what: &str, refusal: &str) -> anyhow::Result<ExitCode> {
+    send_with(common, session, action, what, refusal, None)
+}
+
+/// [`send`]; `cancels`: for a cancel, the run open when it was sent (`Some(None)`: none seen),
+/// whose end the accepted command is then followed to ([`cancel_effect::watch`]).
+fn send_with(
+    common: &Common,
+    session: &str,
+    action: Action,
+    what: &str,
+    refusal: &str,
+    cancels: Option<Option<&str>>,
+) -> anyhow::Result<ExitCode> {
     let daemon = Daemon::find()?;
     let command = act::command(&action, session, "aep-cline-cli", &crate::state::host());
     let path = format!("/control?wait={}", act::ACK_WAIT.as_millis());
@@ -314,17 +337,41 @@ fn send(common: &Common, session: &str, action: Action, what: &str, refusal: &st
         404 => bail!("the daemon does not know session {session}: it never saw a hook from it"),
         status => bail!("the daemon refused the command (HTTP {status}): {}", answer.detail()),
     }
-    let waited = answer.json();
+    let mut waited = answer.json();
+    let ack = waited["ack"].clone();
+    // An accepted cancel whose outcome is not the run's end: followed to it, or said to be none.
+    let effect = match cancels {
+        Some(run) if ack["type"] == "control.accepted" && cancel_effect::ends(&waited["outcome"]).is_none() => {
+            let journal = common.logs.journal()?;
+            let effect = cancel_effect::watch(&journal, session, run, cancel_effect::CANCEL_WAIT);
+            waited["effect"] = match &effect {
+                Effect::Ended(what) => Value::from(what.as_str()),
+                Effect::Nothing => Value::Null,
+            };
+            Some((effect, run))
+        }
+        _ => None,
+    };
     if common.json {
         out::print_json(&waited)?;
     }
-    let ack = &waited["ack"];
     match ack["type"].as_str() {
         Some("control.accepted") => {
+            if let Some((Effect::Nothing, run)) = &effect {
+                if !common.json {
+                    eprintln!(
+                        "{}",
+                        cancel_effect::nothing_happened(session, *run, cancel_effect::CANCEL_WAIT)
+                    );
+                }
+                return Ok(ExitCode::from(2));
+            }
             if !common.json {
                 let mut text = format!("accepted: {what} (command {})\n", short(&waited["command"]));
                 if let Some(o) = waited.get("outcome").filter(|o| !o.is_null()) {
                     text.push_str(&format!("outcome: {}\n", outcome(o)));
+                } else if let Some((Effect::Ended(what), _)) = &effect {
+                    text.push_str(&format!("outcome: {what}\n"));
                 }
                 out::print(&text)?;
             }

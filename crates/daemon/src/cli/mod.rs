@@ -2,6 +2,7 @@
 
 pub mod act;
 pub mod approvals;
+mod cancel_effect;
 pub mod client;
 pub mod doctor;
 pub mod fleet;

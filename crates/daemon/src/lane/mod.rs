@@ -11,6 +11,7 @@
 //! - [`local`]: what only the owner sees, from memory: what an approval asks, a session's title.
 
 pub mod bus;
+pub mod client;
 pub mod journal;
 pub mod local;
 pub mod parent;

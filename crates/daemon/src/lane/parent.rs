@@ -96,6 +96,11 @@ fn stat_fields(text: &str) -> Option<(&str, u32, u64)> {
     Some((comm, ppid, started))
 }
 
+/// `(state, starttime)` of process `pid` ([`stat`]), for [`crate::lane::client`].
+pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
+    stat(pid)
+}
+
 /// `(state, starttime)` from `/proc/<pid>/stat`. The command name (field 2) may hold spaces and
 /// parentheses, so fields are counted after its closing parenthesis.
 fn stat(pid: u32) -> Option<(char, u64)> {

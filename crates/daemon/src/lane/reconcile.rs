@@ -7,13 +7,21 @@
 //!    `run.finished`, `failed` → `run.failed`, `cancelled`/`aborted` → `run.cancelled {by: user}`).
 //!    Not consulted while a connected hub hosts the session: the hub then says (`endedAt`, the
 //!    tap).
-//! 2. The process that ran the session's hooks (pid and start time, kept in the log): gone means
+//! 2. The process that drove the session, as Cline's store names it (`pid`, with its
+//!    `started_at` so a reused pid is not taken for it: [`crate::lane::client`]): gone, and the
+//!    session quiet [`HOOKS_SETTLE`], means no one will continue it, even while the hub that
+//!    hosts it (and ran its hooks) lives on waiting for it. The store's final record, if it has
+//!    one, then says how it ended (even with a connected hub, which for a `cline --json` run
+//!    keeps the session); else the open run is `run.cancelled {by: shutdown}` and the session
+//!    ends (`killed` when a run was cut short, `normal` when it was idle) at its last hook,
+//!    `detected.by: client_gone`.
+//! 3. The process that ran the session's hooks (pid and start time, kept in the log): gone means
 //!    the session is over; the time is the last hook the session fired (nothing better is known).
 //!    A Cline 2.x task's own record ([`crate::lane::store2`]) then says how its run ended, and
 //!    when: at its last message, or its last hook if that came later (`detected.by:
 //!    cline_store`). With no process known, a 2.x record that says the run finished or failed
 //!    ends the session too.
-//! 3. Time: a session with no evidence of life at all (no process known, no store) that has been
+//! 4. Time: a session with no evidence of life at all (no process known, no store) that has been
 //!    quiet for [`STALE`] (by the daemon's clock: nothing reached its log) has ended
 //!    (`timeout`), at its last hook's time.
 //!
@@ -55,6 +63,8 @@ pub enum Detected {
     Store,
     /// The process that ran its hooks is gone.
     ProcessGone,
+    /// The process that drove it (Cline's store's `pid`) is gone.
+    ClientGone,
     /// Cline's hub said the session ended.
     Hub,
     /// No evidence of life for [`STALE`].
@@ -68,6 +78,7 @@ impl Detected {
         match self {
             Detected::Store => "cline_store",
             Detected::ProcessGone => "process_gone",
+            Detected::ClientGone => "client_gone",
             Detected::Hub => "hub",
             Detected::Stale => "stale",
             Detected::Person => "person",
@@ -132,6 +143,9 @@ pub struct Evidence<'a> {
     pub parent_alive: Option<bool>,
     /// What Cline's store says of it, if it was read.
     pub store: Option<&'a StoreSession>,
+    /// The process that drove it, as the store names it ([`StoreSession::client`]):
+    /// `Some(alive)` when one is named.
+    pub client_alive: Option<bool>,
     /// What Cline 2.x's record of the task says of its end, if it was read
     /// ([`crate::lane::store2`]).
     pub task: Option<&'a End>,
@@ -168,6 +182,18 @@ fn weigh(evidence: &Evidence<'_>) -> Option<End> {
         if let Some(end) = store.end() {
             return Some(end);
         }
+    }
+    // Its client is gone and its hooks have settled: no one will continue it.
+    // (A gone hook parent says the same, in its own words, below.)
+    let hooks_gone = evidence.parent_alive == Some(false);
+    if evidence.client_alive == Some(false) && !hooks_gone && evidence.quiet_for >= HOOKS_SETTLE {
+        return Some(evidence.store.and_then(StoreSession::end).unwrap_or(End {
+            time: last,
+            detected: Detected::ClientGone,
+            run: RunOutcome::Shutdown,
+            reason: None,
+            unread: None,
+        }));
     }
     // A 2.x task's record, at its last message or its last hook, whichever came later.
     let task = evidence.task.map(|task| End {
@@ -214,9 +240,17 @@ pub struct StoreSession {
     pub status: Option<String>,
     pub ended_at: Option<String>,
     pub exit_code: Option<i64>,
+    /// The process that drove the session (3.x session files; not in `sessions.db`'s end).
+    pub pid: Option<u32>,
+    pub started_at: Option<String>,
 }
 
 impl StoreSession {
+    /// The process that drove the session, when the record names it.
+    pub fn client(&self) -> Option<crate::lane::client::Client> {
+        crate::lane::client::Client::new(self.pid, self.started_at.as_deref())
+    }
+
     /// What a hub frame's session snapshot (`payload.snapshot` or `payload.session`) says:
     /// the same record as the store's, in the hub's words (`status`, `endedAt`, `exitCode`).
     pub fn of_hub(payload: &serde_json::Value) -> StoreSession {
@@ -234,6 +268,7 @@ impl StoreSession {
                 _ => None,
             }),
             exit_code: s.and_then(|s| s.get("exitCode")).and_then(serde_json::Value::as_i64),
+            ..StoreSession::default()
         }
     }
 
@@ -303,6 +338,7 @@ impl StoreSession {
                 status: Some(status),
                 ended_at,
                 exit_code,
+                ..StoreSession::default()
             })),
             Err(problem) => Err(match problem.kind {
                 cline_usage::ProblemKind::Database(why) => format!("{}: {why}", problem.path.display()),
@@ -340,6 +376,7 @@ mod tests {
             status: Some("completed".into()),
             ended_at: Some("2026-12-01T05:05:51.796Z".into()),
             exit_code: Some(0),
+            ..StoreSession::default()
         };
         let last = Some("2026-12-01T05:05:51.500Z");
         let end = judge(&Evidence {
@@ -361,6 +398,7 @@ mod tests {
             task: None,
             spooled: false,
             unread: None,
+            client_alive: None,
         };
         assert_eq!(judge(&hosted), None);
         let running = StoreSession {
@@ -383,6 +421,7 @@ mod tests {
             status: Some("failed".into()),
             ended_at: Some("2026-12-01T05:06:00Z".into()),
             exit_code: Some(1),
+            ..StoreSession::default()
         };
         let end = judge(&Evidence {
             store: Some(&failed),
@@ -410,11 +449,74 @@ mod tests {
     }
 
     #[test]
+    fn a_hosted_session_whose_client_is_gone_ends_though_the_hub_lives() {
+        let running = StoreSession {
+            status: Some("running".into()),
+            pid: Some(4242),
+            started_at: Some("2026-12-01T05:05:51.000Z".into()),
+            ..StoreSession::default()
+        };
+        let last = Some("2026-12-01T05:05:52.000Z");
+        // The hub ran its hooks and lives on; the `cline` that drove it was killed.
+        let gone = Evidence {
+            parent_alive: Some(true),
+            store: Some(&running),
+            client_alive: Some(false),
+            hub_hosts: true,
+            last_hook: last,
+            quiet_for: HOOKS_SETTLE,
+            ..Evidence::default()
+        };
+        let end = judge(&gone).unwrap();
+        assert_eq!(
+            (end.time.as_deref(), end.detected, end.run, end.reason),
+            (last, Detected::ClientGone, RunOutcome::Shutdown, None),
+            "at its last hook, the run cut short (`killed`, by end_now), found by its client"
+        );
+        assert_eq!(Detected::ClientGone.as_str(), "client_gone");
+        assert_eq!(
+            judge(&Evidence {
+                quiet_for: HOOKS_SETTLE / 2,
+                ..gone
+            }),
+            None,
+            "hooks may still come"
+        );
+        let alive = Evidence {
+            client_alive: Some(true),
+            quiet_for: STALE * 2,
+            ..gone
+        };
+        assert_eq!(judge(&alive), None, "a live client keeps a hosted session open");
+        // The store's final record says how, even when a connected hub hosts it.
+        let completed = StoreSession {
+            status: Some("completed".into()),
+            ended_at: Some("2026-12-01T05:05:53.000Z".into()),
+            exit_code: Some(0),
+            ..running.clone()
+        };
+        let end = judge(&Evidence {
+            store: Some(&completed),
+            ..gone
+        })
+        .unwrap();
+        assert_eq!((end.detected, end.run), (Detected::Store, RunOutcome::Finished));
+        // The record names its client.
+        assert_eq!(running.client().map(|c| c.pid), Some(4242));
+        let idle: StoreSession = serde_json::from_str(
+            r#"{"status":"idle","pid":77,"started_at":"2026-12-01T05:05:51.591Z","ended_at":null}"#,
+        )
+        .unwrap();
+        assert_eq!(idle.client().map(|c| c.pid), Some(77));
+    }
+
+    #[test]
     fn the_sessions_own_hooks_speak_before_any_verdict() {
         let completed = StoreSession {
             status: Some("completed".into()),
             ended_at: Some("2026-12-01T05:05:51.796Z".into()),
             exit_code: Some(0),
+            ..StoreSession::default()
         };
         let last = Some("2026-12-01T05:05:51.500Z");
         // Cline just exited: its end hooks, fired by processes that outlive it, are on the way.

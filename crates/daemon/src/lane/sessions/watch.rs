@@ -100,6 +100,7 @@ impl Sessions {
                     .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), session));
                 let evidence = Evidence {
                     parent_alive,
+                    client_alive: client_alive(store.as_ref()),
                     store: store.as_ref(),
                     task: task.as_ref(),
                     hub_hosts: hub && self.hosted_here(session),
@@ -155,6 +156,7 @@ impl Sessions {
             };
             let evidence = Evidence {
                 parent_alive,
+                client_alive: client_alive(store.as_ref()),
                 store: store.as_ref(),
                 task: task.as_ref(),
                 hub_hosts: hub && state.tracker.is_hosted(),
@@ -248,6 +250,12 @@ impl Sessions {
         }
         ended
     }
+}
+
+/// Whether the process Cline's store names as the session's client still runs
+/// ([`crate::lane::client`]); `None` when the store was not read or names none.
+fn client_alive(store: Option<&StoreSession>) -> Option<bool> {
+    store.and_then(StoreSession::client).map(|c| c.alive())
 }
 
 /// Whether a log records its session's end: `session.ended` in its last 64 KiB (where it is,
