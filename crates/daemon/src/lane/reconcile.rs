@@ -240,15 +240,24 @@ pub struct StoreSession {
     pub status: Option<String>,
     pub ended_at: Option<String>,
     pub exit_code: Option<i64>,
-    /// The process that drove the session (3.x session files; not in `sessions.db`'s end).
+    /// The process that drove the session (3.x session files; not in `sessions.db`'s end):
+    /// for a session the hub hosts, the hub ([`crate::lane::client`]).
     pub pid: Option<u32>,
     pub started_at: Option<String>,
+    pub cwd: Option<String>,
+    /// The app that drove it (`cli`, ...).
+    pub source: Option<String>,
 }
 
 impl StoreSession {
     /// The process that drove the session, when the record names it.
     pub fn client(&self) -> Option<crate::lane::client::Client> {
-        crate::lane::client::Client::new(self.pid, self.started_at.as_deref())
+        crate::lane::client::Client::new(
+            self.pid,
+            self.started_at.as_deref(),
+            self.cwd.as_deref(),
+            self.source.as_deref(),
+        )
     }
 
     /// What a hub frame's session snapshot (`payload.snapshot` or `payload.session`) says:

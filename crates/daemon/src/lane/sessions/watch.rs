@@ -100,7 +100,7 @@ impl Sessions {
                     .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), session));
                 let evidence = Evidence {
                     parent_alive,
-                    client_alive: client_alive(store.as_ref()),
+                    client_alive: client_alive(store.as_ref(), w.parent),
                     store: store.as_ref(),
                     task: task.as_ref(),
                     hub_hosts: hub && self.hosted_here(session),
@@ -156,7 +156,7 @@ impl Sessions {
             };
             let evidence = Evidence {
                 parent_alive,
-                client_alive: client_alive(store.as_ref()),
+                client_alive: client_alive(store.as_ref(), state.parent),
                 store: store.as_ref(),
                 task: task.as_ref(),
                 hub_hosts: hub && state.tracker.is_hosted(),
@@ -252,10 +252,13 @@ impl Sessions {
     }
 }
 
-/// Whether the process Cline's store names as the session's client still runs
-/// ([`crate::lane::client`]); `None` when the store was not read or names none.
-fn client_alive(store: Option<&StoreSession>) -> Option<bool> {
-    store.and_then(StoreSession::client).map(|c| c.alive())
+/// Whether the session's client, as Cline's store tells it, still runs
+/// ([`crate::lane::client`]); `None` when the store was not read or does not tell. `parent`:
+/// the process that ran its hooks (the hub, for a session the hub hosts).
+fn client_alive(store: Option<&StoreSession>, parent: Option<Parent>) -> Option<bool> {
+    store
+        .and_then(StoreSession::client)
+        .and_then(|c| c.alive(parent.map(|p| p.pid)))
 }
 
 /// Whether a log records its session's end: `session.ended` in its last 64 KiB (where it is,
