@@ -16,5 +16,6 @@ mod metrics;
 mod nats;
 mod nats_fleet;
 mod otlp;
+mod otlp_traces;
 mod relay;
 mod support;

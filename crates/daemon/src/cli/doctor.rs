@@ -706,19 +706,28 @@ fn otlp(r: &mut Report, otlp: &Value) {
     if otlp.is_null() {
         return r.info("otlp", "off (AEP_OTLP_ENDPOINT names a collector)");
     }
+    otlp_leg(r, "otlp", otlp);
+    match &otlp["traces"] {
+        Value::Null => r.info("otlp traces", "off (AEP_OTLP_TRACES=0)"),
+        traces => otlp_leg(r, "otlp traces", traces),
+    }
+}
+
+/// One route of the exporter (the logs', the traces'): its own confirmations and refusals.
+fn otlp_leg(r: &mut Report, name: &'static str, otlp: &Value) {
     let endpoint = otlp["endpoint"].as_str().unwrap_or("?");
     let (confirmed, pending) = (&otlp["confirmed"], &otlp["pending"]);
     let refused = otlp["dropped"]["refused_events"].as_u64().unwrap_or(0);
     let error = otlp["last_error"].as_str();
     match (otlp["connected"] == true, error) {
         (false, Some(error)) => r.fail(
-            "otlp",
+            name,
             format!("not exporting to {endpoint}: {error}; {pending} Events wait (kept, and resent from the logs when it is back)"),
             "check that the collector runs and takes OTLP/HTTP there (its otlp receiver's http endpoint, port 4318)",
         ),
-        (false, None) => r.info("otlp", format!("nothing exported yet to {endpoint}; {pending} Events wait")),
+        (false, None) => r.info(name, format!("nothing exported yet to {endpoint}; {pending} Events wait")),
         (true, _) if refused > 0 => r.warn(
-            "otlp",
+            name,
             format!(
                 "exporting to {endpoint} ({confirmed} Events confirmed), but the collector refused {refused} Events for good: {}",
                 error.unwrap_or("?")
@@ -727,7 +736,7 @@ fn otlp(r: &mut Report, otlp: &Value) {
              refused batches are not resent",
         ),
         (true, _) => r.ok(
-            "otlp",
+            name,
             format!("exporting to {endpoint}: {confirmed} Events confirmed, {pending} pending"),
         ),
     }

@@ -159,7 +159,12 @@ fn metrics(health: &Value, index: &Index, spool: Spool) -> Vec<Metric> {
         "Events published and not yet confirmed by the peer",
     );
     let mut outbox = Metric::gauge("aep_cline_sink_outbox_events", "Events in the sink's outbox");
-    for (sink, at) in [("relay", "/relay"), ("otlp", "/otlp"), ("nats", "/nats")] {
+    for (sink, at) in [
+        ("relay", "/relay"),
+        ("otlp", "/otlp"),
+        ("otlp_traces", "/otlp/traces"),
+        ("nats", "/nats"),
+    ] {
         let Some(status) = health.pointer(at).filter(|s| !s.is_null()) else {
             continue;
         };

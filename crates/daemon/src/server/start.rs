@@ -198,6 +198,17 @@ impl Sinks {
             keep_fed(supervisor, "otlp outbox", sessions, otlp, Otlp::pump);
             let delivering = otlp.clone();
             supervisor.keep("otlp export", move || delivering.clone().run());
+            if let Some(traces) = &otlp.traces {
+                keep_fed(
+                    supervisor,
+                    "otlp traces outbox",
+                    sessions,
+                    traces,
+                    crate::sinks::otlp::traces::Traces::pump,
+                );
+                let delivering = traces.clone();
+                supervisor.keep("otlp traces export", move || delivering.clone().run());
+            }
         }
         let nats = match plan.nats.take() {
             Some(s) => {

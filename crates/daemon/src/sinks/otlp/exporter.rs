@@ -12,7 +12,7 @@
 //!   them; the batch is dropped and counted, with the collector's reason.
 
 use super::record;
-use super::settings::Settings;
+use super::settings::{Settings, Signal};
 use crate::lane::Published;
 use crate::sinks::delivery::deliver::{Outcome, Publisher};
 use aep_core::gate::downlevel;
@@ -42,9 +42,17 @@ pub struct Counts {
     pub filtered: AtomicU64,
 }
 
+/// The logs exporter: Events as LogRecords on `…/v1/logs`.
 pub struct Exporter {
     settings: Arc<Settings>,
     host: String,
+    collector: Collector,
+}
+
+/// One collector route and how to speak to it: the request, gzip, and what its answer means.
+pub struct Collector {
+    settings: Arc<Settings>,
+    signal: Signal,
     client: crate::http::client::Sender,
     counts: Arc<Counts>,
 }
@@ -60,17 +68,11 @@ struct RpcStatus {
 
 impl Exporter {
     pub fn new(settings: Arc<Settings>, host: String, counts: Arc<Counts>) -> Exporter {
-        // http:// only without TLS settings; the connector wants a configuration all the same.
-        let tls = settings
-            .tls
-            .clone()
-            .unwrap_or_else(crate::http::client::trusting_no_one);
-        let client = crate::http::client::sender(&tls);
+        let collector = Collector::new(settings.clone(), Signal::Logs, counts);
         Exporter {
             settings,
             host,
-            client,
-            counts,
+            collector,
         }
     }
 
@@ -82,7 +84,7 @@ impl Exporter {
         for event in batch {
             let value = &event.value;
             if !self.settings.filter.matches(value) {
-                self.counts.filtered.fetch_add(1, Ordering::Relaxed);
+                self.collector.counts.filtered.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             let ty = value.get("type").and_then(Value::as_str).unwrap_or_default();
@@ -122,9 +124,37 @@ impl Exporter {
             .collect();
         Some(ExportLogsServiceRequest { resource_logs })
     }
+}
+
+impl Collector {
+    pub fn new(settings: Arc<Settings>, signal: Signal, counts: Arc<Counts>) -> Collector {
+        // http:// only without TLS settings; the connector wants a configuration all the same.
+        let tls = settings
+            .tls
+            .clone()
+            .unwrap_or_else(crate::http::client::trusting_no_one);
+        let client = crate::http::client::sender(&tls);
+        Collector {
+            settings,
+            signal,
+            client,
+            counts,
+        }
+    }
+
+    /// A request's protobuf, gzipped, sent; the collector's answer as the batch's outcome.
+    pub async fn export(&self, message: &impl Message) -> Outcome {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let body = gz
+            .write_all(&message.encode_to_vec())
+            .and_then(|()| gz.finish())
+            .expect("gzip into memory");
+        self.send(body).await
+    }
 
     async fn send(&self, body: Vec<u8>) -> Outcome {
-        let mut request = Request::post(self.settings.url.clone())
+        let url = self.settings.url_of(self.signal);
+        let mut request = Request::post(url)
             .header(CONTENT_TYPE, "application/x-protobuf")
             .header(CONTENT_ENCODING, "gzip")
             .header(USER_AGENT, concat!("aep-cline/", env!("CARGO_PKG_VERSION")));
@@ -161,14 +191,10 @@ impl Exporter {
             .map(|b| b.to_bytes())
             .unwrap_or_default();
         if status.is_success() {
-            if let Ok(answer) = ExportLogsServiceResponse::decode(answer.as_ref()) {
-                if let Some(partial) = answer.partial_success.filter(|p| p.rejected_log_records > 0) {
-                    self.counts
-                        .rejected
-                        .fetch_add(partial.rejected_log_records as u64, Ordering::Relaxed);
-                    tracing::warn!(rejected = partial.rejected_log_records, reason = %partial.error_message,
-                        "the collector accepted the batch but rejected some records (not retried, per OTLP)");
-                }
+            if let Some((rejected, reason)) = rejected(self.signal, answer.as_ref()) {
+                self.counts.rejected.fetch_add(rejected, Ordering::Relaxed);
+                tracing::warn!(rejected, reason = %reason, items = items(self.signal),
+                    "the collector accepted the batch but rejected some of it (not retried, per OTLP)");
             }
             return Outcome::Confirmed;
         }
@@ -182,7 +208,7 @@ impl Exporter {
         }
         Outcome::Refused(format!(
             "{error} (a collector that refuses a batch would refuse it again){}",
-            hint(status)
+            hint(status, self.signal)
         ))
     }
 }
@@ -192,13 +218,38 @@ impl Publisher for Exporter {
         let Some(request) = self.request(batch) else {
             return Outcome::Confirmed; // the filter left nothing to send
         };
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        let body = gz
-            .write_all(&request.encode_to_vec())
-            .and_then(|()| gz.finish())
-            .expect("gzip into memory");
-        self.send(body).await
+        self.collector.export(&request).await
     }
+}
+
+/// What the collector's `partial_success` counts as rejected, in words.
+fn items(signal: Signal) -> &'static str {
+    match signal {
+        Signal::Logs => "records",
+        Signal::Traces => "spans",
+        Signal::Metrics => "data points",
+    }
+}
+
+/// The rejected count and reason of a 2xx answer's `partial_success`.
+fn rejected(signal: Signal, answer: &[u8]) -> Option<(u64, String)> {
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
+    let (count, reason) = match signal {
+        Signal::Logs => ExportLogsServiceResponse::decode(answer)
+            .ok()?
+            .partial_success
+            .map(|p| (p.rejected_log_records, p.error_message))?,
+        Signal::Traces => ExportTraceServiceResponse::decode(answer)
+            .ok()?
+            .partial_success
+            .map(|p| (p.rejected_spans, p.error_message))?,
+        Signal::Metrics => ExportMetricsServiceResponse::decode(answer)
+            .ok()?
+            .partial_success
+            .map(|p| (p.rejected_data_points, p.error_message))?,
+    };
+    (count > 0).then_some((count as u64, reason))
 }
 
 /// The collector's reason: a `google.rpc.Status` message, else printable text, cut short.
@@ -215,11 +266,17 @@ fn reason(answer: &[u8]) -> String {
     }
 }
 
-fn hint(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        401 | 403 => "; check AEP_OTLP_HEADERS (the collector's credentials)",
-        404 => "; check AEP_OTLP_ENDPOINT (the logs route is <base>/v1/logs)",
-        413 => "; lower AEP_OTLP_BATCH or raise the collector's max_request_body_size",
+fn hint(status: StatusCode, signal: Signal) -> &'static str {
+    match (status.as_u16(), signal) {
+        (401 | 403, _) => "; check AEP_OTLP_HEADERS (the collector's credentials)",
+        (404, Signal::Logs) => "; check AEP_OTLP_ENDPOINT (the logs route is <base>/v1/logs)",
+        (404, Signal::Traces) => {
+            "; the collector has no traces route (<base>/v1/traces): give it a traces pipeline, or set AEP_OTLP_TRACES=0"
+        }
+        (404, Signal::Metrics) => {
+            "; the collector has no metrics route (<base>/v1/metrics): give it a metrics pipeline, or set AEP_OTLP_METRICS=0"
+        }
+        (413, _) => "; lower AEP_OTLP_BATCH or raise the collector's max_request_body_size",
         _ => "",
     }
 }

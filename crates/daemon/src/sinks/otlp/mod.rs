@@ -2,6 +2,8 @@
 //! OTLP LogRecord on an OpenTelemetry collector, over OTLP/HTTP with protobuf.
 //!
 //! - [`record`]: the pure Event → LogRecord mapping (§3.2–§3.4).
+//! - [`span`] and [`traces`]: spans on `…/v1/traces` (`AEP_OTLP_TRACES`), a trace per run
+//!   after the OpenTelemetry GenAI conventions, a durable sink of their own.
 //! - [`exporter`]: the filter (`AEP_OTLP_FILTER`) and the exporter's own capture ceiling
 //!   (`AEP_OTLP_CAPTURE`, §3.3, down-leveled by aep-core), the request, gzip, the collector's
 //!   answer.
@@ -18,6 +20,8 @@
 pub mod exporter;
 pub mod record;
 pub mod settings;
+pub mod span;
+pub mod traces;
 
 use crate::lane::{Journal, Note};
 use crate::sinks::delivery::deliver::{self, Batching, Health};
@@ -30,7 +34,7 @@ use std::sync::Arc;
 
 /// Bytes of Event lines per export, about (collectors take 20 MiB by default; gzip shrinks it
 /// several times over).
-const MAX_BATCH_BYTES: usize = 4 << 20;
+pub(super) const MAX_BATCH_BYTES: usize = 4 << 20;
 
 pub struct Otlp {
     settings: Arc<Settings>,
@@ -38,6 +42,8 @@ pub struct Otlp {
     durable: Arc<Durable>,
     health: Arc<Health>,
     counts: Arc<Counts>,
+    /// The traces leg, when `AEP_OTLP_TRACES` is on.
+    pub traces: Option<Arc<traces::Traces>>,
 }
 
 impl Otlp {
@@ -51,10 +57,16 @@ impl Otlp {
                 outbox: settings.outbox,
                 overflow: Overflow::FromLog,
             },
-            journal,
+            journal.clone(),
         );
+        let settings = Arc::new(settings);
+        let traces = settings
+            .traces
+            .is_some()
+            .then(|| traces::Traces::new(settings.clone(), journal.clone(), host.clone()));
         Arc::new(Otlp {
-            settings: Arc::new(settings),
+            settings,
+            traces,
             host,
             durable,
             health: Arc::new(Health::default()),
@@ -99,6 +111,7 @@ impl Otlp {
             "resends": counters.resends,
             "filtered": self.counts.filtered.load(Ordering::Relaxed),
             "capture": self.settings.capture.to_string(),
+            "traces": self.traces.as_ref().map(|t| t.status()),
         })
     }
 }

@@ -16,10 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "OTLP logs export")]
+#[command(next_help_heading = "OTLP export (logs, traces, metrics)")]
 pub struct OtlpArgs {
     /// An OpenTelemetry collector's OTLP/HTTP base URL (http://collector:4318, or https://);
-    /// Events are sent to its /v1/logs as protobuf. The exporter is off without it.
+    /// Events are sent to its /v1/logs, spans to /v1/traces and metrics to /v1/metrics, as
+    /// protobuf. The exporter is off without it.
     #[arg(long, env = "AEP_OTLP_ENDPOINT", value_name = "URL", hide_env_values = true)]
     pub otlp_endpoint: Option<String>,
     /// Headers sent with every export, e.g. `authorization=Bearer%20t,x-tenant=a`
@@ -54,10 +55,32 @@ pub struct OtlpArgs {
     #[arg(long, env = "AEP_OTLP_OUTBOX", default_value = "10000", value_name = "EVENTS",
           value_parser = setting::events("AEP_OTLP_OUTBOX"))]
     pub otlp_outbox: usize,
+    /// Spans too (`<base>/v1/traces`): a trace per run, `invoke_agent` with an `execute_tool`
+    /// child per tool call (OpenTelemetry GenAI conventions): 1 or 0.
+    #[arg(long, env = "AEP_OTLP_TRACES", default_value = "1", value_name = "1|0",
+          value_parser = setting::gate("AEP_OTLP_TRACES"), action = clap::ArgAction::Set)]
+    pub otlp_traces: bool,
+    /// Metrics too (`<base>/v1/metrics`): tokens by class and model, cost, tool calls by
+    /// outcome, cumulative since the daemon started: 1 or 0.
+    #[arg(long, env = "AEP_OTLP_METRICS", default_value = "1", value_name = "1|0",
+          value_parser = setting::gate("AEP_OTLP_METRICS"), action = clap::ArgAction::Set)]
+    pub otlp_metrics: bool,
+    /// How often the metrics are sent.
+    #[arg(long, env = "AEP_OTLP_METRICS_INTERVAL", default_value = "60s", value_name = "DURATION",
+          value_parser = setting::duration("AEP_OTLP_METRICS_INTERVAL", Duration::from_secs(1), "60s or 5m"))]
+    pub otlp_metrics_interval: Duration,
     /// One export request's time limit (then it is retried).
     #[arg(long, env = "AEP_OTLP_TIMEOUT", default_value = "10s", value_name = "DURATION",
           value_parser = setting::duration("AEP_OTLP_TIMEOUT", Duration::ZERO, "1s or 500ms"))]
     pub otlp_timeout: Duration,
+}
+
+/// The three OTLP signals this daemon sends, each on its own route with its own answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Logs,
+    Traces,
+    Metrics,
 }
 
 /// What the exporter runs with.
@@ -65,6 +88,11 @@ pub struct OtlpArgs {
 pub struct Settings {
     /// The full URL of the logs route (`…/v1/logs`).
     pub url: Uri,
+    /// The traces route (`…/v1/traces`), when spans are sent too.
+    pub traces: Option<Uri>,
+    /// The metrics route (`…/v1/metrics`), when metrics are sent too.
+    pub metrics: Option<Uri>,
+    pub metrics_interval: Duration,
     /// For https://: the system's roots and `AEP_OTLP_CA`.
     pub tls: Option<Arc<rustls::ClientConfig>>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
@@ -82,6 +110,16 @@ impl Settings {
     pub fn shown(&self) -> String {
         shown(&self.url)
     }
+
+    /// The route of a signal (the logs route for a signal that is off: never asked).
+    pub fn url_of(&self, signal: Signal) -> Uri {
+        match signal {
+            Signal::Logs => None,
+            Signal::Traces => self.traces.clone(),
+            Signal::Metrics => self.metrics.clone(),
+        }
+        .unwrap_or_else(|| self.url.clone())
+    }
 }
 
 fn shown(url: &Uri) -> String {
@@ -94,7 +132,15 @@ impl OtlpArgs {
         let Some(endpoint) = self.otlp_endpoint.as_deref().map(str::trim) else {
             return Ok(None);
         };
-        let url = logs_url(endpoint)?;
+        let url = route(endpoint, "/v1/logs")?;
+        let traces = match self.otlp_traces {
+            true => Some(route(endpoint, "/v1/traces")?),
+            false => None,
+        };
+        let metrics = match self.otlp_metrics {
+            true => Some(route(endpoint, "/v1/metrics")?),
+            false => None,
+        };
         let secure = url.scheme_str() == Some("https");
         let tls = match (secure, &self.otlp_ca) {
             (true, ca) => Some(crate::sinks::relay::tls::client_config_for(
@@ -127,6 +173,9 @@ impl OtlpArgs {
         }
         Ok(Some(Settings {
             url,
+            traces,
+            metrics,
+            metrics_interval: self.otlp_metrics_interval,
             tls,
             headers,
             capture: self.otlp_capture.clone(),
@@ -140,9 +189,10 @@ impl OtlpArgs {
     }
 }
 
-/// The logs route: the base URL plus `/v1/logs` (as OTEL_EXPORTER_OTLP_ENDPOINT), or the URL
-/// itself when it already ends with it.
-fn logs_url(endpoint: &str) -> anyhow::Result<Uri> {
+/// A signal's route: the base URL plus `/v1/logs`, `/v1/traces` or `/v1/metrics` (as
+/// OTEL_EXPORTER_OTLP_ENDPOINT); a URL that already names one of the three routes is read as
+/// its base.
+fn route(endpoint: &str, signal_path: &str) -> anyhow::Result<Uri> {
     let uri: Uri = endpoint.parse().map_err(|_| {
         anyhow::anyhow!("AEP_OTLP_ENDPOINT is not a URL: use http://collector:4318 (OTLP/HTTP) or https://…")
     })?;
@@ -160,11 +210,11 @@ fn logs_url(endpoint: &str) -> anyhow::Result<Uri> {
         bail!("AEP_OTLP_ENDPOINT carries credentials in the URL: put them in AEP_OTLP_HEADERS (e.g. authorization=Basic%20…)");
     }
     let path = uri.path().trim_end_matches('/');
-    let path = if path.ends_with("/v1/logs") {
-        path.to_string()
-    } else {
-        format!("{path}/v1/logs")
-    };
+    let base = ["/v1/logs", "/v1/traces", "/v1/metrics"]
+        .iter()
+        .find_map(|p| path.strip_suffix(p))
+        .unwrap_or(path);
+    let path = format!("{base}{signal_path}");
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
     let full = format!(
         "{}://{}{path}{query}",
@@ -239,9 +289,39 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(s.url.path(), "/otlp/v1/logs", "a full logs URL is used as it is");
+        assert_eq!(
+            s.url_of(Signal::Traces).path(),
+            "/otlp/v1/traces",
+            "its base gives the other routes"
+        );
         let s = settings(&["--otlp-endpoint", "https://c/prefix"]).unwrap().unwrap();
         assert_eq!(s.url.to_string(), "https://c/prefix/v1/logs");
+        assert_eq!(s.url_of(Signal::Traces).to_string(), "https://c/prefix/v1/traces");
+        assert_eq!(s.url_of(Signal::Metrics).to_string(), "https://c/prefix/v1/metrics");
+        assert_eq!(s.metrics_interval, Duration::from_secs(60));
         assert!(s.tls.is_some());
+        let s = settings(&[
+            "--otlp-endpoint",
+            "http://c",
+            "--otlp-traces",
+            "0",
+            "--otlp-metrics",
+            "off",
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(
+            s.traces.is_none() && s.metrics.is_none(),
+            "each signal has its own gate"
+        );
+        for (flag, value, needle) in [
+            ("--otlp-traces", "yes", "AEP_OTLP_TRACES=\"yes\": use 1 (on) or 0 (off)"),
+            ("--otlp-metrics-interval", "0s", "AEP_OTLP_METRICS_INTERVAL"),
+            ("--otlp-metrics-interval", "500ms", "at least 1s"),
+        ] {
+            let e = settings(&["--otlp-endpoint", "http://c", flag, value]).unwrap_err();
+            assert!(e.contains(needle), "{flag} {value}: {e}");
+        }
     }
 
     #[test]
