@@ -63,7 +63,6 @@ pub(crate) struct Collector {
     answers: Arc<Mutex<VecDeque<Answer>>>,
     traces: Arc<Mutex<Vec<TraceAttempt>>>,
     trace_answers: Arc<Mutex<VecDeque<Answer>>>,
-    #[allow(dead_code)] // read by the OTLP metrics test, next
     metrics: Arc<Mutex<Vec<ExportMetricsServiceRequest>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -207,7 +206,6 @@ impl Collector {
         self.wait(&format!("{n} records"), |c| c.records().len() >= n);
     }
 
-    #[allow(dead_code)] // read by the OTLP metrics test, next
     pub(crate) fn metrics(&self) -> Vec<ExportMetricsServiceRequest> {
         self.metrics.lock().unwrap().clone()
     }

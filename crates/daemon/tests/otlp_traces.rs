@@ -7,6 +7,8 @@
 use crate::otlp::{attributes, free_port, health, hook, Answer, Collector};
 use crate::support;
 
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::number_data_point;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -85,6 +87,7 @@ fn a_real_cline_run_is_one_trace_of_invoke_agent_and_its_tools_as_the_genai_conv
     let aep = Sandbox::new()
         .with_env("AEP_OTLP_ENDPOINT", &collector.url())
         .with_env("AEP_OTLP_FLUSH", "100ms")
+        .with_env("AEP_OTLP_METRICS_INTERVAL", "1s")
         .with_env("AEP_HOST", "fleet-host-7");
     let out = aep.run(
         &["install-hooks"],
@@ -198,6 +201,57 @@ fn a_real_cline_run_is_one_trace_of_invoke_agent_and_its_tools_as_the_genai_conv
     assert_eq!(traces["endpoint"], format!("{}/v1/traces", collector.url()));
     assert_eq!(traces["connected"], true, "{traces}");
     assert!(aep.log_dir.join("cline/.otlp-traces.json").exists(), "its own marks");
+
+    // The metrics (/v1/metrics): the run's tokens by class, its tool calls by outcome.
+    let terminals: Vec<&Value> = log
+        .iter()
+        .filter(|e| ["run.finished", "run.failed", "run.cancelled"].contains(&e["type"].as_str().unwrap()))
+        .collect();
+    let output: u64 = terminals
+        .iter()
+        .filter_map(|e| e["data"]["gen_ai.usage.output_tokens"].as_u64())
+        .sum();
+    assert!(output > 0, "the fake model reports tokens: {terminals:#?}");
+    let completed = of(&log, "tool.completed").len() as i64;
+    let deadline = Instant::now() + WAIT;
+    let (tokens, calls) = loop {
+        let last = collector.metrics().last().cloned();
+        let found = last.map(|request| {
+            let metrics = &request.resource_metrics[0].scope_metrics[0].metrics;
+            let sum = |name: &str, key: &str, value: &str| -> i64 {
+                let Some(metric) = metrics.iter().find(|m| m.name == name) else {
+                    return 0;
+                };
+                let Some(Data::Sum(s)) = &metric.data else {
+                    panic!("{name} is a sum")
+                };
+                s.data_points
+                    .iter()
+                    .filter(|p| attributes(&p.attributes)[key] == value)
+                    .map(|p| match p.value {
+                        Some(number_data_point::Value::AsInt(i)) => i,
+                        other => panic!("{other:?}"),
+                    })
+                    .sum()
+            };
+            assert!(metrics.iter().any(|m| m.name == "gen_ai.client.token.usage"));
+            (
+                sum("aep.token.usage", "gen_ai.token.type", "output"),
+                sum("aep.tool.calls", "outcome", "completed"),
+            )
+        });
+        if let Some(found) = found.filter(|(t, c)| *t == output as i64 && *c == completed) {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "metrics never counted the run: {found:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!((tokens, calls), (output as i64, completed));
+    let h = health(&daemon.addr());
+    assert!(h["otlp"]["metrics"]["exports"].as_u64() >= Some(1), "{h}");
+    let doctor = aep.run(&["doctor"], &[]);
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("otlp traces") && said.contains("otlp metrics"), "{said}");
     drop(daemon);
 }
 

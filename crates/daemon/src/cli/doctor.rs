@@ -711,6 +711,31 @@ fn otlp(r: &mut Report, otlp: &Value) {
         Value::Null => r.info("otlp traces", "off (AEP_OTLP_TRACES=0)"),
         traces => otlp_leg(r, "otlp traces", traces),
     }
+    let metrics = &otlp["metrics"];
+    let endpoint = metrics["endpoint"].as_str().unwrap_or("?");
+    match (
+        metrics.is_null(),
+        metrics["connected"] == true,
+        metrics["last_error"].as_str(),
+    ) {
+        (true, ..) => r.info("otlp metrics", "off (AEP_OTLP_METRICS=0)"),
+        (false, true, _) => r.ok(
+            "otlp metrics",
+            format!("exporting to {endpoint} every {}s", metrics["interval_seconds"]),
+        ),
+        (false, false, Some(error)) => r.warn(
+            "otlp metrics",
+            format!("not exporting to {endpoint}: {error}"),
+            "the next export carries the same totals once the collector takes them",
+        ),
+        (false, false, None) => r.info(
+            "otlp metrics",
+            format!(
+                "nothing exported yet to {endpoint} (every {}s)",
+                metrics["interval_seconds"]
+            ),
+        ),
+    }
 }
 
 /// One route of the exporter (the logs', the traces'): its own confirmations and refusals.

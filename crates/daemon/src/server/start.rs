@@ -209,6 +209,17 @@ impl Sinks {
                 let delivering = traces.clone();
                 supervisor.keep("otlp traces export", move || delivering.clone().run());
             }
+            if let Some(metrics) = &otlp.metrics {
+                keep_fed(
+                    supervisor,
+                    "otlp metrics tally",
+                    sessions,
+                    metrics,
+                    crate::sinks::otlp::metrics::Metrics::pump,
+                );
+                let sending = metrics.clone();
+                supervisor.keep("otlp metrics export", move || sending.clone().run());
+            }
         }
         let nats = match plan.nats.take() {
             Some(s) => {

@@ -4,6 +4,7 @@
 //! - [`record`]: the pure Event → LogRecord mapping (§3.2–§3.4).
 //! - [`span`] and [`traces`]: spans on `…/v1/traces` (`AEP_OTLP_TRACES`), a trace per run
 //!   after the OpenTelemetry GenAI conventions, a durable sink of their own.
+//! - [`metrics`]: tokens, cost and tool calls on `…/v1/metrics` (`AEP_OTLP_METRICS`).
 //! - [`exporter`]: the filter (`AEP_OTLP_FILTER`) and the exporter's own capture ceiling
 //!   (`AEP_OTLP_CAPTURE`, §3.3, down-leveled by aep-core), the request, gzip, the collector's
 //!   answer.
@@ -18,6 +19,7 @@
 //! touches the hook path.
 
 pub mod exporter;
+pub mod metrics;
 pub mod record;
 pub mod settings;
 pub mod span;
@@ -44,6 +46,8 @@ pub struct Otlp {
     counts: Arc<Counts>,
     /// The traces leg, when `AEP_OTLP_TRACES` is on.
     pub traces: Option<Arc<traces::Traces>>,
+    /// The metrics leg, when `AEP_OTLP_METRICS` is on.
+    pub metrics: Option<Arc<metrics::Metrics>>,
 }
 
 impl Otlp {
@@ -64,9 +68,14 @@ impl Otlp {
             .traces
             .is_some()
             .then(|| traces::Traces::new(settings.clone(), journal.clone(), host.clone()));
+        let metrics = settings
+            .metrics
+            .is_some()
+            .then(|| metrics::Metrics::new(settings.clone(), host.clone()));
         Arc::new(Otlp {
             settings,
             traces,
+            metrics,
             host,
             durable,
             health: Arc::new(Health::default()),
@@ -112,6 +121,7 @@ impl Otlp {
             "filtered": self.counts.filtered.load(Ordering::Relaxed),
             "capture": self.settings.capture.to_string(),
             "traces": self.traces.as_ref().map(|t| t.status()),
+            "metrics": self.metrics.as_ref().map(|m| m.status()),
         })
     }
 }
