@@ -3,8 +3,10 @@
 # the real shim at a target rate (800 firings/s by default) for 30 s, then every run ended.
 # Prints the rate reached, the shim's wall time per firing (p50, p99, max), how many firings
 # were spooled (the daemon did not answer in time) and whether every firing's Event is in the
-# logs exactly once (after the spool drained), and the daemon's RSS: idle, at its peak, and 20 s
-# after the sessions ended (what it gave back). Numbers go in docs/benchmarks.md.
+# logs exactly once (after the spool drained), the daemon's RSS: idle, at its peak, and 20 s
+# after the sessions ended (what it gave back), and its CPU time while firing. The daemon takes
+# the caller's environment (bench/otlp_cost.sh runs it with the OTLP signals on and off).
+# Numbers go in docs/benchmarks.md.
 #
 #   crates/daemon/bench/load.sh [RATE] [SECONDS] [SESSIONS]
 set -euo pipefail
@@ -24,6 +26,9 @@ data = "crates/cline-hooks/tests/data/hooks-local"
 real = {h: json.load(open(f"{data}/{h}-global.json")) for h in ("agent_start", "tool_call", "tool_result", "agent_end")}
 root = real["agent_start"]["sessionContext"]["rootSessionId"]
 
+def cpu():
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 def rss():
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS"):
@@ -66,10 +71,11 @@ def worker(w, workers):
         time.sleep(max(0.0, next_at - time.monotonic()))
 workers = 24
 ts = [threading.Thread(target=worker, args=(w, workers)) for w in range(workers)]
-start = time.monotonic()
+start, cpu_before = time.monotonic(), cpu()
 for t in ts: t.start()
 for t in ts: t.join()
 took = time.monotonic() - start
+cpu_load = cpu() - cpu_before
 for s in range(sessions):
     fire(body("agent_end", s, 10**6))
 # The spool drains within a few ticks; every firing's Event must then be in a log once.
@@ -98,6 +104,12 @@ for line in urllib.request.urlopen(f"{url}/metrics").read().decode().splitlines(
         outcomes[o] = outcomes.get(o, 0) + float(line.rsplit(" ", 1)[1])
 print(f"hooks by outcome (/metrics): {dict(sorted(outcomes.items()))}; spool files seen at once: {spool_max[0]}")
 print(f"daemon RSS: idle {idle} MiB, peak {peak[0]} MiB, 20 s after the runs ended {after} MiB")
+print(f"daemon CPU while firing: {cpu_load:.2f} s for {fired[0]} firings ({cpu_load / max(1, fired[0]) * 1e6:.0f} us per firing)")
+health = json.loads(urllib.request.urlopen(f"{url}/healthz").read())
+if health.get("otlp"):
+    o = health["otlp"]
+    legs = {"logs": o.get("confirmed"), "traces": (o.get("traces") or {}).get("confirmed"), "metrics exports": (o.get("metrics") or {}).get("exports")}
+    print(f"otlp confirmed: {legs}; pending {o.get('pending')}")
 PY
 grep -c "" "$WORK/daemon.err" | xargs -I{} echo "daemon log lines (warn and above): {}"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
