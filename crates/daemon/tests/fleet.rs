@@ -14,6 +14,7 @@
 
 use crate::nats::{free_port, Server};
 use crate::support::browser::Browser;
+use crate::support::console::Console;
 use crate::support::daemon::{Sandbox, BIN};
 use crate::support::endpoint::request;
 use crate::support::wait::wait_until;
@@ -494,88 +495,6 @@ fn the_servers_permissions_refuse_a_viewers_command_in_words_and_missing_things_
         .output()
         .unwrap();
     assert!(text(&o).1.contains("set AEP_NATS_URL"), "{}", text(&o).1);
-}
-
-/// `aep-cline fleet serve` against `url` on a free loopback port, stopped when dropped.
-pub struct Console {
-    child: std::process::Child,
-    addr: String,
-    link: String,
-}
-
-impl Console {
-    /// Starts it and waits for the sign-in link it prints once it has caught up.
-    fn start(url: &str) -> Console {
-        Console::start_with(url, &[], std::process::Stdio::inherit())
-    }
-
-    /// [`Console::start`] with more of the environment (a NATS user) and its stderr to `stderr`.
-    pub fn start_with(url: &str, env: &[(&str, &str)], stderr: std::process::Stdio) -> Console {
-        use std::io::BufRead;
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut child = std::process::Command::new(BIN)
-            .args(["fleet", "serve", "--listen", &addr])
-            .env("AEP_NATS_URL", url)
-            .envs(env.iter().copied())
-            .stdout(std::process::Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = std::io::BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = tx.send(line);
-            // Read on to the end: the console never meets a closed or full pipe.
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the console prints its link");
-        let link = line.trim().to_string();
-        assert!(link.starts_with(&format!("http://{addr}/login?code=")), "{link:?}");
-        Console { child, addr, link }
-    }
-
-    fn get(&self, path: &str, cookie: &str) -> (u16, String, String) {
-        request(&self.addr, "GET", path, &[("Cookie", cookie)], b"")
-    }
-
-    /// Follows the one-time link; the cookie it sets.
-    pub fn sign_in(&self) -> String {
-        let (status, head, _) = self.get(self.link.trim_start_matches(&format!("http://{}", self.addr)), "");
-        assert_eq!(status, 303, "{head}");
-        let set = head.lines().find_map(|l| l.strip_prefix("set-cookie: ")).unwrap();
-        set.split(';').next().unwrap().to_string()
-    }
-
-    pub fn api(&self, path: &str, cookie: &str) -> Value {
-        let (status, _, body) = self.get(path, cookie);
-        assert_eq!(status, 200, "{path}: {body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    /// Reads `path` until `done` holds (the console follows the stream and the records).
-    pub fn wait_for(&self, path: &str, cookie: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let v = self.api(path, cookie);
-            if done(&v) {
-                return v;
-            }
-            assert!(std::time::Instant::now() < deadline, "{path} never showed it: {v:#}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Console {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// [`fleet_events`] in the stream, A and B heard 2 s ago and "gone" 2 min ago in the bucket,

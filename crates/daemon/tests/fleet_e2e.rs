@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::process::Output;
 use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
+use support::console::Console;
 use support::daemon::{of, real_payload, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
@@ -214,6 +215,68 @@ async fn two_real_daemons_one_on_the_real_hub_seen_and_commanded_through_the_fle
     assert_eq!(approvals[0]["id"], request["id"], "{approvals:#}");
     assert_eq!(approvals[0]["session"], a_session.as_str());
     let short = approvals[0]["short"].as_str().unwrap().to_string();
+    // What it asks: asked of host-a over its control subject, by one who may command it; the
+    // viewer is told why not; nothing of it is in the stream.
+    assert!(approvals[0].get("detail").is_none(), "not asked: not shown");
+    let o = fleet(&console, &url, "operator", &["approvals", "--detail", "--json"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let asked: Value = serde_json::from_str(&out).unwrap();
+    let commands = asked[0]["detail"]["commands"].as_array().cloned().unwrap_or_default();
+    assert!(
+        commands
+            .iter()
+            .any(|c| c.as_str().is_some_and(|c| c.contains("echo fleet-approved"))),
+        "the operator sees the command: {asked:#}"
+    );
+    let o = fleet(&console, &url, "operator", &["approvals", "--detail"]);
+    let (out, _) = text(&o);
+    assert!(
+        out.contains("on host-a asks") && out.contains("echo fleet-approved"),
+        "{out}"
+    );
+    let o = fleet(&console, &url, "viewer", &["approvals", "--detail", "--json"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let refused: Value = serde_json::from_str(&out).unwrap();
+    assert!(refused[0].get("detail").is_none(), "{refused:#}");
+    assert!(
+        refused[0]["detail_unavailable"]
+            .as_str()
+            .is_some_and(|w| w.contains("may not command host-a")),
+        "the viewer is told why: {refused:#}"
+    );
+    // The console's "What it asks": the same question, by the console's NATS user.
+    for (user, asks) in [("operator", true), ("viewer", false)] {
+        let password = format!("{user}-secret");
+        let page = Console::start_with(
+            &url,
+            &[("AEP_NATS_USER", user), ("AEP_NATS_PASSWORD", &password)],
+            std::process::Stdio::null(),
+        );
+        let cookie = page.sign_in();
+        page.wait_for("/api/approvals", &cookie, |v| {
+            v["approvals"].as_array().is_some_and(|a| a.len() == 1)
+        });
+        let path = format!(
+            "/api/asks?host=host-a&session={a_session}&request={}",
+            request["id"].as_str().unwrap()
+        );
+        let (status, _, body) = page.get(&path, &cookie);
+        if asks {
+            assert_eq!(status, 200, "{body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert!(v["lines"].as_str().unwrap().contains("$ echo fleet-approved"), "{v:#}");
+        } else {
+            assert_eq!(status, 502, "{body}");
+            assert!(body.contains("may not command host-a"), "{body}");
+        }
+        let (status, _, body) = page.get(
+            &format!("/api/asks?host=host-b&session={a_session}&request=nope"),
+            &cookie,
+        );
+        assert_eq!(status, 409, "no such approval: {body}");
+    }
     let o = fleet(&console, &url, "operator", &["approve", &short]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{err}");

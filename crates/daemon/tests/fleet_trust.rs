@@ -11,9 +11,9 @@
 //! next real approval shows (also in `fleet show`), host-a's session is host-a's; and `fleet serve`, following the
 //! stream meanwhile, counts the refusals in `/api/position` and says each reason as it comes.
 
-use crate::fleet::Console;
 use crate::nats::{vendor_hook, Server, WAIT};
 use crate::support;
+use crate::support::console::Console;
 use support::daemon::{real_payload, Sandbox};
 use support::nats_server::fleet_conf_file;
 use support::stub_hub::{real_frame, StubHub};

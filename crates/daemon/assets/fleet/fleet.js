@@ -1,7 +1,8 @@
 // The fleet console's page: reads /api/approvals, /api/machines, /api/sessions and
 // /api/position (how many Events it is behind) every few seconds (the console follows the
 // stream, so each read is current), a clicked session's timeline from /api/timeline, and
-// answers approvals through /api/act, showing the owning host's ack. Text only goes in through
+// answers approvals through /api/act, showing the owning host's ack, and what one asks through
+// /api/asks when its button is clicked. Text only goes in through
 // textContent.
 
 const $ = (id) => document.getElementById(id);
@@ -72,6 +73,31 @@ async function act(a, body, buttons) {
   }
 }
 
+// What each approval asks, once asked (kept across refreshes; the page asks only on a click).
+const asked = new Map();
+
+async function ask(a, box, button) {
+  button.disabled = true;
+  const q = new URLSearchParams({ host: a.host, session: a.session, request: a.id });
+  try {
+    const r = await fetch(`/api/asks?${q}`, { credentials: "same-origin" });
+    const v = await r.json();
+    asked.set(a.id, r.ok ? { lines: v.lines } : { why: v.detail ?? v.error ?? `HTTP ${r.status}` });
+  } catch (e) {
+    asked.set(a.id, { why: e.message });
+  }
+  button.disabled = false;
+  showAsked(a, box);
+}
+
+function showAsked(a, box) {
+  const got = asked.get(a.id);
+  if (!got) return;
+  box.replaceChildren(got.lines !== undefined
+    ? el("pre", { class: "command asks" }, got.lines)
+    : el("p", { class: "muted" }, `what it asks is not shown: ${got.why}`));
+}
+
 function renderApprovals(v) {
   const list = $("approval-list");
   list.replaceChildren();
@@ -91,9 +117,14 @@ function renderApprovals(v) {
     } else {
       row.append(el("span", { class: "muted" }, "answer in Cline: control is off on that machine"));
     }
+    const box = el("div", { class: "asked" });
+    const show = el("button", { class: "asks", type: "button" }, "What it asks");
+    show.onclick = () => ask(a, box, show);
+    row.append(show);
+    showAsked(a, box);
     const li = el("li", {}, what, facts);
     if (a.prompt) li.append(el("pre", { class: "command" }, a.prompt));
-    li.append(row);
+    li.append(box, row);
     list.append(li);
   }
 }

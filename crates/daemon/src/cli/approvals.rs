@@ -51,49 +51,6 @@ pub fn asked() -> HashMap<String, Value> {
         .collect()
 }
 
-/// What an approval asks, as indented lines: each command, each file with the diff summary,
-/// the other arguments; a command's lines each on a line of its own. The detail is shown as
-/// the daemon made it (visible, each cut saying what it hid); [`out::print`] makes sure of it.
-pub fn asked_lines(detail: &Value, indent: &str) -> String {
-    let mut t = String::new();
-    let list = |k: &str| detail[k].as_array().cloned().unwrap_or_default();
-    let text = |v: &Value| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
-    for c in list("commands") {
-        t.push_str(&format!(
-            "{indent}$ {}\n",
-            text(&c).replace('\n', &format!("\n{indent}  "))
-        ));
-    }
-    let diff = detail
-        .get("diff")
-        .map(|d| format!("  +{} \u{2212}{} lines", d["added"], d["removed"]))
-        .unwrap_or_default();
-    for (i, f) in list("files").iter().enumerate() {
-        t.push_str(&format!(
-            "{indent}file {}{}\n",
-            text(f),
-            if i == 0 { diff.as_str() } else { "" }
-        ));
-    }
-    if list("files").is_empty() && !diff.is_empty() {
-        t.push_str(&format!("{indent}{}\n", diff.trim()));
-    }
-    for a in list("args") {
-        t.push_str(&format!(
-            "{indent}{}: {}\n",
-            text(&a["name"]),
-            text(&a["value"]).replace('\n', &format!("\n{indent}  "))
-        ));
-    }
-    if let Some(n) = detail["more"].as_u64() {
-        t.push_str(&format!("{indent}and {n} more\n"));
-    }
-    if let Some(why) = detail["unreadable"].as_str() {
-        t.push_str(&format!("{indent}{why}\n"));
-    }
-    t
-}
-
 pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
     let journal = args.logs.journal()?;
     let all = pending(&journal);
@@ -125,7 +82,7 @@ pub fn run(args: ApprovalsArgs) -> anyhow::Result<()> {
                 p.short,
                 p.tool.as_deref().unwrap_or(&p.kind)
             ));
-            text.push_str(&asked_lines(d, "  "));
+            text.push_str(&crate::views::local::asked_lines(d, "  "));
         }
     }
     if !asked.is_empty() {

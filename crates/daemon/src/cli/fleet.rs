@@ -8,14 +8,15 @@ use super::fleet_act;
 use super::fleet_conn::Conn;
 use super::fleet_serve;
 use super::out;
+use crate::fleet::command::Asked;
 use crate::fleet::health::Status;
 use crate::fleet::usage::{self, Group, Point, Tally};
 use crate::fleet::view::{Approval, Session};
 use crate::views::State;
 use clap::{Subcommand, ValueEnum};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::process::ExitCode;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// The fleet console: every machine's sessions, approvals and spend, and commands to any of
 /// them, from the NATS JetStream stream the daemons publish to (docs/fleet.md).
@@ -145,6 +146,11 @@ struct ApprovalsArgs {
     /// One JSON array, an object (with its host) per pending approval.
     #[arg(long)]
     json: bool,
+    /// Ask each approval's machine what it asks (the command, the files, the diff summary),
+    /// over that machine's control subject: shown only to a NATS user who may command it, and
+    /// never kept in the stream.
+    #[arg(long)]
+    detail: bool,
     #[command(flatten)]
     conn: Conn,
 }
@@ -354,15 +360,48 @@ fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
     out::print(&text)
 }
 
+/// How long `fleet approvals --detail` waits for each machine's answer.
+const DETAIL_WAIT: Duration = Duration::from_secs(3);
+
 fn approvals(args: ApprovalsArgs) -> anyhow::Result<()> {
-    let view = args.conn.with_view(async |_, _, view| Ok(view))?;
-    let all: Vec<Approval> = view
-        .approvals()
-        .into_iter()
-        .filter(|a| args.filters.takes(&a.host, a.workspace.as_deref(), a.model.as_deref()))
-        .collect();
+    let filters = args.filters.clone();
+    let detail = args.detail;
+    let (all, asked) = args.conn.with_view(async move |client, mut refusals, view| {
+        let all: Vec<Approval> = view
+            .approvals()
+            .into_iter()
+            .filter(|a| filters.takes(&a.host, a.workspace.as_deref(), a.model.as_deref()))
+            .collect();
+        let mut asked = Vec::new();
+        if detail {
+            for a in &all {
+                let answer =
+                    crate::fleet::command::ask_detail(&client, &mut refusals, &a.host, &a.pending.id, DETAIL_WAIT)
+                        .await?;
+                asked.push(match answer {
+                    Asked::Detail(d) => Ok(d),
+                    Asked::Without(why) => Err(why),
+                    Asked::Not(sent) => Err(sent.why_not(&a.host)),
+                });
+            }
+        }
+        Ok((all, asked))
+    })?;
     if args.json {
-        return out::print_json(&all);
+        let with: Vec<Value> = all
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let mut v = json!(a);
+                match asked.get(i) {
+                    Some(Ok(d)) => v["detail"] = d.clone(),
+                    Some(Err(why)) => v["detail_unavailable"] = json!(why),
+                    None => {}
+                }
+                v
+            })
+            .collect();
+        return out::print_json(&with);
     }
     if all.is_empty() {
         return out::print("no pending approvals\n");
@@ -379,6 +418,24 @@ fn approvals(args: ApprovalsArgs) -> anyhow::Result<()> {
             .map(|a| with_host(super::approvals::row(&a.pending, now), &a.host)),
     );
     let mut text = out::table(&rows);
+    for (a, answer) in all.iter().zip(&asked) {
+        let what = a.pending.tool.as_deref().unwrap_or(&a.pending.kind);
+        match answer {
+            Ok(d) => {
+                text.push_str(&format!("\n{} on {} asks ({what}):\n", a.pending.short, a.host));
+                text.push_str(&crate::views::local::asked_lines(d, "  "));
+            }
+            Err(why) => text.push_str(&format!(
+                "\n{} on {}: what it asks is not shown: {why}\n",
+                a.pending.short, a.host
+            )),
+        }
+    }
+    if !asked.is_empty() {
+        text.push('\n');
+    } else {
+        text.push_str("what each asks: aep-cline fleet approvals --detail\n");
+    }
     text.push_str(
         "answer: aep-cline fleet approve ID | aep-cline fleet deny ID [--reason TEXT] | aep-cline fleet answer ID TEXT\n",
     );

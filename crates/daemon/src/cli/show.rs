@@ -138,7 +138,7 @@ pub(super) fn render(s: &Summary, local: &Local, entries: &[Entry], now: SystemT
             p.short
         ));
         if let Some(d) = local.asked.get(&p.id) {
-            t.push_str(&super::approvals::asked_lines(d, "          "));
+            t.push_str(&crate::views::local::asked_lines(d, "          "));
         }
     }
     t.push('\n');

@@ -51,9 +51,86 @@ pub async fn send(
     command: &Value,
     wait: Duration,
 ) -> anyhow::Result<Sent> {
+    Ok(
+        match request(client, refusals, host, command, wait, |v| {
+            v["type"].as_str().is_some_and(|t| t.starts_with("control."))
+        })
+        .await?
+        {
+            Reply::Answer(ack) => Sent::Ack(ack),
+            Reply::Not(sent) => sent,
+        },
+    )
+}
+
+impl Sent {
+    /// Why nothing was decided, in a few words (for a line beside a table's row).
+    pub fn why_not(&self, host: &str) -> String {
+        let subject = machine::control_subject(host);
+        match self {
+            Sent::Ack(_) => "answered".into(),
+            Sent::NoResponders => format!("no daemon answers on {subject} (down, or AEP_NATS_CONTROL is off there)"),
+            Sent::Refused(_) => format!("this NATS user may not command {host} (no publish permission on {subject})"),
+            Sent::TimedOut => format!("no answer from {host} in time"),
+            Sent::BadReply(text) => format!("{host} answered with something else: {text}"),
+        }
+    }
+}
+
+/// What came of a question about a pending approval ([`machine::ASK_DETAIL`]).
+#[derive(Debug)]
+pub enum Asked {
+    /// What it asks (a [`cline_hub::Detail`] as JSON).
+    Detail(Value),
+    /// The daemon holds none: why, in its words.
+    Without(String),
+    /// As for a command: nobody listens, the server refused, no answer in time, not an answer.
+    Not(Sent),
+}
+
+/// Asks `host`'s daemon what the pending approval `attention` asks, at most `wait`. The
+/// server lets only a user who may command that machine publish the question.
+pub async fn ask_detail(
+    client: &async_nats::Client,
+    refusals: &mut Refusals,
+    host: &str,
+    attention: &str,
+    wait: Duration,
+) -> anyhow::Result<Asked> {
+    let question = machine::ask_detail(attention);
+    let is_answer = |v: &Value| v["ask"] == machine::ASK_DETAIL || v["type"] == "control.rejected";
+    Ok(
+        match request(client, refusals, host, &question, wait, is_answer).await? {
+            Reply::Answer(answer) if answer["detail"].is_object() => Asked::Detail(answer["detail"].clone()),
+            Reply::Answer(answer) => Asked::Without(
+                answer["why"]
+                    .as_str()
+                    .or(answer["data"]["detail"].as_str())
+                    .unwrap_or("the daemon kept no detail")
+                    .to_string(),
+            ),
+            Reply::Not(sent) => Asked::Not(sent),
+        },
+    )
+}
+
+enum Reply {
+    Answer(Value),
+    Not(Sent),
+}
+
+/// One request on `host`'s control subject: its reply when `expected` takes it.
+async fn request(
+    client: &async_nats::Client,
+    refusals: &mut Refusals,
+    host: &str,
+    body: &Value,
+    wait: Duration,
+    expected: impl Fn(&Value) -> bool,
+) -> anyhow::Result<Reply> {
     let subject = machine::control_subject(host);
     let request = async_nats::Request::new()
-        .payload(serde_json::to_vec(command)?.into())
+        .payload(serde_json::to_vec(body)?.into())
         .timeout(Some(wait));
     let refused = async {
         // The server names the subject it refused: `Permissions Violation for Publish to "..."`.
@@ -66,18 +143,20 @@ pub async fn send(
     };
     let reply = tokio::select! {
         reply = client.send_request(subject.clone(), request) => reply,
-        text = refused => return Ok(Sent::Refused(text)),
+        text = refused => return Ok(Reply::Not(Sent::Refused(text))),
     };
     use async_nats::client::RequestErrorKind;
     Ok(match reply {
         Ok(message) => match serde_json::from_slice::<Value>(&message.payload) {
-            Ok(ack) if ack["type"].as_str().is_some_and(|t| t.starts_with("control.")) => Sent::Ack(ack),
-            Ok(_) | Err(_) => Sent::BadReply(String::from_utf8_lossy(&message.payload).chars().take(200).collect()),
+            Ok(answer) if expected(&answer) => Reply::Answer(answer),
+            Ok(_) | Err(_) => Reply::Not(Sent::BadReply(
+                String::from_utf8_lossy(&message.payload).chars().take(200).collect(),
+            )),
         },
         Err(e) => match e.kind() {
-            RequestErrorKind::NoResponders => Sent::NoResponders,
-            RequestErrorKind::TimedOut => Sent::TimedOut,
-            _ => return Err(anyhow::anyhow!(e).context(format!("cannot send the command on {subject}"))),
+            RequestErrorKind::NoResponders => Reply::Not(Sent::NoResponders),
+            RequestErrorKind::TimedOut => Reply::Not(Sent::TimedOut),
+            _ => return Err(anyhow::anyhow!(e).context(format!("cannot send the request on {subject}"))),
         },
     })
 }

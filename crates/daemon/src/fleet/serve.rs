@@ -135,6 +135,7 @@ pub fn routes(c: Arc<Console>) -> Router {
         .route("/api/position", get(position))
         .route("/api/timeline", get(timeline))
         .route("/api/act", post(act_on))
+        .route("/api/asks", get(asks))
         .layer(axum::middleware::from_fn_with_state(c.clone(), signed_in));
     Router::new()
         .route("/", get(page))
@@ -313,6 +314,51 @@ async fn timeline(State(c): State<Arc<Console>>, Query(w): Query<Which>) -> Resp
     let earlier = entries.len().saturating_sub(TIMELINE_PAGE);
     entries.drain(..earlier);
     Json(json!({"host": s.host, "summary": s.summary, "timeline": entries, "earlier": earlier})).into_response()
+}
+
+#[derive(Deserialize)]
+struct Asks {
+    host: String,
+    session: String,
+    request: String,
+}
+
+/// How long the page's "what it asks" waits for the owning daemon.
+const ASKS_WAIT: Duration = Duration::from_secs(3);
+
+/// What a pending approval asks, asked of its machine over that machine's control subject
+/// (`aep-cline fleet approvals --detail`): the console's NATS user sees it only if it may
+/// command that machine, as for its buttons; nothing of it is kept here or in the stream.
+async fn asks(State(c): State<Arc<Console>>, Query(q): Query<Asks>) -> Response {
+    let pending = c
+        .view
+        .read()
+        .approvals()
+        .into_iter()
+        .any(|a| a.host == q.host && a.pending.session == q.session && a.pending.id == q.request);
+    if !pending {
+        return error(
+            StatusCode::CONFLICT,
+            "no-approval",
+            format!(
+                "no pending approval {} of session {} on {}: it may have been answered",
+                q.request, q.session, q.host
+            ),
+        );
+    }
+    let asked = {
+        let mut refusals = c.refusals.lock().await;
+        command::ask_detail(&c.client, &mut refusals, &q.host, &q.request, ASKS_WAIT).await
+    };
+    match asked {
+        Ok(command::Asked::Detail(detail)) => {
+            let lines = crate::views::local::asked_lines(&detail, "");
+            Json(json!({"host": q.host, "request": q.request, "detail": detail, "lines": lines})).into_response()
+        }
+        Ok(command::Asked::Without(why)) => error(StatusCode::NOT_FOUND, "no-detail", why),
+        Ok(command::Asked::Not(sent)) => error(StatusCode::BAD_GATEWAY, "not-asked", sent.why_not(&q.host)),
+        Err(e) => error(StatusCode::BAD_GATEWAY, "not-asked", format!("{e:#}")),
+    }
 }
 
 #[derive(Deserialize)]

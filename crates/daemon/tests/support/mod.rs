@@ -10,6 +10,7 @@
 
 pub mod browser;
 pub mod cline;
+pub mod console;
 pub mod daemon;
 pub mod endpoint;
 pub mod fake_model;

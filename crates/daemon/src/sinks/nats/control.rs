@@ -5,7 +5,9 @@
 //! the hub tap; the control gate `AEP_CLINE_HUB_CONTROL` decides what is accepted), and the
 //! reply is the ack Event as logged (`control.accepted` / `control.rejected`). A request that
 //! is no command (not JSON, larger than an Event may be, not a command Event, a session not emitted here) is
-//! answered [`machine::refusal`] in words and leaves nothing in any log.
+//! answered [`machine::refusal`] in words and leaves nothing in any log. A question
+//! ([`machine::ASK_DETAIL`]: what a pending approval asks) is answered from memory, the same
+//! permissions deciding who may ask.
 //!
 //! Who may send commands is the server's to say (permissions on `aep-control.<host>`); a
 //! request it refuses never reaches the daemon. The server's own deliveries are never
@@ -44,6 +46,8 @@ pub struct Health {
     acked: AtomicU64,
     /// Requests answered with a refusal (no command, or no ack in time).
     refused: AtomicU64,
+    /// Questions answered ([`machine::ASK_DETAIL`]).
+    asked: AtomicU64,
     /// Messages without a reply subject (a publish, not a request): nobody to answer.
     unanswerable: AtomicU64,
     /// Messages the server delivered from a stream (a consumer pointed at this subject), not
@@ -60,6 +64,7 @@ impl Health {
             "requests": self.requests.load(Ordering::Relaxed),
             "acked": self.acked.load(Ordering::Relaxed),
             "refused": self.refused.load(Ordering::Relaxed),
+            "asked": self.asked.load(Ordering::Relaxed),
             "unanswerable": self.unanswerable.load(Ordering::Relaxed),
             "deliveries_refused": self.deliveries.load(Ordering::Relaxed),
             "last_error": *self.last_error.lock(),
@@ -230,6 +235,9 @@ impl Control {
                 )
             }
         };
+        if let Some(ask) = command.get("ask") {
+            return self.ask(ask, &command);
+        }
         let id = command["id"].as_str().map(str::to_string);
         let waited = act::submit_through(
             Door::Remote,
@@ -261,6 +269,35 @@ impl Control {
                 refused(id, "busy", format!("{e}; send the command again with the same id"))
             }
         }
+    }
+}
+
+impl Control {
+    /// A question, not a command ([`machine::ASK_DETAIL`]): answered from memory, logged
+    /// nowhere.
+    fn ask(&self, ask: &Value, question: &Value) -> Value {
+        self.health.asked.fetch_add(1, Ordering::Relaxed);
+        let attention = question["attention"].as_str().unwrap_or_default();
+        if ask != machine::ASK_DETAIL || attention.is_empty() || attention.len() > 128 {
+            return machine::refusal(
+                None,
+                "invalid",
+                "a question is {\"ask\": \"detail\", \"attention\": \"<attention.requested id>\"}",
+            );
+        }
+        let local = self.sessions.local();
+        let (detail, why) = if !local.is_on() {
+            (None, Some("this machine keeps no detail (AEP_CLINE_LOCAL_DETAIL=0)"))
+        } else {
+            match local.asks(attention) {
+                Some(detail) => (Some(json!(detail)), None),
+                None => (
+                    None,
+                    Some("this machine holds no detail of it: answered already, not waiting on Cline's hub, or asked before the daemon's start"),
+                ),
+            }
+        };
+        machine::detail_answer(attention, detail, why)
     }
 }
 

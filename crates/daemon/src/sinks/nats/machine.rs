@@ -59,6 +59,24 @@ pub fn control_subject(host: &str) -> String {
     format!("{CONTROL_ROOT}.{}", subject::token(host))
 }
 
+/// The `ask` of a question on the control subject: what a pending approval asks. A question is
+/// `{"ask": "detail", "attention": "<the attention.requested id>"}`, no command and no Event:
+/// it asks the owning daemon, over the subject whose publish permission lets a person command
+/// that machine, for what it holds in memory of the approval (the command, the files, the diff
+/// summary: its local view, redacted, `AEP_CLINE_LOCAL_DETAIL`), so nothing of it is ever in
+/// the stream and only those who may answer it may see it.
+pub const ASK_DETAIL: &str = "detail";
+
+/// A question for `attention`'s detail.
+pub fn ask_detail(attention: &str) -> serde_json::Value {
+    serde_json::json!({"ask": ASK_DETAIL, "attention": attention})
+}
+
+/// The answer: `detail` is what the approval asks, or null with `why` in words.
+pub fn detail_answer(attention: &str, detail: Option<serde_json::Value>, why: Option<&str>) -> serde_json::Value {
+    serde_json::json!({"ask": ASK_DETAIL, "attention": attention, "detail": detail, "why": why})
+}
+
 /// The reply to a request the daemon could not take as a command (not JSON, too large, not a
 /// command Event, a session this daemon does not emit): shaped like a `control.rejected` ack
 /// (`cause` = the command's id when it has one, `data.reason` from AEP's nack reasons,
