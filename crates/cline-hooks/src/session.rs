@@ -460,7 +460,12 @@ impl SessionTracker {
             self.started = true;
             let mut started = session_started(payload, ctx);
             if let Some(data) = started.data.as_mut() {
-                usage::attach_model(data, usage.model.as_deref(), usage.provider.as_deref());
+                usage::attach_model(
+                    data,
+                    usage.model.as_deref(),
+                    usage.provider.as_deref(),
+                    usage.app.as_deref(),
+                );
             }
             out.push(self.stand_alone(started, new_id));
         }

@@ -31,6 +31,9 @@ use std::collections::HashMap;
 pub const USAGE_FIELD: &str = "cline.usage";
 /// The vendor field with the provider on `session.started`.
 pub const PROVIDER_FIELD: &str = "cline.provider";
+/// The vendor field naming the app on Cline's SDK that ran the session (its store's `source`:
+/// `cli`, or an IDE's or the desktop app's name), on `session.started`.
+pub const APP_FIELD: &str = "cline.app";
 
 /// Cline's raw counts summed over some model calls (input includes the cache reads).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,11 +77,17 @@ pub struct HookUsage {
     pub session: Option<Usage>,
     pub model: Option<String>,
     pub provider: Option<String>,
+    /// The app that ran the session ([`APP_FIELD`]).
+    pub app: Option<String>,
 }
 
 impl HookUsage {
     pub fn is_empty(&self) -> bool {
-        self.runs.is_empty() && self.session.is_none() && self.model.is_none() && self.provider.is_none()
+        self.runs.is_empty()
+            && self.session.is_none()
+            && self.model.is_none()
+            && self.provider.is_none()
+            && self.app.is_none()
     }
 }
 
@@ -133,8 +142,14 @@ pub fn attach(data: &mut Map<String, Value>, usage: &Usage) {
     data.insert(USAGE_FIELD.into(), classes);
 }
 
-/// Adds the model and provider to `session.started`'s data.
-pub fn attach_model(data: &mut Map<String, Value>, model: Option<&str>, provider: Option<&str>) {
+/// Adds the model, the provider and the app to `session.started`'s data.
+pub fn attach_model(data: &mut Map<String, Value>, model: Option<&str>, provider: Option<&str>, app: Option<&str>) {
+    // A short, plain name: the store's `source` is Cline's, not ours to trust.
+    if let Some(a) = app.filter(|a| {
+        !a.is_empty() && a.len() <= 64 && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    }) {
+        data.insert(APP_FIELD.into(), json!(a));
+    }
     if let Some(m) = model.filter(|m| !m.is_empty()) {
         data.insert("gen_ai.request.model".into(), json!(m));
     }

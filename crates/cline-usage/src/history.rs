@@ -58,6 +58,13 @@ impl History {
     /// extension's histories. A `taskHistory.json` that cannot be read is a problem (its tasks'
     /// folders are still read); a named extension folder that does not exist is one too.
     pub fn open(data: &Path, extensions: &Extensions) -> (History, Vec<Problem>) {
+        Self::open_at(crate::Layout::of_data(data), extensions)
+    }
+
+    /// [`History::open`] where `layout` puts the store (the SDK's `CLINE_SESSION_DATA_DIR`).
+    pub fn open_at(layout: crate::Layout, extensions: &Extensions) -> (History, Vec<Problem>) {
+        let data = layout.data.clone();
+        let data = data.as_path();
         let mut problems = Vec::new();
         let mut tasks = Vec::new();
         let mut add = |label: String, root: PathBuf, named: bool| {
@@ -87,7 +94,7 @@ impl History {
         }
         (
             History {
-                store: Store::new(data),
+                store: Store::at(layout),
                 tasks,
             },
             problems,

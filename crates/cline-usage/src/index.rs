@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The index's format; an index of another version is rebuilt.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// What an index file starts with, before [`VERSION`] (four bytes, little-endian).
 pub const MAGIC: &[u8] = b"aep-cline usage index\n";
@@ -73,6 +73,8 @@ pub struct Head {
     pub provider: Option<String>,
     pub model: Option<String>,
     pub workspace: Option<String>,
+    /// The app that ran the session (`source`: `cli`, `vscode`, ...), version 2 on.
+    pub source: Option<String>,
 }
 
 /// One model call of a messages file, its model an index into the file's models.

@@ -43,5 +43,5 @@ pub use history::{Extensions, History, Source, TaskSource};
 pub use messages::{count, read_calls, CallRef, CallSink, MAX_CALL_TOKENS};
 pub use model::{Agent, ModelCall, Session, Tokens};
 pub use problem::{Problem, ProblemKind};
-pub use store::{data_dir, Store};
+pub use store::{data_dir, Layout, Store};
 pub use tasks::TaskStore;

@@ -98,6 +98,8 @@ pub struct Session {
     pub running: bool,
     pub started_ms: Option<i64>,
     pub ended_ms: Option<i64>,
+    /// The app on Cline's SDK that ran it (the session file's `source`: `cli`, ...).
+    pub app: Option<String>,
     /// The session's configured provider and model (each call also names its own).
     pub provider: Option<String>,
     pub model: Option<String>,

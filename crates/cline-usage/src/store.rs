@@ -23,6 +23,76 @@ pub fn data_dir(cline_dir: Option<&Path>) -> PathBuf {
     )
 }
 
+/// Where the Cline SDK keeps a store's parts, as `@cline/shared` 0.0.86 resolves them (the CLI,
+/// the VS Code extension 4.x, JetBrains and the desktop app share it): the session folders in
+/// `CLINE_SESSION_DATA_DIR`, else `<data>/sessions`; the database folder in `CLINE_DB_DATA_DIR`,
+/// else `<data>/db`; the data folder as [`data_dir`] says. 2.x tasks (`tasks/`) and the
+/// settings stay in the data folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub data: PathBuf,
+    pub sessions: PathBuf,
+    pub db: PathBuf,
+}
+
+impl Layout {
+    /// The layout the environment names (`cline_dir` over `CLINE_DIR`, as [`data_dir`]).
+    pub fn from_env(cline_dir: Option<&Path>) -> Layout {
+        let data = data_dir(cline_dir);
+        let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        Layout {
+            sessions: set("CLINE_SESSION_DATA_DIR").unwrap_or_else(|| data.join("sessions")),
+            db: set("CLINE_DB_DATA_DIR").unwrap_or_else(|| data.join("db")),
+            data,
+        }
+    }
+
+    /// The default layout of a data folder.
+    pub fn of_data(data: impl Into<PathBuf>) -> Layout {
+        let data = data.into();
+        Layout {
+            sessions: data.join("sessions"),
+            db: data.join("db"),
+            data,
+        }
+    }
+
+    /// Each part made absolute against the working directory (a relative `CLINE_DIR` is
+    /// relative to the hook's folder).
+    pub fn absolute(self) -> std::io::Result<Layout> {
+        Ok(Layout {
+            data: std::path::absolute(&self.data)?,
+            sessions: std::path::absolute(&self.sessions)?,
+            db: std::path::absolute(&self.db)?,
+        })
+    }
+
+    /// One string for the whole layout: the data folder alone when the rest is its default,
+    /// else the three paths joined by NUL (which no path holds). [`Layout::from_text`] reads
+    /// both, so a data folder written before the SDK's overrides were read is still a layout.
+    pub fn to_text(&self) -> String {
+        if *self == Layout::of_data(&self.data) {
+            return self.data.to_string_lossy().into_owned();
+        }
+        [&self.data, &self.sessions, &self.db]
+            .map(|p| p.to_string_lossy().into_owned())
+            .join("\0")
+    }
+
+    /// [`Layout::to_text`] read back; anything but one or three parts is the data folder alone.
+    pub fn from_text(text: &str) -> Layout {
+        let parts: Vec<&str> = text.split('\0').collect();
+        match parts[..] {
+            [data, sessions, db] if !sessions.is_empty() && !db.is_empty() => Layout {
+                data: data.into(),
+                sessions: sessions.into(),
+                db: db.into(),
+            },
+            _ => Layout::of_data(parts[0]),
+        }
+    }
+}
+
 fn resolve(data: Option<OsString>, cline: Option<OsString>, home: Option<OsString>) -> PathBuf {
     let set = |v: Option<OsString>| v.filter(|v| !v.is_empty());
     if let Some(d) = set(data) {
@@ -38,6 +108,8 @@ fn resolve(data: Option<OsString>, cline: Option<OsString>, home: Option<OsStrin
 #[derive(Debug, Clone)]
 pub struct Store {
     data: PathBuf,
+    sessions: PathBuf,
+    db: PathBuf,
 }
 
 #[derive(Deserialize, Default)]
@@ -58,11 +130,29 @@ struct SessionFile {
     cwd: Option<String>,
     #[serde(default)]
     workspace_root: Option<String>,
+    /// The app on Cline's SDK that ran it: `cli`, and the IDEs' and the desktop app's names.
+    #[serde(default)]
+    source: Option<String>,
 }
 
 impl Store {
+    /// The store of a data folder in its default layout.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
-        Store { data: data_dir.into() }
+        Store::at(Layout::of_data(data_dir))
+    }
+
+    /// The store where `layout` puts it.
+    pub fn at(layout: Layout) -> Self {
+        Store {
+            data: layout.data,
+            sessions: layout.sessions,
+            db: layout.db,
+        }
+    }
+
+    /// The session's own file (`<sessions>/<id>/<id>.json`).
+    pub fn session_file(&self, id: &str) -> PathBuf {
+        self.session_dir(id).join(format!("{id}.json"))
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -70,16 +160,16 @@ impl Store {
     }
 
     pub fn sessions_dir(&self) -> PathBuf {
-        self.data.join("sessions")
+        self.sessions.clone()
     }
 
     pub fn session_dir(&self, id: &str) -> PathBuf {
         self.sessions_dir().join(id)
     }
 
-    /// The database (`db/sessions.db`).
+    /// The database (`<db>/sessions.db`).
     pub fn database(&self) -> PathBuf {
-        self.data.join("db").join("sessions.db")
+        self.db.join("sessions.db")
     }
 
     /// The ids of the sessions on disk (their folders), in no order. An absent store has none.
@@ -152,6 +242,7 @@ impl Store {
                     provider: f.provider,
                     model: f.model,
                     workspace: f.workspace_root.filter(|w| !w.is_empty()).or(f.cwd),
+                    source: f.source.filter(|s| !s.is_empty()),
                 }),
                 Err(e) => Counted::Bad(Bad::Corrupt(e.to_string())),
             },
@@ -166,6 +257,7 @@ impl Store {
                 session.provider = f.provider.clone();
                 session.model = f.model.clone();
                 session.workspace = f.workspace.clone();
+                session.app = f.source.clone();
             }
             Ok(Counted::Bad(b)) => session.problems.push(Problem::new(&head, b.kind())),
             Ok(_) => session
@@ -299,6 +391,31 @@ pub(crate) fn iso_ms(t: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layout_is_one_string_and_back_and_anything_else_is_a_data_folder() {
+        let plain = Layout::of_data("/h/.cline/data");
+        assert_eq!(
+            plain.to_text(),
+            "/h/.cline/data",
+            "the default layout is its data folder"
+        );
+        assert_eq!(Layout::from_text(&plain.to_text()), plain);
+        let moved = Layout {
+            data: "/h/.cline/data".into(),
+            sessions: "/srv/sessions".into(),
+            db: "/srv/db".into(),
+        };
+        assert_eq!(Layout::from_text(&moved.to_text()), moved);
+        let store = Store::at(moved);
+        assert_eq!(store.session_file("s1"), PathBuf::from("/srv/sessions/s1/s1.json"));
+        assert_eq!(store.database(), PathBuf::from("/srv/db/sessions.db"));
+        assert_eq!(store.data_dir(), Path::new("/h/.cline/data"), "2.x tasks stay there");
+        for hostile in ["a\0b", "a\0\0", "\0\0\0\0", ""] {
+            let l = Layout::from_text(hostile);
+            assert_eq!(l, Layout::of_data(hostile.split('\0').next().unwrap()), "{hostile:?}");
+        }
+    }
 
     #[test]
     fn the_data_folder_is_resolved_as_cline_does() {

@@ -111,5 +111,5 @@ if health.get("otlp"):
     legs = {"logs": o.get("confirmed"), "traces": (o.get("traces") or {}).get("confirmed"), "metrics exports": (o.get("metrics") or {}).get("exports")}
     print(f"otlp confirmed: {legs}; pending {o.get('pending')}")
 PY
-grep -c "" "$WORK/daemon.err" | xargs -I{} echo "daemon log lines (warn and above): {}"
+echo "daemon log lines (warn and above): $(grep -c "" "$WORK/daemon.err" || true)"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -29,9 +29,11 @@ pub const FIRED_HEADER: &str = "x-aep-cline-fired";
 /// Header with the pid of the process that ran the hook, and its start time where the system
 /// says (`<pid>:<start>`), so a pid reused later is not taken for it.
 pub const PARENT_HEADER: &str = "x-aep-cline-parent";
-/// Header with Cline's data folder as the hook's environment names it (`CLINE_DATA_DIR`, else
-/// `$CLINE_DIR/data`, else `~/.cline/data`), percent-encoded: where the daemon reads the
-/// session's usage from Cline's own store ([`crate::lane::usage`]).
+/// Header with Cline's store as the hook's environment names it (the data folder:
+/// `CLINE_DATA_DIR`, else `$CLINE_DIR/data`, else `~/.cline/data`; and the SDK's
+/// `CLINE_SESSION_DATA_DIR` and `CLINE_DB_DATA_DIR` when set: `cline_usage::Layout::to_text`),
+/// percent-encoded: where the daemon reads the session's usage from Cline's own store
+/// ([`crate::lane::usage`]).
 pub const CLINE_DATA_HEADER: &str = "x-aep-cline-data";
 /// Response header proving the daemon holds the discovery token.
 pub const PROOF_HEADER: &str = "x-aep-cline-proof";
@@ -122,14 +124,14 @@ const PATH_KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMER
     .remove(b'-')
     .remove(b'_');
 
-/// The shim's value for [`CLINE_DATA_HEADER`]: Cline's data folder resolved from the hook's
-/// environment as Cline resolves it (`cline_usage::data_dir`), absolute (a relative
-/// `CLINE_DIR` is relative to the hook's working directory, the workspace). Three variable
+/// The shim's value for [`CLINE_DATA_HEADER`]: Cline's store resolved from the hook's
+/// environment as the Cline SDK resolves it (`cline_usage::Layout`: the data folder, and
+/// `CLINE_SESSION_DATA_DIR` / `CLINE_DB_DATA_DIR` when an app sets them), absolute (a relative
+/// `CLINE_DIR` is relative to the hook's working directory, the workspace). A few variable
 /// reads and one short string: nothing is opened.
 pub fn cline_data_header() -> Option<String> {
-    use std::os::unix::ffi::OsStrExt;
-    let dir = std::path::absolute(cline_usage::data_dir(None)).ok()?;
-    Some(percent_encoding::percent_encode(dir.as_os_str().as_bytes(), PATH_KEEP).to_string())
+    let layout = cline_usage::Layout::from_env(None).absolute().ok()?;
+    Some(percent_encoding::percent_encode(layout.to_text().as_bytes(), PATH_KEEP).to_string())
 }
 
 /// [`CLINE_DATA_HEADER`] read back; `None` when it is not a UTF-8 path.

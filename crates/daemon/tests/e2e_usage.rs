@@ -111,6 +111,63 @@ fn a_real_run_carries_exactly_the_tokens_the_model_reported() {
 }
 
 #[test]
+fn a_store_moved_by_the_sdks_variables_is_read_where_the_app_writes_it_and_names_its_app() {
+    // The apps on Cline's SDK may put the session folders and the database elsewhere
+    // (CLINE_SESSION_DATA_DIR, CLINE_DB_DATA_DIR): the hooks inherit them, and the usage is
+    // read there; the session file's `source` names the app.
+    let rig = Rig::new(Script::default().counted());
+    let daemon = rig.aep.start();
+    let sessions = rig.cline.root().join("elsewhere/sessions");
+    let db = rig.cline.root().join("elsewhere/db");
+    let mut cmd = rig
+        .cline
+        .json_run_command("Run the command and report what it printed.");
+    cmd.env("CLINE_SESSION_DATA_DIR", &sessions)
+        .env("CLINE_DB_DATA_DIR", &db);
+    rig.cline
+        .run_command(cmd, Duration::from_secs(120))
+        .assert_success("cline --json");
+    let (session, events) = rig.log_until("session.ended", ended);
+    assert!(
+        sessions.join(&session).join(format!("{session}.json")).is_file(),
+        "Cline wrote it there"
+    );
+    assert!(db.join("sessions.db").is_file());
+    assert!(
+        !rig.cline.cline_dir().join("data/sessions").join(&session).exists(),
+        "and not in the default place"
+    );
+    let finished = of(&events, "run.finished");
+    assert_eq!(
+        tokens(&finished[0]["data"]),
+        sum(&rig.model.reported()),
+        "{:#}",
+        finished[0]
+    );
+    let started = &of(&events, "session.started")[0]["data"];
+    assert_eq!(started["cline.app"], "cli", "{started}");
+    assert_eq!(started["gen_ai.request.model"], "fake-model");
+    // `show` names the app; `usage` reads the same store when given the same variables.
+    let out = rig.aep.run(&["show", &session], &[]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("app Cline CLI"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let cline_dir = rig.cline.cline_dir();
+    let env = [
+        ("CLINE_DIR", cline_dir.to_str().unwrap()),
+        ("CLINE_SESSION_DATA_DIR", sessions.to_str().unwrap()),
+        ("CLINE_DB_DATA_DIR", db.to_str().unwrap()),
+    ];
+    let out = rig.aep.run(&["usage", "session", "--json", "--no-cache"], &env);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&session), "usage finds the moved store: {text}");
+    drop(daemon);
+}
+
+#[test]
 fn a_private_model_priced_by_aep_cline_prices_gets_its_cost() {
     let mut rig = Rig::new(Script::default().counted());
     let prices = rig.aep.root.path().join("prices.json");

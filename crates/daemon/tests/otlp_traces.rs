@@ -131,7 +131,8 @@ fn a_real_cline_run_is_one_trace_of_invoke_agent_and_its_tools_as_the_genai_conv
         assert_eq!(a["gen_ai.agent.name"], "cline");
         assert_eq!(a["gen_ai.conversation.id"], session.as_str());
         assert_eq!(a["aep.run_id"], started["run"]);
-        assert!(a["gen_ai.request.model"].is_string(), "the model: {a}");
+        assert_eq!(a["gen_ai.request.model"], "fake-model", "the model: {a}");
+        assert_eq!(a["gen_ai.provider.name"], "openai-compatible", "the provider: {a}");
         assert!(a.get("aep.span.start_unknown").is_none(), "{a}");
         assert!(span["start"].as_u64().unwrap() <= span["end"].as_u64().unwrap());
         let end = log

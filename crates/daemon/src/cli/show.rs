@@ -97,10 +97,14 @@ pub(super) fn render(s: &Summary, local: &Local, entries: &[Entry], now: SystemT
         t.push_str(&format!("folder    {}\n", out::one_line(folder, 160)));
     }
     t.push_str(&format!(
-        "state     {}   started {} UTC   last moved {}\n",
+        "state     {}   started {} UTC   last moved {}{}\n",
         s.state.as_str(),
         out::when(&s.started),
-        out::age(&s.last, now)
+        out::age(&s.last, now),
+        s.app
+            .as_deref()
+            .map(|a| format!("   app {}", app_name(a)))
+            .unwrap_or_default()
     ));
     t.push_str(&format!(
         "runs {}   tool calls {}   failures {}   denied {}   cancelled {}   workspace {}   model {}\n",
@@ -181,4 +185,24 @@ fn line(e: &Entry) -> String {
         l.push_str(&format!("            {indent}{k}: {}\n", out::one_line(&text, 160)));
     }
     l
+}
+
+/// An app's name as people say it: the session sources of Cline's SDK (`@cline/core` 0.0.86:
+/// core, cli, subagent, desktop, kanban, api, web, vscode, enterprise, ide, jetbrains, neovim,
+/// unknown), else as given.
+pub fn app_name(source: &str) -> &str {
+    match source {
+        "cli" => "Cline CLI",
+        "vscode" => "VS Code",
+        "jetbrains" => "JetBrains",
+        "neovim" => "Neovim",
+        "desktop" => "Cline desktop",
+        "kanban" => "Cline Kanban",
+        "ide" => "an IDE",
+        "core" | "api" => "the Cline SDK",
+        "web" => "Cline web",
+        "enterprise" => "Cline Enterprise",
+        "subagent" => "a subagent",
+        other => other,
+    }
 }

@@ -139,7 +139,7 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
         [none] if none.as_os_str() == "none" => Extensions::Dirs(Vec::new()),
         dirs => Extensions::Dirs(dirs.to_vec()),
     };
-    let (history, mut opened) = History::open(&cline_usage::data_dir(args.cline_dir.as_deref()), &extensions);
+    let (history, mut opened) = History::open_at(cline_usage::Layout::from_env(args.cline_dir.as_deref()), &extensions);
     let group = match args.group {
         GroupArg::Daily => Group::Daily,
         GroupArg::Weekly => Group::Weekly,

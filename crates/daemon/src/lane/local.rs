@@ -162,11 +162,11 @@ impl Local {
             dirs.push(dir);
         }
         dirs.extend(self.dirs.lock().iter().cloned());
-        dirs.push(cline_usage::data_dir(None).to_string_lossy().into_owned());
+        dirs.push(cline_usage::Layout::from_env(None).to_text());
         dirs.dedup();
         let found = dirs.iter().find_map(|dir| {
-            let dir = Path::new(dir);
-            session_file(dir, session).or_else(|| self.task(dir, session))
+            let store = cline_usage::Store::at(cline_usage::Layout::from_text(dir));
+            session_file(&store, session).or_else(|| self.task(store.data_dir(), session))
         });
         let about = found.map(|a| About {
             title: a
@@ -223,13 +223,13 @@ fn plain_id(id: &str) -> bool {
     !id.is_empty() && id != "." && id != ".." && !id.contains(['/', '\\', '\0'])
 }
 
-/// A 3.x session's `<dir>/sessions/<id>/<id>.json`: `metadata.title`, else `prompt`; the
+/// A 3.x session's `<sessions>/<id>/<id>.json`: `metadata.title`, else `prompt`; the
 /// `workspace_root`, else `cwd`. Unredacted.
-fn session_file(dir: &Path, id: &str) -> Option<About> {
+fn session_file(store: &cline_usage::Store, id: &str) -> Option<About> {
     if !plain_id(id) {
         return None;
     }
-    let path = dir.join("sessions").join(id).join(format!("{id}.json"));
+    let path = store.session_file(id);
     let text = read(&path, MAX_SESSION_FILE)?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| tracing::debug!(path = %path.display(), error = %e, "a Cline session file is not JSON"))

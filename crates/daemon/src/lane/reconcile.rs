@@ -37,6 +37,7 @@
 //!
 //! Pure: the caller reads the evidence (`/proc`, the store, the spool) and applies the verdict.
 
+use cline_usage::Store;
 use serde::Deserialize;
 use std::io::Read;
 use std::path::Path;
@@ -312,36 +313,36 @@ impl StoreSession {
     /// block, larger than a session file can be, or not the expected JSON) the session's row in
     /// `<data>/db/sessions.db` (read-only; Cline 3.0.65 writes the same status and end there).
     /// `None` when neither says anything (or the database cannot be read: [`StoreSession::look`]).
-    pub fn read(data_dir: &Path, session: &str) -> Option<StoreSession> {
-        Self::look(data_dir, session).ok().flatten()
+    pub fn read(store: &Store, session: &str) -> Option<StoreSession> {
+        Self::look(store, session).ok().flatten()
     }
 
     /// [`StoreSession::read`], telling apart a store that says nothing (`Ok(None)`) from one
     /// that exists but could not be read (`Err`: why; a locked or busy `sessions.db`, say).
-    pub fn look(data_dir: &Path, session: &str) -> Result<Option<StoreSession>, String> {
-        Self::look_or(data_dir, session, None)
+    pub fn look(store: &Store, session: &str) -> Result<Option<StoreSession>, String> {
+        Self::look_or(store, session, None)
     }
 
     /// [`StoreSession::look`], with `sessions.db` taken as unreadable (`db_unread`: why)
     /// rather than read again: it was found locked a moment ago, and each read of a locked
     /// database waits out its busy timeout.
-    pub fn look_or(data_dir: &Path, session: &str, db_unread: Option<&str>) -> Result<Option<StoreSession>, String> {
+    pub fn look_or(store: &Store, session: &str, db_unread: Option<&str>) -> Result<Option<StoreSession>, String> {
         if session.contains(['/', '\\']) || session.starts_with('.') {
             return Ok(None);
         }
-        let path = data_dir.join("sessions").join(session).join(format!("{session}.json"));
+        let path = store.session_file(session);
         match read_regular(&path, MAX_STORE_FILE).and_then(|bytes| serde_json::from_slice(&bytes).ok()) {
             Some(file) => Ok(Some(file)),
             None => match db_unread {
                 Some(why) => Err(why.to_string()),
-                None => Self::read_db(data_dir, session),
+                None => Self::read_db(store, session),
             },
         }
     }
 
-    /// The session's row in `<data>/db/sessions.db`.
-    fn read_db(data_dir: &Path, session: &str) -> Result<Option<StoreSession>, String> {
-        let db = data_dir.join("db").join("sessions.db");
+    /// The session's row in `<db>/sessions.db`.
+    fn read_db(store: &Store, session: &str) -> Result<Option<StoreSession>, String> {
+        let db = store.database();
         match cline_usage::db::session_end(&db, session) {
             Ok(row) => Ok(row.map(|(status, ended_at, exit_code)| StoreSession {
                 status: Some(status),
@@ -588,30 +589,36 @@ mod tests {
             [],
         )
         .unwrap();
-        let end = StoreSession::read(dir.path(), "s1").unwrap().end().unwrap();
+        let end = StoreSession::read(&Store::new(dir.path()), "s1")
+            .unwrap()
+            .end()
+            .unwrap();
         assert_eq!(end.time.as_deref(), Some("2026-12-01T20:41:17.058Z"));
         assert!(matches!(end.run, RunOutcome::Failed { exit_code: Some(1), .. }));
         let folder = dir.path().join("sessions/s1");
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::write(folder.join("s1.json"), b"{torn").unwrap();
         assert!(
-            StoreSession::read(dir.path(), "s1").unwrap().end().is_some(),
+            StoreSession::read(&Store::new(dir.path()), "s1")
+                .unwrap()
+                .end()
+                .is_some(),
             "unreadable file: the row"
         );
         std::fs::write(folder.join("s1.json"), br#"{"status":"running"}"#).unwrap();
         assert_eq!(
-            StoreSession::read(dir.path(), "s1").unwrap().end(),
+            StoreSession::read(&Store::new(dir.path()), "s1").unwrap().end(),
             None,
             "the file wins"
         );
-        assert_eq!(StoreSession::read(dir.path(), "other"), None, "no row");
+        assert_eq!(StoreSession::read(&Store::new(dir.path()), "other"), None, "no row");
         std::fs::write(dir.path().join("db/sessions.db"), b"not a database").unwrap();
         assert_eq!(
-            StoreSession::read(dir.path(), "other"),
+            StoreSession::read(&Store::new(dir.path()), "other"),
             None,
             "a broken database is no evidence"
         );
-        let why = StoreSession::look(dir.path(), "other").unwrap_err();
+        let why = StoreSession::look(&Store::new(dir.path()), "other").unwrap_err();
         assert!(why.contains("sessions.db"), "{why}");
     }
 
@@ -625,23 +632,27 @@ mod tests {
              INSERT INTO sessions VALUES ('s1', 'completed', '2026-12-01T05:05:51.796Z', 0);",
         )
         .unwrap();
-        assert_eq!(StoreSession::look(dir.path(), "none"), Ok(None), "no row: says nothing");
+        assert_eq!(
+            StoreSession::look(&Store::new(dir.path()), "none"),
+            Ok(None),
+            "no row: says nothing"
+        );
         db.execute_batch("BEGIN EXCLUSIVE").unwrap();
-        let why = StoreSession::look(dir.path(), "s1").unwrap_err();
+        let why = StoreSession::look(&Store::new(dir.path()), "s1").unwrap_err();
         assert!(why.contains("locked"), "{why}");
         db.execute_batch("COMMIT").unwrap();
-        let row = StoreSession::look(dir.path(), "s1").unwrap().unwrap();
+        let row = StoreSession::look(&Store::new(dir.path()), "s1").unwrap().unwrap();
         assert_eq!(row.end().unwrap().run, RunOutcome::Finished);
         // Found locked a moment ago: not read again (a read waits out the busy timeout) ...
         assert_eq!(
-            StoreSession::look_or(dir.path(), "s1", Some("locked")),
+            StoreSession::look_or(&Store::new(dir.path()), "s1", Some("locked")),
             Err("locked".into())
         );
         // ... but a session file still speaks.
         let folder = dir.path().join("sessions/s1");
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::write(folder.join("s1.json"), br#"{"status":"running"}"#).unwrap();
-        assert!(StoreSession::look_or(dir.path(), "s1", Some("locked"))
+        assert!(StoreSession::look_or(&Store::new(dir.path()), "s1", Some("locked"))
             .unwrap()
             .is_some());
     }
@@ -763,9 +774,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let folder = dir.path().join("sessions").join("s1");
         std::fs::create_dir_all(&folder).unwrap();
-        assert_eq!(StoreSession::read(dir.path(), "s1"), None, "missing");
+        assert_eq!(StoreSession::read(&Store::new(dir.path()), "s1"), None, "missing");
         std::fs::write(folder.join("s1.json"), b"{not json").unwrap();
-        assert_eq!(StoreSession::read(dir.path(), "s1"), None, "not JSON");
+        assert_eq!(StoreSession::read(&Store::new(dir.path()), "s1"), None, "not JSON");
         // Cline 3.0.65's session file, as captured.
         let real = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -773,7 +784,7 @@ mod tests {
         ))
         .unwrap();
         std::fs::write(folder.join("s1.json"), real).unwrap();
-        let s = StoreSession::read(dir.path(), "s1").unwrap();
+        let s = StoreSession::read(&Store::new(dir.path()), "s1").unwrap();
         assert_eq!(s.status.as_deref(), Some("completed"));
         assert_eq!(s.ended_at.as_deref(), Some("2026-12-01T05:05:51.796Z"));
         let fifo = dir.path().join("sessions").join("f");
@@ -782,10 +793,10 @@ mod tests {
         // SAFETY: a valid C string; mkfifo only creates a file.
         assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
         assert_eq!(
-            StoreSession::read(dir.path(), "f"),
+            StoreSession::read(&Store::new(dir.path()), "f"),
             None,
             "a FIFO is not read (nor waited on)"
         );
-        assert_eq!(StoreSession::read(dir.path(), "../s1"), None);
+        assert_eq!(StoreSession::read(&Store::new(dir.path()), "../s1"), None);
     }
 }

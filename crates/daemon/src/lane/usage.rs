@@ -87,12 +87,12 @@ pub fn read_store(dir: &str, session: &str) -> Option<Session> {
     if session.is_empty() || session.contains(['/', '\\']) || session.starts_with('.') {
         return None; // not a name Cline gives a session: never a path out of the store
     }
-    let store = Store::new(dir);
-    // Cline 3.x keeps a session in `sessions/<id>/`; 2.x a task in `tasks/<id>/` of the same
-    // data folder (`cline_usage::TaskStore`).
+    let store = Store::at(cline_usage::Layout::from_text(dir));
+    // Cline 3.x keeps a session in `sessions/<id>/` (or `CLINE_SESSION_DATA_DIR`); 2.x a task
+    // in `tasks/<id>/` of the data folder (`cline_usage::TaskStore`).
     let (folder, legacy) = match store.session_dir(session) {
         f if f.is_dir() => (f, false),
-        _ => (Path::new(dir).join("tasks").join(session), true),
+        _ => (store.data_dir().join("tasks").join(session), true),
     };
     if !folder.is_dir() {
         // Not in this store (another CLINE_DIR, or nothing written yet): nothing is known,
@@ -144,6 +144,7 @@ pub fn of(payload: &HookPayload, tracker: &SessionTracker, read: Option<&Session
     let mut out = HookUsage {
         model: s.model.clone(),
         provider: s.provider.clone(),
+        app: s.app.clone(),
         ..HookUsage::default()
     };
     let end = payload

@@ -121,6 +121,10 @@ pub struct Summary {
     pub workspace: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The app on Cline's SDK that ran it (`cline.app` on `session.started`: `cli`, an IDE's
+    /// or the desktop app's name), when Cline's store named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
     /// Input as `aep-cline usage` counts it: uncached input, cache writes included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
@@ -212,6 +216,7 @@ impl Summary {
             cancelled: 0,
             workspace: None,
             model: None,
+            app: None,
             input_tokens: None,
             cache_read_tokens: None,
             output_tokens: None,
@@ -270,6 +275,9 @@ impl Summary {
                 self.started = time.to_string();
                 self.workspace = workspace(data).or(self.workspace.take());
                 self.note_model(data);
+                if let Some(app) = str_of(data, cline_hooks::usage::APP_FIELD) {
+                    self.app = Some(app.to_string());
+                }
             }
             "session.ended" => {
                 self.ended = true;

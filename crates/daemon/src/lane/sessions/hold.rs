@@ -46,7 +46,7 @@ impl Sessions {
                 let record = state
                     .cline_data
                     .as_deref()
-                    .and_then(|dir| crate::lane::store2::read(std::path::Path::new(dir), &session));
+                    .and_then(|dir| crate::lane::store2::read(&cline_usage::Layout::from_text(dir).data, &session));
                 if let Some(End {
                     run: RunOutcome::ApiFailed(failure),
                     ..

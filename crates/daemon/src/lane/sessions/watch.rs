@@ -188,7 +188,11 @@ impl Sessions {
             .get(dir)
             .filter(|(at, _)| at.elapsed() < STORE_EVERY)
             .map(|(_, why)| why.clone());
-        let read = StoreSession::look_or(std::path::Path::new(dir), session, known.as_deref());
+        let read = StoreSession::look_or(
+            &cline_usage::Store::at(cline_usage::Layout::from_text(dir)),
+            session,
+            known.as_deref(),
+        );
         if known.is_none() {
             let mut unread = self.db_unread.lock();
             match &read {

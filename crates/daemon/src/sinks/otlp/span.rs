@@ -8,7 +8,7 @@
 //! session), which agent timelines key on.
 //!
 //! - `invoke_agent {agent}`: the run, `run.started` → `run.finished` / `run.failed` /
-//!   `run.cancelled`, with the model, the tokens and the cost; `error.type` when it did not
+//!   `run.cancelled`, with the model and provider, the tokens and the cost; `error.type` when it did not
 //!   finish (the failure's reason, `cancelled`).
 //! - `execute_tool {tool}`: each tool call, its parent the run's span, `tool.requested` →
 //!   `tool.completed` / `tool.failed` / `tool.denied` (status and `error.type`); arguments and
@@ -78,8 +78,8 @@ pub struct Spans {
     runs: HashMap<(String, String), OpenRun>,
     /// (session, the request's Event id) → the tool call's span so far.
     tools: HashMap<(String, String), OpenTool>,
-    /// session → the model its `session.started` named.
-    models: BTreeMap<String, String>,
+    /// session → the model and the provider its `session.started` named.
+    models: BTreeMap<String, (Option<String>, Option<String>)>,
 }
 
 impl Spans {
@@ -105,19 +105,26 @@ impl Spans {
         let id = text("id").unwrap_or_default();
         match ty {
             "session.started" => {
-                if let Some(model) = data.get("gen_ai.request.model").and_then(Value::as_str) {
-                    self.models.insert(session.into(), model.into());
+                let named = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_string);
+                let (model, provider) = (named("gen_ai.request.model"), named("cline.provider"));
+                if (model.is_some() || provider.is_some()) && self.models.len() < MAX_OPEN_RUNS {
+                    self.models.insert(session.into(), (model, provider));
                 }
             }
             "run.started" => {
                 let Some(run) = run else { return };
                 let mut attributes = vec![kv_str("aep.session_id", session), kv_str("aep.run_id", &run)];
+                let (known_model, provider) = self.models.get(session).cloned().unwrap_or_default();
                 let model = data
                     .get("gen_ai.request.model")
                     .and_then(Value::as_str)
-                    .or_else(|| self.models.get(session).map(String::as_str));
+                    .map(str::to_string)
+                    .or(known_model);
                 if let Some(model) = model {
-                    attributes.push(kv_str("gen_ai.request.model", model));
+                    attributes.push(kv_str("gen_ai.request.model", &model));
+                }
+                if let Some(provider) = provider {
+                    attributes.push(kv_str("gen_ai.provider.name", &provider));
                 }
                 if let Some(trigger) = data.get("trigger").and_then(Value::as_str) {
                     attributes.push(kv_str("aep.run.trigger", trigger));
@@ -602,7 +609,7 @@ mod tests {
                     "e0",
                     None,
                     "2026-12-03T10:00:00Z",
-                    json!({"gen_ai.request.model": "m1"}),
+                    json!({"gen_ai.request.model": "m1", "cline.provider": "openai-compatible"}),
                 ),
                 ev(
                     "run.started",
@@ -648,6 +655,7 @@ mod tests {
         assert_eq!(tool.end_time_unix_nano - tool.start_time_unix_nano, 1_000_000_000);
         assert_eq!(s(attr(run, "gen_ai.conversation.id")), "s1");
         assert_eq!(s(attr(run, "gen_ai.request.model")), "m1");
+        assert_eq!(s(attr(run, "gen_ai.provider.name")), "openai-compatible");
         assert_eq!(attr(run, "gen_ai.usage.input_tokens"), Some(&V::IntValue(10)));
         assert_eq!(attr(run, "aep.cost.total"), Some(&V::DoubleValue(0.5)));
         assert_eq!(s(attr(tool, "gen_ai.tool.call.id")), "c1");
