@@ -14,6 +14,7 @@
 //! rewrites a `full` Event to `redacted`.
 
 use crate::schemas::capture_annotations;
+use crate::types::{ATTENTION_ANSWERED, ATTENTION_REQUESTED, CONTROL_ATTENTION_RESPOND};
 use crate::{Capture, Envelope};
 use serde_json::{Map, Value};
 
@@ -231,7 +232,7 @@ fn degrade_exceptions(origin: &Origin<'_>, data: &mut Map<String, Value>, level:
         return;
     }
     match origin.ty {
-        "attention.requested" => {
+        ATTENTION_REQUESTED => {
             if data.contains_key("prompt") {
                 let kind = data.get("kind").and_then(Value::as_str).unwrap_or("attention");
                 let prompt = match origin.subject {
@@ -243,7 +244,7 @@ fn degrade_exceptions(origin: &Origin<'_>, data: &mut Map<String, Value>, level:
             degrade_labelled_list(data, "options", |_| {});
             degrade_labelled_list(data, "fields", |field| degrade_labelled_list(field, "choices", |_| {}));
         }
-        "attention.answered" | "control.attention.respond" => {
+        ATTENTION_ANSWERED | CONTROL_ATTENTION_RESPOND => {
             let Some(answer) = data.get_mut("answer").and_then(Value::as_object_mut) else {
                 return;
             };

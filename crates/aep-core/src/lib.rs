@@ -26,6 +26,7 @@ mod severity;
 pub mod source;
 pub mod text;
 pub mod time;
+pub mod types;
 pub mod validate;
 
 pub use capture::{Capture, CaptureError, CapturePolicy};

@@ -14,6 +14,10 @@ use crate::outcome::outcome;
 use crate::payload::HookPayload;
 use aep_core::digest::digest;
 use aep_core::redact::Redactor;
+use aep_core::types::{
+    DELEGATION_SUBAGENT_STARTED, DELEGATION_SUBAGENT_STOPPED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, RUN_STARTED,
+    SESSION_COMPACTED, SESSION_ENDED, SESSION_STARTED, TOOL_COMPLETED, TOOL_DENIED, TOOL_FAILED, TOOL_REQUESTED,
+};
 use aep_core::{Capture, CapturePolicy, EventType, Severity};
 use serde_json::{json, Map, Value};
 
@@ -200,14 +204,14 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
     match p.hook_name.as_str() {
         "agent_start" | "agent_resume" => {
             let trigger = if p.hook_name == "agent_start" { "user" } else { "resume" };
-            let run = Builder::new("run.started", ctx)
+            let run = Builder::new(RUN_STARTED, ctx)
                 .meta("trigger", json!(trigger))
                 .done(Link::OpenRun);
             match child {
                 // Only a start opens the delegation pair; a resumed child continues it.
                 Some(c) if p.hook_name == "agent_start" => vec![
                     delegation(
-                        "delegation.subagent.started",
+                        DELEGATION_SUBAGENT_STARTED,
                         c,
                         Link::DelegationStarted { child: c.to_string() },
                         ctx,
@@ -226,7 +230,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                         .and_then(|t| t.get("outputText"))
                         .and_then(Value::as_str);
                     with(
-                        Builder::new("run.finished", ctx)
+                        Builder::new(RUN_FINISHED, ctx)
                             .text("summary", summary)
                             .done(Link::CloseRun),
                         None,
@@ -234,7 +238,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                     )
                 }
                 "agent_abort" => {
-                    let b = Builder::new("run.cancelled", ctx)
+                    let b = Builder::new(RUN_CANCELLED, ctx)
                         .meta("by", json!("user"))
                         .text("reason", p.reason.as_deref());
                     let mut m = with(b.done(Link::CloseRun), None, p.iteration);
@@ -250,7 +254,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
                     // in `error_info` and is not emitted.
                     let error = p.error.clone().unwrap_or_default();
                     let name = error.name.as_deref().filter(|n| !n.is_empty());
-                    let mut b = Builder::new("run.failed", ctx).meta("reason", json!(name.unwrap_or("error")));
+                    let mut b = Builder::new(RUN_FAILED, ctx).meta("reason", json!(name.unwrap_or("error")));
                     if let Some(name) = name {
                         b = b.meta("error", json!({"type": name}));
                     }
@@ -268,7 +272,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
         "tool_call" => {
             let call = p.tool_call.clone().unwrap_or_default();
             let name = call.name.clone().unwrap_or_default();
-            let mut b = Builder::new("tool.requested", ctx).meta("tool", tool_ref(&name, call.id.as_deref()));
+            let mut b = Builder::new(TOOL_REQUESTED, ctx).meta("tool", tool_ref(&name, call.id.as_deref()));
             if !call.input.is_null() {
                 b = b.meta("args_digest", json!(digest(&call.input)));
             }
@@ -293,12 +297,12 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
             // One rule with the `cline --json` lane: a failure the output reports is a failure.
             let failure = outcome(Some(&rec.output), rec.error.as_deref()).failure;
             let mut b = match &failure {
-                Some(f) => Builder::new("tool.failed", ctx)
+                Some(f) => Builder::new(TOOL_FAILED, ctx)
                     .meta("tool", tool_ref(&name, rec.id.as_deref()))
                     .meta("error", json!({"type": f.kind.as_str()}))
                     .nested_text("error", "message", f.message.as_deref()),
                 None => {
-                    let mut b = Builder::new("tool.completed", ctx).meta("tool", tool_ref(&name, rec.id.as_deref()));
+                    let mut b = Builder::new(TOOL_COMPLETED, ctx).meta("tool", tool_ref(&name, rec.id.as_deref()));
                     if !rec.output.is_null() {
                         b = b.meta("result_digest", json!(digest(&rec.output)));
                     }
@@ -323,7 +327,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
             // paths have no annotated home in `session.compacted`, so they are not emitted at
             // all: an unannotated field would ride every hop as metadata (AEP-0002 §5.1).
             let pc = p.pre_compact.clone().unwrap_or_default();
-            let mut b = Builder::new("session.compacted", ctx);
+            let mut b = Builder::new(SESSION_COMPACTED, ctx);
             if let Some(s) = pc.compaction_strategy {
                 b = b.meta("strategy", json!(s));
             }
@@ -337,7 +341,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
         }
         "session_shutdown" => {
             // Vendor free-text reasons do not enter the `session.ended` enum.
-            vec![Builder::new("session.ended", ctx)
+            vec![Builder::new(SESSION_ENDED, ctx)
                 .meta("reason", json!("normal"))
                 .done(Link::SessionEnded)]
         }
@@ -390,7 +394,7 @@ fn delegation(ty: &str, child: &str, link: Link, ctx: &MapContext) -> Mapped {
 /// the same child supersedes a delegation that never stopped.
 pub fn delegation_stopped(child: &str, ctx: &MapContext) -> Mapped {
     delegation(
-        "delegation.subagent.stopped",
+        DELEGATION_SUBAGENT_STOPPED,
         child,
         Link::DelegationStopped {
             child: child.to_string(),
@@ -407,7 +411,7 @@ pub fn tool_denied(p: &HookPayload, rule: Option<&str>, ctx: &MapContext) -> Opt
     }
     let call = p.tool_call.clone().unwrap_or_default();
     let name = call.name.clone().unwrap_or_default();
-    let mut b = Builder::new("tool.denied", ctx)
+    let mut b = Builder::new(TOOL_DENIED, ctx)
         .meta("tool", tool_ref(&name, call.id.as_deref()))
         .meta("by", json!("policy"));
     if let Some(rule) = rule {
@@ -473,7 +477,7 @@ pub fn session_started(p: &HookPayload, ctx: &MapContext) -> Mapped {
         client["version"] = json!(v);
     }
     let info = p.workspace_info.clone().unwrap_or_default();
-    let mut b = Builder::new("session.started", ctx).meta("client", client);
+    let mut b = Builder::new(SESSION_STARTED, ctx).meta("client", client);
     if let Some(user) = p.user_id.as_deref().filter(|u| !u.is_empty()) {
         b = b.meta("cline.user_id", json!(user));
     }
@@ -500,7 +504,7 @@ pub fn session_started(p: &HookPayload, ctx: &MapContext) -> Mapped {
 /// `run.cancelled {by: "shutdown"}` for a run still open when its session ends: Cline 3.0.65
 /// fires `session_shutdown` without `agent_abort` when a hook cancels a run.
 pub fn run_cancelled_by_shutdown(ctx: &MapContext) -> Mapped {
-    let mut m = Builder::new("run.cancelled", ctx)
+    let mut m = Builder::new(RUN_CANCELLED, ctx)
         .meta("by", json!("shutdown"))
         .done(Link::CloseRun);
     m.severity = Some(Severity::Notice);
@@ -512,7 +516,7 @@ pub fn run_cancelled_by_shutdown(ctx: &MapContext) -> Mapped {
 /// `by`'s values (user, control, policy, shutdown) is known to be true, so none is claimed
 /// (`by` is optional, AEP-0002 §5). Cancelled, not failed: nothing says it failed.
 pub fn run_superseded(ctx: &MapContext) -> Mapped {
-    let mut m = Builder::new("run.cancelled", ctx).done(Link::CloseRun);
+    let mut m = Builder::new(RUN_CANCELLED, ctx).done(Link::CloseRun);
     m.severity = Some(Severity::Notice);
     m
 }

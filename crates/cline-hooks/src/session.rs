@@ -57,6 +57,10 @@ use crate::payload::HookPayload;
 use crate::timestamp::{duration_ms, epoch_ms};
 use crate::usage::{self, HookUsage, Usage};
 use aep_core::bounded::BoundedMap;
+use aep_core::types::{
+    DELEGATION_SUBAGENT_STARTED, DELEGATION_SUBAGENT_STOPPED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, RUN_STARTED,
+    SESSION_ENDED, SESSION_STARTED, TOOL_COMPLETED, TOOL_DENIED, TOOL_FAILED, TOOL_REQUESTED,
+};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -163,7 +167,7 @@ impl ApiFailure {
     /// A run's `run.cancelled` (the held `TaskCancel`'s, or one the daemon synthesized) as the
     /// failure it was.
     pub fn fail(&self, mut event: Mapped) -> Mapped {
-        event.ty = "run.failed".to_string();
+        event.ty = RUN_FAILED.to_string();
         event.severity = Some(aep_core::Severity::Error);
         if let Some(data) = event.data.as_mut() {
             data.remove("by");
@@ -389,7 +393,7 @@ impl SessionTracker {
             data.insert("duration_ms".to_string(), json!(duration));
         }
         match self.cancels.remove(&run.id) {
-            Some((command, extra)) if event.ty == "run.cancelled" => {
+            Some((command, extra)) if event.ty == RUN_CANCELLED => {
                 if let Some(data) = event.data.as_mut() {
                     data.insert("by".to_string(), json!("control"));
                     data.extend(extra);
@@ -690,7 +694,7 @@ impl SessionTracker {
         let ty = s("type").unwrap_or("");
         let id = s("id").unwrap_or("").to_string();
         match ty {
-            "session.started" => {
+            SESSION_STARTED => {
                 self.started = true;
                 // Logged at `redacted` and above only; redaction writes the home as `~`, which
                 // is no folder a rule can match.
@@ -702,18 +706,18 @@ impl SessionTracker {
                     self.workspace = Some(cwd.to_string());
                 }
             }
-            "session.ended" => {
+            SESSION_ENDED => {
                 self.started = true;
                 self.ended = true;
             }
-            "run.started" => {
+            RUN_STARTED => {
                 self.started = true;
                 // No `clineagent`: the payloads named no agent (Cline 2.x, the fixtures).
                 if let (agent, Some(run)) = (s(AGENT_EXTENSION).unwrap_or(""), s("run")) {
                     self.start_run(agent, run.to_string(), id, s("time").and_then(epoch_ms));
                 }
             }
-            "run.finished" | "run.failed" | "run.cancelled" => {
+            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
                 if let Some(run) = s("run") {
                     let agent = self.runs.iter().find(|(_, r)| r.id == run).map(|(a, _)| a.clone());
                     if let Some(agent) = agent {
@@ -722,7 +726,7 @@ impl SessionTracker {
                     }
                 }
             }
-            "tool.requested" => match event.pointer("/data/tool/call_id").and_then(Value::as_str) {
+            TOOL_REQUESTED => match event.pointer("/data/tool/call_id").and_then(Value::as_str) {
                 Some(call) => {
                     self.tools.insert(call.to_string(), id);
                 }
@@ -732,7 +736,7 @@ impl SessionTracker {
                     }
                 }
             },
-            "tool.completed" | "tool.failed" | "tool.denied" => {
+            TOOL_COMPLETED | TOOL_FAILED | TOOL_DENIED => {
                 match event.pointer("/data/tool/call_id").and_then(Value::as_str) {
                     Some(call) => {
                         self.tools.remove(call);
@@ -744,12 +748,12 @@ impl SessionTracker {
                     }
                 }
             }
-            "delegation.subagent.started" => {
+            DELEGATION_SUBAGENT_STARTED => {
                 if let Some(child) = s("subject") {
                     self.delegations.insert(child.to_string(), id);
                 }
             }
-            "delegation.subagent.stopped" => {
+            DELEGATION_SUBAGENT_STOPPED => {
                 if let Some(child) = s("subject") {
                     self.delegations.remove(child);
                 }

@@ -9,6 +9,7 @@
 
 use crate::frame::HubError;
 use aep_core::redact::Redactor;
+use aep_core::types::{CONTROL_ACCEPTED, CONTROL_REJECTED};
 use aep_core::{Capture, Severity};
 use cline_hooks::{Link, Mapped};
 use serde_json::{json, Map};
@@ -89,7 +90,7 @@ impl Ack {
     pub fn mapped(&self, level: Capture, redactor: &Redactor) -> Mapped {
         let mut data = Map::new();
         let (ty, severity) = match self {
-            Ack::Accepted => ("control.accepted", None),
+            Ack::Accepted => (CONTROL_ACCEPTED, None),
             Ack::Rejected(nack) => {
                 data.insert("reason".into(), json!(nack.reason.as_str()));
                 match level {
@@ -101,7 +102,7 @@ impl Ack {
                     }
                     Capture::None | Capture::Metadata => {}
                 }
-                ("control.rejected", Some(Severity::Notice))
+                (CONTROL_REJECTED, Some(Severity::Notice))
             }
         };
         Mapped {

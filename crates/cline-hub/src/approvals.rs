@@ -18,6 +18,7 @@
 
 use crate::attention::{self, Answer, AttentionContext, Resolution, Via, APPROVE, DENY};
 use crate::frame::{ApprovalRequested, ApprovalResolved};
+use aep_core::types::{ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT};
 use cline_hooks::Planned;
 use serde_json::Value;
 
@@ -365,7 +366,7 @@ impl Approvals {
     pub fn recover(&mut self, event: &Value) {
         let s = |k: &str| event.get(k).and_then(Value::as_str);
         match s("type") {
-            Some("attention.requested") => {
+            Some(ATTENTION_REQUESTED) => {
                 if let Some(id) = s("id") {
                     let approval_id = event
                         .pointer("/data/cline.approval_id")
@@ -384,7 +385,7 @@ impl Approvals {
                     });
                 }
             }
-            Some("attention.resolved" | "attention.timeout") => {
+            Some(ATTENTION_RESOLVED | ATTENTION_TIMEOUT) => {
                 if let Some(subject) = s("subject") {
                     self.pending.retain(|p| p.request_event != subject);
                 }

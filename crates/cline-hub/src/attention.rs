@@ -16,6 +16,7 @@
 
 use crate::frame::ApprovalRequested;
 use aep_core::redact::Redactor;
+use aep_core::types::{ATTENTION_ANSWERED, ATTENTION_REQUESTED, ATTENTION_RESOLVED};
 use aep_core::{Capture, CapturePolicy, Severity};
 use cline_hooks::{Link, Mapped};
 use serde_json::{json, Map, Value};
@@ -83,7 +84,7 @@ fn mapped(ty: &str, level: Capture, subject: Option<String>, data: Map<String, V
 /// the tool name (the first event of the request names what it is about; later ones name the
 /// request, AEP-0002 §7.1).
 pub fn requested(approval: &ApprovalRequested, ctx: &AttentionContext) -> Mapped {
-    let level = level(ctx, "attention.requested");
+    let level = level(ctx, ATTENTION_REQUESTED);
     let tool = approval.tool_name.as_deref().filter(|t| !t.is_empty());
     let synthesized = format!("cline requests permission: {}", tool.unwrap_or("a tool"));
     let input = approval.input_json.as_deref().filter(|i| !i.is_empty());
@@ -125,7 +126,7 @@ pub fn requested(approval: &ApprovalRequested, ctx: &AttentionContext) -> Mapped
     if let Some(call) = approval.tool_call_id.as_deref().filter(|c| !c.is_empty()) {
         data.insert("cline.tool_call_id".into(), json!(call));
     }
-    let mut m = mapped("attention.requested", level, tool.map(str::to_string), data);
+    let mut m = mapped(ATTENTION_REQUESTED, level, tool.map(str::to_string), data);
     m.step = approval.iteration.map(|i| i.to_string());
     m.severity = Some(Severity::Notice);
     m
@@ -133,7 +134,7 @@ pub fn requested(approval: &ApprovalRequested, ctx: &AttentionContext) -> Mapped
 
 /// `attention.answered {answer, via}`, subject = the request Event's id.
 pub fn answered(answer: &Answer, via: Via, request_event: &str, ctx: &AttentionContext) -> Mapped {
-    let level = level(ctx, "attention.answered");
+    let level = level(ctx, ATTENTION_ANSWERED);
     let mut body = json!({ "option": answer.option });
     if let Some(text) = answer.text.as_deref().filter(|t| !t.is_empty()) {
         match level {
@@ -151,7 +152,7 @@ pub fn answered(answer: &Answer, via: Via, request_event: &str, ctx: &AttentionC
             Via::Oob => "oob",
         }),
     );
-    mapped("attention.answered", level, Some(request_event.to_string()), data)
+    mapped(ATTENTION_ANSWERED, level, Some(request_event.to_string()), data)
 }
 
 /// The policy's part in a request or its answer (metadata: the operator's rule name, never
@@ -190,7 +191,7 @@ pub fn resolved(
     request_event: &str,
     ctx: &AttentionContext,
 ) -> Mapped {
-    let level = level(ctx, "attention.resolved");
+    let level = level(ctx, ATTENTION_RESOLVED);
     let mut data = Map::new();
     data.insert(
         "resolution".into(),
@@ -202,7 +203,7 @@ pub fn resolved(
     if let Some(ms) = latency_ms {
         data.insert("latency_ms".into(), json!(ms));
     }
-    mapped("attention.resolved", level, Some(request_event.to_string()), data)
+    mapped(ATTENTION_RESOLVED, level, Some(request_event.to_string()), data)
 }
 
 /// JSON on one line, as a prompt carries it.

@@ -15,12 +15,13 @@
 
 use crate::ack::{Nack, NackReason};
 use crate::attention::{Answer, APPROVE, DENY};
+use aep_core::types::{CONTROL_ATTENTION_RESPOND, CONTROL_CANCEL, RUN_CANCELLED};
 use aep_core::{Capture, Severity};
 use cline_hooks::{Link, Mapped};
 use serde_json::{json, Map, Value};
 
-pub const RESPOND: &str = "control.attention.respond";
-pub const CANCEL: &str = "control.cancel";
+pub const RESPOND: &str = CONTROL_ATTENTION_RESPOND;
+pub const CANCEL: &str = CONTROL_CANCEL;
 pub const SEND_INPUT: &str = "x.cline.control.send_input";
 /// What the daemon declares with the control gate on (`control.accepts`, AEP-0004 §4.2).
 pub const ACCEPTS: [&str; 3] = [RESPOND, CANCEL, SEND_INPUT];
@@ -257,7 +258,7 @@ pub fn run_cancelled_by_control(level: Capture) -> Mapped {
     let mut data = Map::new();
     data.insert("by".into(), json!("control"));
     Mapped {
-        ty: "run.cancelled".into(),
+        ty: RUN_CANCELLED.into(),
         subject: None,
         step: None,
         severity: Some(Severity::Notice),

@@ -10,6 +10,7 @@
 use crate::ack::Ack;
 use crate::approvals::Approvals;
 use crate::attention::AttentionContext;
+use aep_core::types::{CONTROL_ACCEPTED, TOOL_COMPLETED, TOOL_FAILED};
 use cline_hooks::{Link, Mapped, Planned};
 
 /// An ack planned ahead of an effect: the caller records it as the command's decision.
@@ -57,7 +58,7 @@ pub fn answers_before_effects(
                 run: None,
                 cause: Some(command),
                 agent: None,
-                event: Ack::Accepted.mapped(ctx.capture.ceiling("control.accepted"), ctx.redactor),
+                event: Ack::Accepted.mapped(ctx.capture.ceiling(CONTROL_ACCEPTED), ctx.redactor),
             });
         }
         answer.extend(first.planned);
@@ -72,8 +73,8 @@ pub fn answers_before_effects(
 /// `none` has no `error.type`).
 fn denied(event: &Mapped) -> Option<bool> {
     match event.ty.as_str() {
-        "tool.completed" => Some(false),
-        "tool.failed" => event
+        TOOL_COMPLETED => Some(false),
+        TOOL_FAILED => event
             .data
             .as_ref()?
             .get("error")?

@@ -35,6 +35,9 @@ use crate::price::Pricing;
 use crate::usage::TokenClasses;
 use crate::{Body, PriceTable};
 use aep_core::sequence::{MemorySequencer, Sequencer};
+use aep_core::types::{
+    ERROR_RAISED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, RUN_STARTED, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED,
+};
 use aep_core::{digest::digest, id, source, Capture, Envelope, EnvelopeError};
 use regex::Regex;
 use serde_json::{json, Map, Value};
@@ -114,7 +117,7 @@ impl<'p> Projector<'p> {
                     if let Some(recoverable) = recoverable {
                         data["fatal"] = Value::Bool(!recoverable);
                     }
-                    self.emit(origin, "error.raised", None, None, data, out).map(drop)
+                    self.emit(origin, ERROR_RAISED, None, None, data, out).map(drop)
                 }
                 _ => Ok(()),
             },
@@ -124,7 +127,7 @@ impl<'p> Projector<'p> {
             }
             // 3.0.65 writes run_aborted after run_result: the run is closed already.
             Fact::Aborted => match &self.run {
-                Some(_) => self.terminal(origin, "run.cancelled", json!({}), out),
+                Some(_) => self.terminal(origin, RUN_CANCELLED, json!({}), out),
                 None => Ok(()),
             },
         }
@@ -139,7 +142,7 @@ impl<'p> Projector<'p> {
             id: run,
             started: String::new(),
         });
-        let started = self.emit(origin, "run.started", None, None, json!({"trigger": "user"}), out)?;
+        let started = self.emit(origin, RUN_STARTED, None, None, json!({"trigger": "user"}), out)?;
         if let Some(run) = &mut self.run {
             run.started = started;
         }
@@ -158,7 +161,7 @@ impl<'p> Projector<'p> {
         if let Some(input) = input {
             data["args_digest"] = Value::String(digest(input));
         }
-        let id = self.emit(origin, "tool.requested", Some(tool), None, data, out)?;
+        let id = self.emit(origin, TOOL_REQUESTED, Some(tool), None, data, out)?;
         if let Some(call_id) = call_id {
             self.requested.insert(call_id.to_string(), id);
         }
@@ -186,11 +189,11 @@ impl<'p> Projector<'p> {
                 if let Some(output) = call.output.as_ref().filter(|o| !o.is_null()) {
                     data["result_digest"] = Value::String(digest(output));
                 }
-                "tool.completed"
+                TOOL_COMPLETED
             }
             Some(failure) => {
                 data["error"] = json!({"type": failure.kind.as_str()});
-                "tool.failed"
+                TOOL_FAILED
             }
         };
         self.emit(origin, ty, Some(&call.tool), cause, data, out).map(drop)
@@ -234,12 +237,12 @@ impl<'p> Projector<'p> {
             }
         }
         let ty = match end.finish_reason.as_deref() {
-            None | Some("completed") => "run.finished",
-            Some("aborted" | "cancelled") => "run.cancelled",
+            None | Some("completed") => RUN_FINISHED,
+            Some("aborted" | "cancelled") => RUN_CANCELLED,
             Some(reason) => {
                 data.insert("reason".into(), json!(reason));
                 data.insert("error".into(), json!({"type": reason}));
-                "run.failed"
+                RUN_FAILED
             }
         };
         self.terminal(origin, ty, Value::Object(data), out)

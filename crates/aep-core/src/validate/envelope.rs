@@ -5,6 +5,9 @@ use super::Violation;
 use crate::envelope::CORE_ATTRIBUTES;
 use crate::event_type::{is_valid_type, scope_of, CATEGORIES};
 use crate::sequence::Position;
+use crate::types::{
+    ATTENTION_ANSWERED, ATTENTION_RESOLVED, ATTENTION_ROUTED, ATTENTION_TIMEOUT, CONTROL_ACCEPTED, CONTROL_REJECTED,
+};
 use crate::{Capture, Scope, Severity};
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -267,7 +270,7 @@ fn check_scope(obj: &Map<String, Value>, ty: &str, has_session: bool, has_seq: b
                 ));
             }
             if has_seq {
-                let rule = if ty == "attention.routed" {
+                let rule = if ty == ATTENTION_ROUTED {
                     ROUTED_SEQ
                 } else {
                     COMMAND_SEQ
@@ -329,7 +332,7 @@ fn check_extensions(obj: &Map<String, Value>) -> Result<(), Violation> {
 fn check_correlation(ty: &str, subject: Option<&str>, cause: Option<&str>) -> Result<(), Violation> {
     let after_request = matches!(
         ty,
-        "attention.routed" | "attention.answered" | "attention.resolved" | "attention.timeout"
+        ATTENTION_ROUTED | ATTENTION_ANSWERED | ATTENTION_RESOLVED | ATTENTION_TIMEOUT
     );
     if after_request && subject.is_none() {
         return Err(Violation::new(
@@ -337,7 +340,7 @@ fn check_correlation(ty: &str, subject: Option<&str>, cause: Option<&str>) -> Re
             format!("`{ty}` has no `subject`; set it to the id of the attention.requested Event"),
         ));
     }
-    if matches!(ty, "control.accepted" | "control.rejected") && cause.is_none() {
+    if matches!(ty, CONTROL_ACCEPTED | CONTROL_REJECTED) && cause.is_none() {
         return Err(Violation::new(
             ACK_CAUSE,
             format!("`{ty}` has no `cause`; set it to the id of the command it acknowledges"),

@@ -5,6 +5,7 @@
 
 use super::envelope::json_kind;
 use super::Violation;
+use crate::types::{ATTENTION_ANSWERED, ATTENTION_REQUESTED, CONTROL_ATTENTION_RESPOND};
 use crate::Capture;
 use serde_json::{Map, Value};
 
@@ -15,7 +16,7 @@ const VALUES_MATCH_FIELDS: &str = "AEP-0002 §5.3 (answer values match the reque
 /// The single-Event rules, for a payload that already passed its schema.
 pub(super) fn check_event(ty: &str, data: &Value) -> Result<(), Violation> {
     match ty {
-        "attention.requested" => {
+        ATTENTION_REQUESTED => {
             let kind = data.get("kind").and_then(Value::as_str);
             if data.get("fields").is_some() && kind != Some("form") {
                 return Err(Violation::new(
@@ -24,7 +25,7 @@ pub(super) fn check_event(ty: &str, data: &Value) -> Result<(), Violation> {
                 ));
             }
         }
-        "attention.answered" | "control.attention.respond" => {
+        ATTENTION_ANSWERED | CONTROL_ATTENTION_RESPOND => {
             if let Some(values) = values_of(data) {
                 for (key, value) in values {
                     let flat = match value {

@@ -4,6 +4,11 @@
 
 use super::Violation;
 use crate::schemas::{payload_schema, PAYLOAD_SCHEMAS};
+use crate::types::{
+    ATTENTION_ANSWERED, ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT, CONTROL_ACCEPTED, CONTROL_REJECTED,
+    RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, RUN_STARTED, SESSION_ENDED, SESSION_STARTED, TOOL_COMPLETED, TOOL_DENIED,
+    TOOL_FAILED, TOOL_REQUESTED,
+};
 use jsonschema::Validator;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -28,20 +33,20 @@ fn compile(ty: &str) -> Validator {
 /// The mandatory types (AEP-0002 §4.1), whose payloads §5.3 defines; other core types' are in
 /// §5.4.
 const MANDATORY: [&str; 14] = [
-    "session.started",
-    "session.ended",
-    "run.started",
-    "run.finished",
-    "run.failed",
-    "run.cancelled",
-    "tool.requested",
-    "tool.completed",
-    "tool.failed",
-    "tool.denied",
-    "attention.requested",
-    "attention.answered",
-    "attention.resolved",
-    "attention.timeout",
+    SESSION_STARTED,
+    SESSION_ENDED,
+    RUN_STARTED,
+    RUN_FINISHED,
+    RUN_FAILED,
+    RUN_CANCELLED,
+    TOOL_REQUESTED,
+    TOOL_COMPLETED,
+    TOOL_FAILED,
+    TOOL_DENIED,
+    ATTENTION_REQUESTED,
+    ATTENTION_ANSWERED,
+    ATTENTION_RESOLVED,
+    ATTENTION_TIMEOUT,
 ];
 
 /// Payload members that hold one of the common objects of AEP-0002 §5.2 (`tool_ref`,
@@ -95,7 +100,7 @@ fn rule_for(ty: &str, path: &str) -> &'static str {
     let member = path.split('/').nth(1).unwrap_or("");
     if COMMON_OBJECTS.contains(&member) {
         "AEP-0002 §5.2 (common payload object schema)"
-    } else if ty == "control.accepted" || ty == "control.rejected" {
+    } else if ty == CONTROL_ACCEPTED || ty == CONTROL_REJECTED {
         "AEP-0004 §3 (ack payload schema)"
     } else if ty.starts_with("control.") {
         "AEP-0004 §5 (command payload schema)"

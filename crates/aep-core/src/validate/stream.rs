@@ -27,6 +27,10 @@ use super::{checked, Violation};
 use crate::bounded::BoundedMap;
 use crate::digest::canonical_json;
 use crate::sequence::Position;
+use crate::types::{
+    ATTENTION_ANSWERED, ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT, CONTROL_ACCEPTED, CONTROL_REJECTED,
+    RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, SESSION_ENDED,
+};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -188,7 +192,7 @@ impl Session {
     fn check(&self, ev: &Facts<'_>) -> Result<(), Violation> {
         self.check_position(ev)?;
         match ev.ty {
-            "run.finished" | "run.failed" | "run.cancelled" => {
+            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
                 // A terminal without `run` names no unit to hold it to.
                 let earlier = ev.run.and_then(|run| self.terminals.get(run));
                 if let Some(earlier) = earlier.filter(|earlier| *earlier != ev.id) {
@@ -202,7 +206,7 @@ impl Session {
                     ));
                 }
             }
-            "session.ended" => {
+            SESSION_ENDED => {
                 if let Some(earlier) = self.ended.as_deref().filter(|earlier| *earlier != ev.id) {
                     return Err(Violation::new(
                         SESSION_END,
@@ -223,7 +227,7 @@ impl Session {
                     ));
                 }
             }
-            "control.accepted" | "control.rejected" => {
+            CONTROL_ACCEPTED | CONTROL_REJECTED => {
                 let command = ev.cause.unwrap_or_default(); // an ack without cause fails validate_event
                 if let Some(earlier) = self.acks.get(command).filter(|earlier| *earlier != ev.id) {
                     return Err(Violation::new(
@@ -235,7 +239,7 @@ impl Session {
                     ));
                 }
             }
-            "attention.answered" => {
+            ATTENTION_ANSWERED => {
                 let values = ev.data.and_then(form::values_of);
                 let request = ev.subject.and_then(|s| self.open_requests.get(s).map(|f| (s, f)));
                 if let (Some(values), Some((request, form))) = (values, request) {
@@ -312,25 +316,25 @@ impl Session {
             }
         }
         match ev.ty {
-            "run.finished" | "run.failed" | "run.cancelled" => {
+            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
                 if let Some(run) = ev.run {
                     self.terminals.insert(run.to_string(), ev.id.to_string());
                 }
             }
-            "control.accepted" | "control.rejected" => {
+            CONTROL_ACCEPTED | CONTROL_REJECTED => {
                 if let Some(command) = ev.cause {
                     self.acks.insert(command.to_string(), ev.id.to_string());
                 }
             }
-            "attention.requested" => {
+            ATTENTION_REQUESTED => {
                 self.open_requests.insert(ev.id.to_string(), Form::of_request(ev.data));
             }
-            "attention.resolved" | "attention.timeout" => {
+            ATTENTION_RESOLVED | ATTENTION_TIMEOUT => {
                 if let Some(request) = ev.subject {
                     self.open_requests.remove(request);
                 }
             }
-            "session.ended" => {
+            SESSION_ENDED => {
                 self.ended = Some(ev.id.to_string());
                 // Nothing may be pending now; the id window is the bulk of a session's memory.
                 self.open_requests = BoundedMap::new(self.remembered());

@@ -7,6 +7,7 @@
 
 use super::{logged_session, Cursor};
 use crate::lane::Journal;
+use aep_core::types::SESSION_ENDED;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -95,7 +96,7 @@ fn ended(path: &Path) -> bool {
         #[serde(borrow, rename = "type")]
         ty: Option<&'a str>,
     }
-    serde_json::from_slice::<Typed>(last).is_ok_and(|t| t.ty == Some("session.ended"))
+    serde_json::from_slice::<Typed>(last).is_ok_and(|t| t.ty == Some(SESSION_ENDED))
 }
 
 #[cfg(test)]

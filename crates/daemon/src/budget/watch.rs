@@ -29,6 +29,9 @@ use crate::control::intake::withdraw;
 use crate::control::{Kind, Link, Request};
 use crate::lane::{Note, Sessions};
 use aep_core::bounded::BoundedMap;
+use aep_core::types::{
+    ATTENTION_REQUESTED, ATTENTION_RESOLVED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, SESSION_ENDED, SESSION_STARTED,
+};
 use aep_core::{Capture, Severity};
 use cline_hooks::{Link as Linked, Mapped, Planned};
 use cline_hub::frame::HubEvent;
@@ -208,7 +211,7 @@ impl Watch {
                 Note::Event(event) => {
                     if !matches!(
                         event.value["type"].as_str(),
-                        Some("session.started" | "session.ended" | "run.finished" | "run.failed" | "run.cancelled")
+                        Some(SESSION_STARTED | SESSION_ENDED | RUN_FINISHED | RUN_FAILED | RUN_CANCELLED)
                     ) {
                         continue;
                     }
@@ -227,7 +230,7 @@ impl Watch {
         };
         let data = &event["data"];
         match event["type"].as_str().unwrap_or_default() {
-            "session.started" => {
+            SESSION_STARTED => {
                 // The path is in the log at capture `redacted` and above only.
                 if let Some(cwd) = data["cwd"].as_str() {
                     self.facts(session, |f| {
@@ -235,7 +238,7 @@ impl Watch {
                     });
                 }
             }
-            "session.ended" => {
+            SESSION_ENDED => {
                 self.ledger.lock().forget(session);
                 self.facts.lock().remove(session);
             }
@@ -292,7 +295,7 @@ impl Watch {
         }
         let budgets = self.budgets();
         let applied = budgets.applied(workspace);
-        let level = sessions.capture().ceiling("attention.requested");
+        let level = sessions.capture().ceiling(ATTENTION_REQUESTED);
         let mut cancel = None;
         let mut day_reached = None;
         let appended = sessions.append_in(session, |lane| {
@@ -680,7 +683,7 @@ fn notice(c: &Crossing, applied: &Applied<'_>, act: Act, run: Option<&str>, leve
         cause: None,
         agent: None,
         event: Mapped {
-            ty: "attention.requested".into(),
+            ty: ATTENTION_REQUESTED.into(),
             subject: Some("budget".into()),
             step: None,
             severity: Some(match c.level {
@@ -698,7 +701,7 @@ fn notice(c: &Crossing, applied: &Applied<'_>, act: Act, run: Option<&str>, leve
         cause: Some(id.clone()),
         agent: None,
         event: Mapped {
-            ty: "attention.resolved".into(),
+            ty: ATTENTION_RESOLVED.into(),
             subject: Some(id),
             step: None,
             severity: None,

@@ -13,6 +13,7 @@ use super::client::{Daemon, LogArgs};
 use super::out;
 use crate::views::act::{self, Action};
 use crate::views::logs::{self, Found};
+use aep_core::types::{ATTENTION_ANSWERED, CONTROL_ACCEPTED, RUN_CANCELLED, SESSION_ENDED};
 use anyhow::{anyhow, bail};
 use serde_json::Value;
 use std::process::ExitCode;
@@ -341,7 +342,7 @@ fn send_with(
     let ack = waited["ack"].clone();
     // An accepted cancel whose outcome is not the run's end: followed to it, or said to be none.
     let effect = match cancels {
-        Some(run) if ack["type"] == "control.accepted" && cancel_effect::ends(&waited["outcome"]).is_none() => {
+        Some(run) if ack["type"] == CONTROL_ACCEPTED && cancel_effect::ends(&waited["outcome"]).is_none() => {
             let journal = common.logs.journal()?;
             let effect = cancel_effect::watch(&journal, session, run, cancel_effect::CANCEL_WAIT);
             waited["effect"] = match &effect {
@@ -356,7 +357,7 @@ fn send_with(
         out::print_json(&waited)?;
     }
     match ack["type"].as_str() {
-        Some("control.accepted") => {
+        Some(CONTROL_ACCEPTED) => {
             if let Some((Effect::Nothing, run)) = &effect {
                 if !common.json {
                     eprintln!(
@@ -436,13 +437,13 @@ fn outcome(e: &Value) -> String {
     let ty = e["type"].as_str().unwrap_or_default();
     let data = &e["data"];
     match ty {
-        "attention.answered" => format!(
+        ATTENTION_ANSWERED => format!(
             "{ty} {} via {}",
             data["answer"]["option"].as_str().unwrap_or("answered"),
             data["via"].as_str().unwrap_or("control")
         ),
-        "run.cancelled" => format!("{ty} by {}", data["by"].as_str().unwrap_or("control")),
-        "session.ended" => format!("{ty} ({})", data["reason"].as_str().unwrap_or("normal")),
+        RUN_CANCELLED => format!("{ty} by {}", data["by"].as_str().unwrap_or("control")),
+        SESSION_ENDED => format!("{ty} ({})", data["reason"].as_str().unwrap_or("normal")),
         "x.cline.input.sent" => format!("{ty} ({})", data["delivery"].as_str().unwrap_or("queue")),
         _ => ty.to_string(),
     }

@@ -4,6 +4,7 @@
 //! session's log, and says so when nothing did after a bounded wait, with what to do instead.
 
 use crate::lane::Journal;
+use aep_core::types::{RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, SESSION_ENDED};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,7 @@ pub enum Effect {
 /// Whether an outcome Event the daemon sent with the ack is the end of a run or the session.
 pub fn ends(outcome: &Value) -> Option<String> {
     let ty = outcome["type"].as_str()?;
-    matches!(ty, "run.cancelled" | "run.failed" | "run.finished" | "session.ended").then(|| ty.to_string())
+    matches!(ty, RUN_CANCELLED | RUN_FAILED | RUN_FINISHED | SESSION_ENDED).then(|| ty.to_string())
 }
 
 /// Watches `session`'s log until the run `run` (the one open when the cancel was sent; `None`:
@@ -38,7 +39,7 @@ pub fn watch(journal: &Journal, session: &str, run: Option<&str>, wait: Duration
             let ended = s.state == crate::views::State::Ended;
             let open = s.active_run.as_deref();
             if ended || (run.is_some() && open != run) {
-                return Effect::Ended(if ended { "session.ended" } else { "the run ended" }.to_string());
+                return Effect::Ended(if ended { SESSION_ENDED } else { "the run ended" }.to_string());
             }
         }
         if Instant::now() >= deadline {

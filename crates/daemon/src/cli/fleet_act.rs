@@ -17,6 +17,7 @@ use crate::fleet::View;
 use crate::sinks::nats::machine;
 use crate::views::act::{self, Action};
 use crate::views::logs::{self, Found};
+use aep_core::types::CONTROL_ACCEPTED;
 use anyhow::{anyhow, bail};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -229,7 +230,7 @@ async fn send(
     if common.json {
         out::print_json(&json!({"host": host, "command": id, "ack": ack}))?;
     }
-    if ack["type"] == "control.accepted" {
+    if ack["type"] == CONTROL_ACCEPTED {
         if !common.json {
             out::print(&format!(
                 "accepted: {what} (command {})\n",

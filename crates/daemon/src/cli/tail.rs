@@ -9,6 +9,7 @@
 use crate::state;
 use crate::state::discovery::Discovery;
 use aep_core::filter::Filter;
+use aep_core::types::ATTENTION_REQUESTED;
 use aep_core::{Capture, AEP_VERSION};
 use anyhow::{anyhow, bail, Context};
 use futures_util::{SinkExt, StreamExt};
@@ -302,7 +303,7 @@ pub fn render(event: &Value, colour: bool) -> String {
     if let Some(subject) = event.get("subject").and_then(Value::as_str) {
         line.push_str(&format!(" [{subject}]"));
     }
-    if s("type") == "attention.requested" {
+    if s("type") == ATTENTION_REQUESTED {
         // The id a person answers with: `aep-cline approve <id>`.
         line.push_str(&format!(" id={}", crate::views::summary::short_id(s("id"))));
     }

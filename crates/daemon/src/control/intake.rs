@@ -17,6 +17,7 @@
 use crate::control::{Kind, Link, Request};
 use crate::lane::{IngestError, Lane, Published, Sessions};
 use aep_core::bounded::BoundedMap;
+use aep_core::types::{ATTENTION_ROUTED, CONTROL_ACCEPTED};
 use aep_core::{EventType, Scope};
 use cline_hooks::Planned;
 use cline_hub::ack::{self, Ack, HubOutcome, Nack, NackReason};
@@ -114,7 +115,7 @@ impl Intake {
         let s = |k: &str| command.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let (ty, id, source, session) = (s("type"), s("id"), s("source"), s("session"));
         let is_command = EventType::parse(&ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter);
-        if !is_command || ty == "attention.routed" {
+        if !is_command || ty == ATTENTION_ROUTED {
             return Err(Refusal::Invalid(format!(
                 "{ty:?} is not a command type (control.* or x.<vendor>.control.*)"
             )));
@@ -335,7 +336,7 @@ impl Intake {
         if let Ack::Rejected(nack) = ack {
             self.refusals.lock().insert(command_id.to_string(), nack.detail.clone());
         }
-        let level = self.sessions.capture().ceiling("control.accepted");
+        let level = self.sessions.capture().ceiling(CONTROL_ACCEPTED);
         Planned {
             id: aep_core::id::new_id(),
             run: None,

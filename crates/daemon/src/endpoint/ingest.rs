@@ -11,6 +11,7 @@
 use super::{one_line, Endpoint};
 use crate::http::error::Rejection;
 use crate::lane::Published;
+use aep_core::types::ATTENTION_ROUTED;
 use aep_core::{EventType, Scope, AEP_VERSION};
 use axum::body::Body;
 use axum::extract::State;
@@ -147,7 +148,7 @@ pub fn parse(body: &[u8], ndjson: bool, max_batch: usize, max_event: usize) -> R
         }
         aep_core::validate::validate_event(&value).map_err(|v| at(i, "invalid-event", v.to_string()))?;
         let ty = value["type"].as_str().unwrap_or_default();
-        if EventType::parse(ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter) && ty != "attention.routed" {
+        if EventType::parse(ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter) && ty != ATTENTION_ROUTED {
             return Err(reject(
                 StatusCode::FORBIDDEN,
                 "control-needs-socket",

@@ -25,6 +25,7 @@ mod subscription;
 
 use crate::control::{Intake, ACK_WINDOW_MS};
 use crate::lane::{Journal, Note};
+use aep_core::types::SESSION_ENDED;
 use aep_core::{Capture, AEP_VERSION};
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -80,7 +81,7 @@ impl Endpoint {
                     // An ended session's history is its log's to serve (a resume past memory is
                     // read from the log): the buffer keeps live sessions, so a burst of short
                     // sessions does not hold hundreds of them while they wait out their grace.
-                    let ended = (event.value.get("type").and_then(Value::as_str) == Some("session.ended"))
+                    let ended = (event.value.get("type").and_then(Value::as_str) == Some(SESSION_ENDED))
                         .then(|| event.value.get("session").and_then(Value::as_str).map(str::to_string))
                         .flatten();
                     self.feed.admit(event, true);

@@ -23,6 +23,7 @@ use crate::control::Refusal;
 use crate::http::serve::Slot;
 use crate::lane::Published;
 use aep_core::sequence::Position;
+use aep_core::types::ATTENTION_ROUTED;
 use aep_core::{EventType, Scope, Severity, AEP_VERSION};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -282,8 +283,7 @@ impl Connection {
         let ty = event["type"].as_str().unwrap_or_default();
         let cause = event.get("id").cloned().unwrap_or(Value::Null);
         let refuse = |code: &str, detail: String| Some(with(error(code, detail), "cause", cause.clone()));
-        let command =
-            EventType::parse(ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter) && ty != "attention.routed";
+        let command = EventType::parse(ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter) && ty != ATTENTION_ROUTED;
         if !command {
             let max = self.endpoint.settings.max_event;
             if raw.len() > max {

@@ -8,6 +8,7 @@
 
 use crate::lane::Published;
 use aep_core::sequence::Position;
+use aep_core::types::{CONTROL_ACCEPTED, CONTROL_REJECTED};
 use aep_core::{Capture, Severity};
 use serde_json::Value;
 use std::sync::Arc;
@@ -75,7 +76,7 @@ impl Stored {
     /// publishes twice (a recorded ack re-emitted, AEP-0004 §3), so the one a replay's join
     /// must never hold back as already delivered.
     pub fn is_ack(&self) -> bool {
-        matches!(self.ty(), "control.accepted" | "control.rejected")
+        matches!(self.ty(), CONTROL_ACCEPTED | CONTROL_REJECTED)
     }
 
     /// `source` + `id`: the identity buffer admission dedupes on (AEP-0001 §7.4).

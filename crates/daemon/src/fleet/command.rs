@@ -5,6 +5,7 @@
 //! refused the publish, no reply in time.
 
 use crate::sinks::nats::machine;
+use aep_core::types::CONTROL_REJECTED;
 use serde_json::Value;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -98,7 +99,7 @@ pub async fn ask_detail(
     wait: Duration,
 ) -> anyhow::Result<Asked> {
     let question = machine::ask_detail(attention);
-    let is_answer = |v: &Value| v["ask"] == machine::ASK_DETAIL || v["type"] == "control.rejected";
+    let is_answer = |v: &Value| v["ask"] == machine::ASK_DETAIL || v["type"] == CONTROL_REJECTED;
     Ok(
         match request(client, refusals, host, &question, wait, is_answer).await? {
             Reply::Answer(answer) if answer["detail"].is_object() => Asked::Detail(answer["detail"].clone()),

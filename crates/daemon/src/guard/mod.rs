@@ -18,6 +18,7 @@ pub mod decide;
 use crate::budget::Watch;
 use crate::lane::Verdict;
 use crate::policy::Active;
+use aep_core::types::ATTENTION_REQUESTED;
 use cline_hooks::{HookPayload, SessionTracker};
 use std::sync::Arc;
 
@@ -93,7 +94,7 @@ impl Guard {
             true => None,
             false => {
                 if let Some(total) = store.and_then(crate::lane::usage::session_cost) {
-                    let level = self.capture.ceiling("attention.requested");
+                    let level = self.capture.ceiling(ATTENTION_REQUESTED);
                     // A prompt starts a run not yet known: its spend counts in the session and day.
                     notices = self.budget.store_spend(session, run, total, tracker.workspace(), level);
                 }

@@ -14,6 +14,7 @@ use crate::notify::Waiting;
 use crate::policy::rules::Timeout;
 use crate::policy::{self, Answer, Asked, PolicyFile};
 use crate::views::act::{self, Action};
+use aep_core::types::{RUN_CANCELLED, SESSION_ENDED};
 use cline_hooks::Planned;
 use cline_hub::ack::{self, HubOutcome};
 use cline_hub::frame::{ApprovalRequested, ApprovalResolved, HubError, HubEvent};
@@ -245,7 +246,7 @@ pub fn run_aborted(sessions: &Sessions, session: &str) {
     if !sessions.owns(session) {
         return;
     }
-    let event = control::run_cancelled_by_control(sessions.capture().ceiling("run.cancelled"));
+    let event = control::run_cancelled_by_control(sessions.capture().ceiling(RUN_CANCELLED));
     append(sessions, session, |lane| {
         let closed = lane.tracker.close_cancelled(&event, &mut aep_core::id::new_id);
         // On Cline 3.0.65 either lane may come first; `closed = 0`: the hooks already did.
@@ -413,7 +414,7 @@ fn ended_at(event: &HubEvent) -> Option<String> {
 fn session_is_over(event: &HubEvent) -> bool {
     if matches!(
         event.event.as_str(),
-        "session.ended" | "session.deleted" | "session.removed" | "session.closed"
+        SESSION_ENDED | "session.deleted" | "session.removed" | "session.closed"
     ) {
         return true;
     }

@@ -10,6 +10,11 @@ use super::settings::{Settings, Source};
 use crate::control::Intake;
 use crate::lane::{Bus, Journal, Note, Published, Sessions};
 use aep_core::redact::{RedactOptions, Redactor};
+use aep_core::types::{
+    ATTENTION_ANSWERED, ATTENTION_REQUESTED, ATTENTION_RESOLVED, CONTROL_ACCEPTED, CONTROL_ATTENTION_RESPOND,
+    CONTROL_CANCEL, CONTROL_PAUSE, CONTROL_REJECTED, RUN_CANCELLED, RUN_STARTED, SESSION_ENDED, SESSION_STARTED,
+    TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED,
+};
 use aep_core::validate::StreamValidator;
 use aep_core::{Capture, CapturePolicy};
 use cline_hub::discovery::Endpoint;
@@ -216,7 +221,7 @@ impl Rig {
     /// Waits until the tap has mirrored the approval and returns the request Event.
     async fn request(&mut self, name: &str) -> Value {
         self.hub.send(&frame(name));
-        self.next_of("attention.requested").await
+        self.next_of(ATTENTION_REQUESTED).await
     }
 
     fn command(&mut self, ty: &str, subject: Option<&str>, data: Value) -> Value {
@@ -239,7 +244,7 @@ impl Rig {
     async fn answer(&mut self, frame: &str, option: &str) -> Answered {
         let requested = self.request(frame).await;
         let respond = self.command(
-            "control.attention.respond",
+            CONTROL_ATTENTION_RESPOND,
             requested["id"].as_str(),
             json!({"answer": {"option": option}}),
         );
@@ -282,7 +287,7 @@ async fn an_approval_is_mirrored_on_the_hooks_session_and_answered_through_the_i
     assert_eq!(requested["cause"], log[2]["id"], "caused by the tool call it gates");
 
     let respond = rig.command(
-        "control.attention.respond",
+        CONTROL_ATTENTION_RESPOND,
         requested["id"].as_str(),
         json!({"answer": {"option": "approve"}}),
     );
@@ -297,10 +302,10 @@ async fn an_approval_is_mirrored_on_the_hooks_session_and_answered_through_the_i
     rig.hub.send(&frame("approval.resolved.approved"));
     rig.hub.reply(&sent, None);
     let accepted = rig.next().await;
-    assert_eq!(accepted.value["type"], "control.accepted");
+    assert_eq!(accepted.value["type"], CONTROL_ACCEPTED);
     assert_eq!(accepted.value["cause"], respond["id"]);
     let answered = rig.next().await.value.clone();
-    assert_eq!(answered["type"], "attention.answered");
+    assert_eq!(answered["type"], ATTENTION_ANSWERED);
     assert_eq!(
         answered["data"],
         json!({"answer": {"option": "approve"}, "via": "control"})
@@ -308,7 +313,7 @@ async fn an_approval_is_mirrored_on_the_hooks_session_and_answered_through_the_i
     assert_eq!(answered["cause"], respond["id"]);
     assert_eq!(answered["subject"], requested["id"]);
     let resolved = rig.next().await.value.clone();
-    assert_eq!(resolved["type"], "attention.resolved");
+    assert_eq!(resolved["type"], ATTENTION_RESOLVED);
     assert_eq!(resolved["data"], json!({"resolution": "answered", "latency_ms": 14}));
 
     // Redelivered: the recorded ack again, byte for byte, and nothing sent to the hub.
@@ -327,7 +332,7 @@ async fn an_approval_is_mirrored_on_the_hooks_session_and_answered_through_the_i
         "the respond was not sent twice"
     );
     assert_eq!(
-        rig.log().iter().filter(|e| e["type"] == "control.accepted").count(),
+        rig.log().iter().filter(|e| e["type"] == CONTROL_ACCEPTED).count(),
         1,
         "a re-emitted ack is not logged twice"
     );
@@ -343,7 +348,7 @@ async fn a_text_answer_that_names_no_option_denies_with_the_text_as_reason() {
     .await;
     let requested = rig.request("approval.requested.deny").await;
     let respond = rig.command(
-        "control.attention.respond",
+        CONTROL_ATTENTION_RESPOND,
         requested["id"].as_str(),
         json!({"answer": {"text": "use the staging registry"}}),
     );
@@ -352,12 +357,12 @@ async fn a_text_answer_that_names_no_option_denies_with_the_text_as_reason() {
     assert_eq!(sent["envelope"]["payload"]["approved"], false);
     assert_eq!(sent["envelope"]["payload"]["reason"], "use the staging registry");
     rig.hub.reply(&sent, None);
-    assert_eq!(rig.next_of("control.accepted").await["cause"], respond["id"]);
+    assert_eq!(rig.next_of(CONTROL_ACCEPTED).await["cause"], respond["id"]);
     let mut resolved = real_frame("approval.resolved.denied");
     resolved["envelope"]["sessionId"] = json!(SESSION);
     resolved["envelope"]["payload"]["reason"] = json!("use the staging registry");
     rig.hub.send(&resolved.to_string());
-    let answered = rig.next_of("attention.answered").await;
+    let answered = rig.next_of(ATTENTION_ANSWERED).await;
     assert_eq!(
         answered["data"],
         json!({"answer": {"option": "deny", "text": "use the staging registry"}, "via": "control"})
@@ -378,7 +383,7 @@ async fn a_denys_answer_is_written_with_its_ack_so_no_effect_comes_between() {
     let (ack, answered, done) = (&ack.value, &answered.value, &done.value);
     assert_eq!(
         [&ack["type"], &answered["type"], &done["type"]],
-        ["control.accepted", "attention.answered", "attention.resolved"]
+        [CONTROL_ACCEPTED, ATTENTION_ANSWERED, ATTENTION_RESOLVED]
     );
     let seq = |e: &Value| e["seq"].as_u64().unwrap();
     assert_eq!(
@@ -419,7 +424,7 @@ async fn hub_caught_up(rig: &mut Rig) {
     let mut marker: Value = serde_json::from_str(&frame("approval.requested.pending")).unwrap();
     marker["envelope"]["payload"]["approvalId"] = json!(format!("approval_marker_{}", aep_core::id::new_id()));
     rig.hub.send(&marker.to_string());
-    rig.next_of("attention.requested").await;
+    rig.next_of(ATTENTION_REQUESTED).await;
 }
 
 #[tokio::test]
@@ -430,12 +435,7 @@ async fn a_deny_whose_effect_reaches_the_daemon_before_the_hub_s_reply_is_logged
     let written = rig.ingest(&tool_result("hooks-denied"));
     assert_eq!(
         types(&written),
-        [
-            "control.accepted",
-            "attention.answered",
-            "attention.resolved",
-            "tool.failed"
-        ],
+        [CONTROL_ACCEPTED, ATTENTION_ANSWERED, ATTENTION_RESOLVED, TOOL_FAILED],
         "the effect proves the hub took the answer: it is written first, in the effect's write"
     );
     assert_eq!(written[0]["cause"], respond["id"]);
@@ -454,15 +454,15 @@ async fn a_deny_whose_effect_reaches_the_daemon_before_the_hub_s_reply_is_logged
     assert_eq!(
         types(&log),
         [
-            "session.started",
-            "run.started",
-            "tool.requested",
-            "attention.requested",
-            "control.accepted",
-            "attention.answered",
-            "attention.resolved",
-            "tool.failed",
-            "attention.requested"
+            SESSION_STARTED,
+            RUN_STARTED,
+            TOOL_REQUESTED,
+            ATTENTION_REQUESTED,
+            CONTROL_ACCEPTED,
+            ATTENTION_ANSWERED,
+            ATTENTION_RESOLVED,
+            TOOL_FAILED,
+            ATTENTION_REQUESTED
         ]
     );
     assert_once(&log);
@@ -483,12 +483,7 @@ async fn an_approve_whose_tool_result_comes_first_and_a_resolution_held_before_i
     let written = rig.ingest(&tool_result("hooks-local"));
     assert_eq!(
         types(&written),
-        [
-            "control.accepted",
-            "attention.answered",
-            "attention.resolved",
-            "tool.completed"
-        ]
+        [CONTROL_ACCEPTED, ATTENTION_ANSWERED, ATTENTION_RESOLVED, TOOL_COMPLETED]
     );
     assert_eq!(
         written[1]["data"],
@@ -498,8 +493,8 @@ async fn an_approve_whose_tool_result_comes_first_and_a_resolution_held_before_i
     rig.hub.reply(&sent, Some("approval_not_found"));
     hub_caught_up(&mut rig).await;
     let log = rig.log();
-    assert!(!types(&log).contains(&"control.rejected"), "{:?}", types(&log));
-    assert_eq!(log.iter().filter(|e| e["type"] == "attention.answered").count(), 1);
+    assert!(!types(&log).contains(&CONTROL_REJECTED), "{:?}", types(&log));
+    assert_eq!(log.iter().filter(|e| e["type"] == ATTENTION_ANSWERED).count(), 1);
     assert_once(&log);
     rig.assert_valid_log();
 }
@@ -517,12 +512,7 @@ async fn a_policy_s_deny_whose_effect_comes_before_the_hub_s_reply_is_logged_ans
     let written = rig.ingest(&tool_result("hooks-denied"));
     assert_eq!(
         types(&written),
-        [
-            "control.accepted",
-            "attention.answered",
-            "attention.resolved",
-            "tool.failed"
-        ]
+        [CONTROL_ACCEPTED, ATTENTION_ANSWERED, ATTENTION_RESOLVED, TOOL_FAILED]
     );
     assert_eq!(written[1]["data"]["cline.policy_rule"], "no-commands");
     assert_eq!(written[0]["cause"], written[1]["cause"], "the policy's command");
@@ -541,17 +531,14 @@ async fn an_answer_the_guard_accepted_is_answered_before_its_effect_with_no_seco
     })
     .await;
     let Answered { respond, sent } = rig.answer("approval.requested.deny", "deny").await;
-    assert_eq!(rig.next_of("control.accepted").await["cause"], respond["id"]);
+    assert_eq!(rig.next_of(CONTROL_ACCEPTED).await["cause"], respond["id"]);
     let written = rig.ingest(&tool_result("hooks-denied"));
-    assert_eq!(
-        types(&written),
-        ["attention.answered", "attention.resolved", "tool.failed"]
-    );
+    assert_eq!(types(&written), [ATTENTION_ANSWERED, ATTENTION_RESOLVED, TOOL_FAILED]);
     rig.hub.send(&frame("approval.resolved.denied"));
     rig.hub.reply(&sent, None);
     hub_caught_up(&mut rig).await;
     let log = rig.log();
-    assert_eq!(log.iter().filter(|e| e["type"] == "attention.answered").count(), 1);
+    assert_eq!(log.iter().filter(|e| e["type"] == ATTENTION_ANSWERED).count(), 1);
     assert_once(&log);
     rig.assert_valid_log();
 }
@@ -561,12 +548,12 @@ async fn an_effect_that_contradicts_the_answer_in_flight_waits_for_the_hub_to_sa
     let mut rig = Rig::connected(Options::default()).await;
     let Answered { respond, sent } = rig.answer("approval.requested.approve", "deny").await;
     // The tool ran: someone else approved it; which answer won, the hub has not said yet.
-    assert_eq!(types(&rig.ingest(&tool_result("hooks-local"))), ["tool.completed"]);
+    assert_eq!(types(&rig.ingest(&tool_result("hooks-local"))), [TOOL_COMPLETED]);
     rig.hub.send(&frame("approval.resolved.approved"));
     rig.hub.reply(&sent, Some("approval_not_found"));
-    let nack = rig.next_of("control.rejected").await;
+    let nack = rig.next_of(CONTROL_REJECTED).await;
     assert_eq!(nack["cause"], respond["id"]);
-    let answered = rig.next_of("attention.answered").await;
+    let answered = rig.next_of(ATTENTION_ANSWERED).await;
     assert_eq!(answered["data"], json!({"answer": {"option": "approve"}, "via": "oob"}));
     assert_once(&rig.log());
 }
@@ -580,14 +567,14 @@ async fn a_held_resolution_that_is_not_ours_is_written_out_of_band_before_the_ef
     let written = rig.ingest(&tool_result("hooks-local"));
     assert_eq!(
         types(&written),
-        ["attention.answered", "attention.resolved", "tool.completed"]
+        [ATTENTION_ANSWERED, ATTENTION_RESOLVED, TOOL_COMPLETED]
     );
     assert_eq!(
         written[0]["data"],
         json!({"answer": {"option": "approve"}, "via": "oob"})
     );
     rig.hub.reply(&sent, Some("approval_not_found"));
-    assert_eq!(rig.next_of("control.rejected").await["cause"], respond["id"]);
+    assert_eq!(rig.next_of(CONTROL_REJECTED).await["cause"], respond["id"]);
     assert_once(&rig.log());
     rig.assert_valid_log();
 }
@@ -597,21 +584,18 @@ async fn an_out_of_band_answer_is_mirrored_and_a_late_respond_is_refused() {
     let mut rig = Rig::connected(Options::default()).await;
     let requested = rig.request("approval.requested.deny").await;
     rig.hub.send(&frame("approval.resolved.denied"));
-    let answered = rig.next_of("attention.answered").await;
+    let answered = rig.next_of(ATTENTION_ANSWERED).await;
     assert_eq!(answered["data"], json!({"answer": {"option": "deny"}, "via": "oob"}));
     assert_eq!(answered["cause"], requested["id"]);
-    assert_eq!(
-        rig.next_of("attention.resolved").await["data"]["resolution"],
-        "answered"
-    );
+    assert_eq!(rig.next_of(ATTENTION_RESOLVED).await["data"]["resolution"], "answered");
     // Answering what is no longer pending is refused by this daemon, without the hub.
     let late = rig.command(
-        "control.attention.respond",
+        CONTROL_ATTENTION_RESPOND,
         requested["id"].as_str(),
         json!({"answer": {"option": "approve"}}),
     );
     rig.submit(&late);
-    let nack = rig.next_of("control.rejected").await;
+    let nack = rig.next_of(CONTROL_REJECTED).await;
     assert_eq!(nack["data"]["reason"], "refused");
     assert_eq!(nack["cause"], late["id"]);
     rig.assert_valid_log();
@@ -625,7 +609,7 @@ async fn a_respond_racing_an_out_of_band_answer_is_refused_and_the_winner_record
     rig.hub.send(&frame("approval.resolved.approved"));
     rig.hub.reply(&sent, Some("approval_not_found"));
     let nack = rig.next().await.value.clone();
-    assert_eq!(nack["type"], "control.rejected");
+    assert_eq!(nack["type"], CONTROL_REJECTED);
     assert_eq!(nack["data"]["reason"], "refused");
     let answered = rig.next().await.value.clone();
     assert_eq!(answered["data"], json!({"answer": {"option": "approve"}, "via": "oob"}));
@@ -636,24 +620,24 @@ async fn a_respond_racing_an_out_of_band_answer_is_refused_and_the_winner_record
 async fn cancel_closes_the_run_once_when_the_hooks_report_first() {
     let mut rig = Rig::connected(Options::default()).await;
     rig.sessions.hosted_by_hub(SESSION);
-    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let cancel = rig.command(CONTROL_CANCEL, None, json!({"scope": "run"}));
     rig.submit(&cancel);
     let sent = rig.hub.command("run.abort").await;
     assert_eq!(sent["envelope"]["payload"]["sessionId"], SESSION);
     rig.hub.reply(&sent, None);
-    assert_eq!(rig.next_of("control.accepted").await["cause"], cancel["id"]);
+    assert_eq!(rig.next_of(CONTROL_ACCEPTED).await["cause"], cancel["id"]);
     // Real Cline 3.0.65: the abort fires session_shutdown, then the hub's run.aborted.
     // The hub hosts the session: its session_shutdown closes the run, not the session.
     let ended = rig.hook("session_shutdown");
-    assert_eq!(types(&ended), ["run.cancelled"]);
+    assert_eq!(types(&ended), [RUN_CANCELLED]);
     assert_eq!(ended[0]["data"]["by"], "control");
     assert_eq!(ended[0]["cause"], cancel["id"]);
     rig.drain();
     rig.hub.send(&frame("run.aborted.running"));
     // Nothing more: a later event is the next thing on the bus.
     rig.hub.send(&frame("approval.requested.pending"));
-    assert_eq!(rig.next().await.value["type"], "attention.requested");
-    let cancelled = rig.log().iter().filter(|e| e["type"] == "run.cancelled").count();
+    assert_eq!(rig.next().await.value["type"], ATTENTION_REQUESTED);
+    let cancelled = rig.log().iter().filter(|e| e["type"] == RUN_CANCELLED).count();
     assert_eq!(cancelled, 1);
 }
 
@@ -661,13 +645,13 @@ async fn cancel_closes_the_run_once_when_the_hooks_report_first() {
 async fn cancel_closes_the_run_once_when_the_hub_reports_first() {
     let mut rig = Rig::connected(Options::default()).await;
     rig.sessions.hosted_by_hub(SESSION);
-    let cancel = rig.command("control.cancel", None, json!({"scope": "run", "reason": "stuck"}));
+    let cancel = rig.command(CONTROL_CANCEL, None, json!({"scope": "run", "reason": "stuck"}));
     rig.submit(&cancel);
     let sent = rig.hub.command("run.abort").await;
     assert_eq!(sent["envelope"]["payload"]["reason"], "stuck");
     rig.hub.reply(&sent, None);
     rig.hub.send(&frame("run.aborted.running"));
-    let cancelled = rig.next_of("run.cancelled").await;
+    let cancelled = rig.next_of(RUN_CANCELLED).await;
     assert_eq!(cancelled["data"]["by"], "control");
     assert_eq!(cancelled["cause"], cancel["id"]);
     assert_eq!(cancelled["run"], rig.log()[1]["run"]);
@@ -681,19 +665,19 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
     let mut rig = Rig::connected(Options::default()).await;
     rig.sessions.hosted_by_hub(SESSION);
     let requested = rig.request("approval.requested.pending").await;
-    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let cancel = rig.command(CONTROL_CANCEL, None, json!({"scope": "run"}));
     rig.submit(&cancel);
     let sent = rig.hub.command("run.abort").await;
     // The answer is in the log before the hub can act on the command.
-    assert_eq!(rig.next_of("control.accepted").await["cause"], cancel["id"]);
+    assert_eq!(rig.next_of(CONTROL_ACCEPTED).await["cause"], cancel["id"]);
     // The hub's frames come before its reply, as on the real hub.
     rig.hub.send(&frame("approval.resolved.cancelled"));
     rig.hub.reply(&sent, None);
     rig.hub.send(&frame("run.aborted.pending"));
-    let dismissed = rig.next_of("attention.resolved").await;
+    let dismissed = rig.next_of(ATTENTION_RESOLVED).await;
     assert_eq!(dismissed["subject"], requested["id"]);
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
-    let cancelled = rig.next_of("run.cancelled").await;
+    let cancelled = rig.next_of(RUN_CANCELLED).await;
     assert_eq!(
         (cancelled["data"]["by"].clone(), cancelled["cause"].clone()),
         (json!("control"), cancel["id"].clone())
@@ -702,13 +686,13 @@ async fn cancel_with_an_approval_pending_dismisses_it_and_cancels_the_run() {
     assert_eq!(
         types(&rig.log()),
         [
-            "session.started",
-            "run.started",
-            "tool.requested",
-            "attention.requested",
-            "control.accepted",
-            "attention.resolved",
-            "run.cancelled"
+            SESSION_STARTED,
+            RUN_STARTED,
+            TOOL_REQUESTED,
+            ATTENTION_REQUESTED,
+            CONTROL_ACCEPTED,
+            ATTENTION_RESOLVED,
+            RUN_CANCELLED
         ],
         "the answer before its effects"
     );
@@ -721,7 +705,7 @@ async fn cancel_with_an_approval_pending_is_logged_before_its_effects_when_the_h
     // The hub's session frames tell the tap it hosts the session (its shutdown hook ends runs).
     rig.sessions.hosted_by_hub(SESSION);
     let requested = rig.request("approval.requested.pending").await;
-    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let cancel = rig.command(CONTROL_CANCEL, None, json!({"scope": "run"}));
     rig.submit(&cancel);
     let sent = rig.hub.command("run.abort").await;
     // The abort's hooks reach the daemon before any of the hub's frames: the refused tool, then
@@ -742,24 +726,24 @@ async fn cancel_with_an_approval_pending_is_logged_before_its_effects_when_the_h
     assert_eq!(
         types(&log),
         [
-            "session.started",
-            "run.started",
-            "tool.requested",
-            "attention.requested",
-            "control.accepted",
-            "attention.resolved",
-            "tool.failed",
-            "run.cancelled",
-            "attention.requested"
+            SESSION_STARTED,
+            RUN_STARTED,
+            TOOL_REQUESTED,
+            ATTENTION_REQUESTED,
+            CONTROL_ACCEPTED,
+            ATTENTION_RESOLVED,
+            TOOL_FAILED,
+            RUN_CANCELLED,
+            ATTENTION_REQUESTED
         ],
         "the answer, then the dismissal, before the tool and the run it ended: {effects:?}"
     );
-    let dismissed = log.iter().find(|e| e["type"] == "attention.resolved").unwrap();
+    let dismissed = log.iter().find(|e| e["type"] == ATTENTION_RESOLVED).unwrap();
     assert_eq!(
         (&dismissed["subject"], &dismissed["data"]["resolution"]),
         (&requested["id"], &json!("dismissed"))
     );
-    let cancelled = log.iter().find(|e| e["type"] == "run.cancelled").unwrap();
+    let cancelled = log.iter().find(|e| e["type"] == RUN_CANCELLED).unwrap();
     assert_eq!(
         (&cancelled["cause"], &cancelled["data"]["by"]),
         (&cancel["id"], &json!("control"))
@@ -788,7 +772,7 @@ async fn a_session_that_ends_with_a_request_pending_dismisses_it_first() {
         crate::lane::Ingested::Appended { events, .. } => events.iter().map(|e| e.value.clone()).collect::<Vec<_>>(),
         other => panic!("{other:?}"),
     };
-    assert_eq!(types(&ended), ["attention.resolved", "run.cancelled", "session.ended"]);
+    assert_eq!(types(&ended), [ATTENTION_RESOLVED, RUN_CANCELLED, SESSION_ENDED]);
     assert_eq!(ended[0]["subject"], requested["id"]);
     assert_eq!(ended[0]["data"]["resolution"], "dismissed");
     assert_eq!(ended[1]["data"]["by"], "shutdown");
@@ -800,20 +784,20 @@ async fn cancel_refuses_other_targets_sessions_outside_the_hub_and_sessions_with
     let mut rig = Rig::connected(Options::default()).await;
     // A session no hub frame has named runs in its own process: the hub's `run.abort` would be
     // answered ok and change nothing, so it is refused here, in words, and never sent.
-    let outside = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let outside = rig.command(CONTROL_CANCEL, None, json!({"scope": "run"}));
     rig.submit(&outside);
-    let nack = rig.next_of("control.rejected").await;
+    let nack = rig.next_of(CONTROL_REJECTED).await;
     assert_eq!(nack["data"]["reason"], "refused");
     // The log keeps no free text at `metadata`; the daemon's words are kept for the sender.
     assert!(nack["data"]["detail"].is_null(), "{nack}");
     let why = rig.intake.refusal(outside["id"].as_str().unwrap()).unwrap();
     assert!(why.contains("does not run in Cline's hub"), "{why}");
     rig.sessions.hosted_by_hub(SESSION);
-    let other_run = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let other_run = rig.command(CONTROL_CANCEL, None, json!({"scope": "run"}));
     let mut other_run = other_run;
     other_run["run"] = json!("01NOTTHEACTIVERUN000000000");
     rig.submit(&other_run);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "refused");
+    assert_eq!(rig.next_of(CONTROL_REJECTED).await["data"]["reason"], "refused");
     // It did not reach the hub: the next command it sees is this one.
     let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
     rig.submit(&input);
@@ -823,9 +807,9 @@ async fn cancel_refuses_other_targets_sessions_outside_the_hub_and_sessions_with
     );
     rig.hook("session_shutdown");
     rig.drain();
-    let idle = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let idle = rig.command(CONTROL_CANCEL, None, json!({"scope": "run"}));
     rig.submit(&idle);
-    let nack = rig.next_of("control.rejected").await;
+    let nack = rig.next_of(CONTROL_REJECTED).await;
     assert_eq!(nack["data"]["reason"], "refused", "no active run");
 }
 
@@ -844,7 +828,7 @@ async fn send_input_is_queued_and_reported_sent_without_its_text() {
         json!({"prompt": "also run the linter", "delivery": "steer"})
     );
     rig.hub.reply(&sent, None);
-    assert_eq!(rig.next().await.value["type"], "control.accepted");
+    assert_eq!(rig.next().await.value["type"], CONTROL_ACCEPTED);
     let outcome = rig.next().await.value.clone();
     assert_eq!(outcome["type"], "x.cline.input.sent");
     assert_eq!(outcome["data"], json!({"delivery": "steer"}));
@@ -862,7 +846,7 @@ async fn a_duplicate_while_pending_gets_nothing_and_a_hub_refusal_is_refused() {
     rig.submit(&input); // pending: nothing
     rig.hub.reply(&sent, Some("session_not_found"));
     let nack = rig.next().await.value.clone();
-    assert_eq!(nack["type"], "control.rejected");
+    assert_eq!(nack["type"], CONTROL_REJECTED);
     assert_eq!(nack["data"]["reason"], "refused");
     assert_eq!(nack["cause"], input["id"]);
     let other = rig.command("x.cline.control.send_input", None, json!({"text": "two"}));
@@ -879,21 +863,21 @@ async fn malformed_commands_are_invalid_and_undeclared_ones_unsupported() {
     let mut rig = Rig::connected(Options::default()).await;
     let long = rig.command("x.cline.control.send_input", None, json!({"text": "x".repeat(4001)}));
     rig.submit(&long);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "invalid");
-    let no_answer = rig.command("control.attention.respond", Some("R"), json!({}));
+    assert_eq!(rig.next_of(CONTROL_REJECTED).await["data"]["reason"], "invalid");
+    let no_answer = rig.command(CONTROL_ATTENTION_RESPOND, Some("R"), json!({}));
     rig.submit(&no_answer);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "invalid");
-    let pause = rig.command("control.pause", None, json!({}));
+    assert_eq!(rig.next_of(CONTROL_REJECTED).await["data"]["reason"], "invalid");
+    let pause = rig.command(CONTROL_PAUSE, None, json!({}));
     rig.submit(&pause);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "unsupported");
+    assert_eq!(rig.next_of(CONTROL_REJECTED).await["data"]["reason"], "unsupported");
     assert!(matches!(
         rig.intake
-            .submit(&json!({"type": "run.started", "id": "x", "source": "s", "session": SESSION})),
+            .submit(&json!({"type": RUN_STARTED, "id": "x", "source": "s", "session": SESSION})),
         Err(crate::control::Refusal::Invalid(_))
     ));
     assert!(matches!(
         rig.intake
-            .submit(&json!({"type": "control.cancel", "source": "s", "session": SESSION})),
+            .submit(&json!({"type": CONTROL_CANCEL, "source": "s", "session": SESSION})),
         Err(crate::control::Refusal::Invalid(_))
     ));
 }
@@ -909,12 +893,12 @@ async fn with_the_control_gate_off_requests_are_oob_and_commands_unsupported() {
     let requested = rig.request("approval.requested.approve").await;
     assert_eq!(requested["data"]["respond_via"], json!(["oob"]));
     let respond = rig.command(
-        "control.attention.respond",
+        CONTROL_ATTENTION_RESPOND,
         requested["id"].as_str(),
         json!({"answer": {"option": "approve"}}),
     );
     rig.submit(&respond);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "unsupported");
+    assert_eq!(rig.next_of(CONTROL_REJECTED).await["data"]["reason"], "unsupported");
 }
 
 #[tokio::test]
@@ -928,7 +912,7 @@ async fn a_hub_that_never_replies_gets_the_guard_s_accept() {
     rig.submit(&input);
     let sent = rig.hub.command("session.send_input").await;
     let accepted = rig.next().await.value.clone();
-    assert_eq!(accepted["type"], "control.accepted");
+    assert_eq!(accepted["type"], CONTROL_ACCEPTED);
     assert_eq!(accepted["cause"], input["id"]);
     // A reply after the guard does not decide again; it still settles the outcome.
     rig.hub.reply(&sent, None);
@@ -943,9 +927,9 @@ async fn a_hub_that_never_answers_register_leaves_the_tap_unconnected_and_comman
     rig.hub.command("client.register").await;
     rig.hook("agent_start");
     rig.drain();
-    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let cancel = rig.command(CONTROL_CANCEL, None, json!({"scope": "run"}));
     rig.submit(&cancel);
-    let nack = rig.next_of("control.rejected").await;
+    let nack = rig.next_of(CONTROL_REJECTED).await;
     assert_eq!(nack["data"]["reason"], "busy");
     // It keeps trying (every reconnect interval), without a second register answered.
     rig.hub.command("client.register").await;
@@ -959,11 +943,11 @@ async fn a_wrong_token_is_refused_and_the_hooks_are_untouched() {
     })
     .await;
     let events = rig.hook("agent_start");
-    assert_eq!(types(&events), ["session.started", "run.started"]);
+    assert_eq!(types(&events), [SESSION_STARTED, RUN_STARTED]);
     rig.drain();
-    let cancel = rig.command("control.cancel", None, json!({"scope": "run"}));
+    let cancel = rig.command(CONTROL_CANCEL, None, json!({"scope": "run"}));
     rig.submit(&cancel);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "busy");
+    assert_eq!(rig.next_of(CONTROL_REJECTED).await["data"]["reason"], "busy");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(rig.hub.connections(), 0, "every upgrade was refused");
 }
@@ -973,7 +957,7 @@ async fn a_dropped_socket_dismisses_pending_requests_and_the_resubscribe_resumes
     let mut rig = Rig::connected(Options::default()).await;
     let requested = rig.request("approval.requested.approve").await;
     let respond = rig.command(
-        "control.attention.respond",
+        CONTROL_ATTENTION_RESPOND,
         requested["id"].as_str(),
         json!({"answer": {"option": "approve"}}),
     );
@@ -981,12 +965,12 @@ async fn a_dropped_socket_dismisses_pending_requests_and_the_resubscribe_resumes
     rig.hub.command("approval.respond").await;
     rig.hub.drop_connection();
     // In flight when the socket dropped: busy; the request is dismissed.
-    let nack = rig.next_of("control.rejected").await;
+    let nack = rig.next_of(CONTROL_REJECTED).await;
     assert_eq!(
         (nack["data"]["reason"].clone(), nack["cause"].clone()),
         (json!("busy"), respond["id"].clone())
     );
-    let dismissed = rig.next_of("attention.resolved").await;
+    let dismissed = rig.next_of(ATTENTION_RESOLVED).await;
     assert_eq!(dismissed["subject"], requested["id"]);
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
     // The tap comes back, resuming after the last sequence it saw (220)...
@@ -996,7 +980,7 @@ async fn a_dropped_socket_dismisses_pending_requests_and_the_resubscribe_resumes
     let mut again = serde_json::from_str::<Value>(&frame("approval.requested.approve")).unwrap();
     again["envelope"].as_object_mut().unwrap().remove("sequence");
     rig.hub.send(&again.to_string());
-    let renewed = rig.next_of("attention.requested").await;
+    let renewed = rig.next_of(ATTENTION_REQUESTED).await;
     assert_ne!(renewed["id"], requested["id"]);
     rig.assert_valid_log();
 }
@@ -1016,7 +1000,7 @@ async fn malformed_and_unknown_frames_are_ignored_and_the_connection_kept() {
     rig.hub
         .send(r#"{"kind":"reply","envelope":{"version":"v1","requestId":"nobody","ok":true}}"#);
     let requested = rig.request("approval.requested.approve").await;
-    assert_eq!(requested["type"], "attention.requested");
+    assert_eq!(requested["type"], ATTENTION_REQUESTED);
     assert_eq!(rig.hub.connections(), 1, "never reconnected");
 }
 
@@ -1029,7 +1013,7 @@ async fn another_protocol_version_degrades_to_observe_only() {
     rig.hub.set_register(Register::Version("v2".into()));
     rig.hub.send(&v2.to_string());
     // Disconnected: the pending request is dismissed, not answered by a frame it cannot read.
-    let dismissed = rig.next_of("attention.resolved").await;
+    let dismissed = rig.next_of(ATTENTION_RESOLVED).await;
     assert_eq!(dismissed["subject"], requested["id"]);
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
     // It retries, and a v2 register reply keeps it off: commands are busy, hooks still land.
@@ -1037,26 +1021,26 @@ async fn another_protocol_version_degrades_to_observe_only() {
     rig.drain();
     let input = rig.command("x.cline.control.send_input", None, json!({"text": "hello"}));
     rig.submit(&input);
-    assert_eq!(rig.next_of("control.rejected").await["data"]["reason"], "busy");
+    assert_eq!(rig.next_of(CONTROL_REJECTED).await["data"]["reason"], "busy");
     // The hub's frames named the session: its shutdown hook closes the run, and the session's
     // end is the hub's or the reconciler's to say.
     let events = rig.hook("session_shutdown");
-    assert_eq!(types(&events), ["run.cancelled"]);
+    assert_eq!(types(&events), [RUN_CANCELLED]);
 }
 
 #[tokio::test]
 async fn a_session_scope_cancel_ends_the_session_in_the_record_answer_first() {
     let mut rig = Rig::connected(Options::default()).await;
     rig.drain();
-    let end = rig.command("control.cancel", None, json!({"scope": "session", "reason": "stuck"}));
+    let end = rig.command(CONTROL_CANCEL, None, json!({"scope": "session", "reason": "stuck"}));
     rig.submit(&end);
     let ack = rig.next().await.value.clone();
     assert_eq!(
         (ack["type"].as_str(), &ack["cause"]),
-        (Some("control.accepted"), &end["id"])
+        (Some(CONTROL_ACCEPTED), &end["id"])
     );
     let cancelled = rig.next().await.value.clone();
-    assert_eq!(cancelled["type"], "run.cancelled");
+    assert_eq!(cancelled["type"], RUN_CANCELLED);
     assert_eq!(
         (&cancelled["data"]["by"], &cancelled["cause"]),
         (&json!("control"), &end["id"])
@@ -1064,17 +1048,17 @@ async fn a_session_scope_cancel_ends_the_session_in_the_record_answer_first() {
     let ended = rig.next().await.value.clone();
     assert_eq!(
         (ended["type"].as_str(), &ended["cause"]),
-        (Some("session.ended"), &end["id"])
+        (Some(SESSION_ENDED), &end["id"])
     );
     assert_eq!(ended["data"]["detected"]["by"], "person");
     // Then nothing runs in it: a cancel and an input are refused before the hub hears them.
     for (ty, data) in [
-        ("control.cancel", json!({"scope": "run"})),
+        (CONTROL_CANCEL, json!({"scope": "run"})),
         ("x.cline.control.send_input", json!({"text": "hello"})),
     ] {
         let command = rig.command(ty, None, data);
         rig.submit(&command);
-        let nack = rig.next_of("control.rejected").await;
+        let nack = rig.next_of(CONTROL_REJECTED).await;
         assert_eq!(nack["data"]["reason"], "refused");
     }
 }
@@ -1098,7 +1082,7 @@ async fn bench_approval_to_attention() {
         let text = request.to_string();
         let started = std::time::Instant::now();
         rig.hub.send(&text);
-        rig.next_of("attention.requested").await;
+        rig.next_of(ATTENTION_REQUESTED).await;
         let took = started.elapsed();
         if i >= WARMUP {
             samples.push(took);
@@ -1106,7 +1090,7 @@ async fn bench_approval_to_attention() {
         // Resolve it, so the session holds one pending request at a time.
         resolved["envelope"]["payload"]["approvalId"] = json!(id);
         rig.hub.send(&resolved.to_string());
-        rig.next_of("attention.resolved").await;
+        rig.next_of(ATTENTION_RESOLVED).await;
     }
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
@@ -1150,7 +1134,7 @@ fn a_restarted_daemon_still_dismisses_what_it_left_pending_before_the_session_en
         other => panic!("{other:?}"),
     };
     let ended: Vec<Value> = ended.iter().map(|e| e.value.clone()).collect();
-    assert_eq!(types(&ended), ["attention.resolved", "run.cancelled", "session.ended"]);
+    assert_eq!(types(&ended), [ATTENTION_RESOLVED, RUN_CANCELLED, SESSION_ENDED]);
     assert_eq!(ended[0]["data"]["resolution"], "dismissed");
 }
 
@@ -1160,28 +1144,28 @@ async fn a_hub_session_ends_when_the_hub_says_it_is_over_not_at_its_shutdown_hoo
     // An abort's session_shutdown closes the run; the hub's session goes on (it said it hosts it).
     rig.hub.send(&frame("run.aborted.running"));
     rig.hub.send(&frame("approval.requested.pending"));
-    rig.next_of("attention.requested").await;
+    rig.next_of(ATTENTION_REQUESTED).await;
     // The hub settles its own pending approval (approval.resolved {cancelled}); until then it stays.
-    assert_eq!(types(&rig.hook("session_shutdown")), ["run.cancelled"]);
+    assert_eq!(types(&rig.hook("session_shutdown")), [RUN_CANCELLED]);
     let over = json!({"kind": "event", "envelope": {"version": "v1", "event": "session.updated",
         "eventId": "hevt_over", "sessionId": SESSION, "timestamp": 1796007400000u64, "sequence": 900,
         "payload": {"sessionId": SESSION, "snapshot": {"sessionId": SESSION, "status": "idle",
             "endedAt": "2026-11-30T03:00:00.000Z", "exitCode": 0}}}});
     rig.hub.send(&over.to_string());
     // Over: what is still pending is dismissed first (AEP-0002 §7.2), then the session ends.
-    let dismissed = rig.next_of("attention.resolved").await;
+    let dismissed = rig.next_of(ATTENTION_RESOLVED).await;
     assert_eq!(dismissed["data"]["resolution"], "dismissed");
-    let ended = rig.next_of("session.ended").await;
+    let ended = rig.next_of(SESSION_ENDED).await;
     assert_eq!(ended["data"]["reason"], "normal");
     assert_eq!(ended["time"], "2026-11-30T03:00:00.000Z", "when the hub says it ended");
     assert_eq!(ended["data"]["detected"]["by"], "hub");
     assert_eq!(dismissed["time"], ended["time"]);
-    assert_eq!(rig.log().last().unwrap()["type"], "session.ended");
+    assert_eq!(rig.log().last().unwrap()["type"], SESSION_ENDED);
     rig.hub.send(&over.to_string());
     rig.hub.send(&frame("approval.requested.pending"));
-    rig.next_of("attention.requested").await;
+    rig.next_of(ATTENTION_REQUESTED).await;
     assert_eq!(
-        rig.log().iter().filter(|e| e["type"] == "session.ended").count(),
+        rig.log().iter().filter(|e| e["type"] == SESSION_ENDED).count(),
         1,
         "ended once"
     );
@@ -1220,7 +1204,7 @@ fn without_the_control_gate_a_policy_names_only_its_ask_rules_and_answers_nothin
         read()
             .into_iter()
             .rev()
-            .find(|e| e["type"] == "attention.requested")
+            .find(|e| e["type"] == ATTENTION_REQUESTED)
             .unwrap()
     };
     let approve = mirror(

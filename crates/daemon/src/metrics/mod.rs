@@ -15,6 +15,7 @@
 pub mod expose;
 
 use aep_core::bounded::BoundedMap;
+use aep_core::types::{ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT};
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -193,8 +194,8 @@ impl Recorder {
             self.events.get_or_create(&ClassLabels { class: class_of(ty) }).inc();
             self.decided(event);
             match ty {
-                "attention.requested" => self.requested(event),
-                "attention.resolved" | "attention.timeout" => self.resolved(event),
+                ATTENTION_REQUESTED => self.requested(event),
+                ATTENTION_RESOLVED | ATTENTION_TIMEOUT => self.resolved(event),
                 _ => {}
             }
         }

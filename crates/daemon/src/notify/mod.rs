@@ -26,6 +26,7 @@ use crate::backoff::Backoff;
 use crate::control::Intake;
 use crate::lane::{Note, Sessions};
 use crate::views::index::Index;
+use aep_core::types::{ATTENTION_REQUESTED, RUN_FAILED, SESSION_ENDED};
 use deliver::{Deliverer, Failure};
 use link::{Answer, Link, Now, Signer, Spent};
 use parking_lot::Mutex;
@@ -313,11 +314,9 @@ impl Notifier {
         let kind = match ty {
             // The budgets' notice at 80% and 100% (AEP has no notice type: an attention request
             // resolved at once, with `data.budget`).
-            "attention.requested" if self.settings.on.budget && e["data"]["budget"].is_object() => {
-                return self.budget(e)
-            }
-            "run.failed" if self.settings.on.failed => Kind::Failed,
-            "session.ended" if self.settings.on.ended => Kind::Ended,
+            ATTENTION_REQUESTED if self.settings.on.budget && e["data"]["budget"].is_object() => return self.budget(e),
+            RUN_FAILED if self.settings.on.failed => Kind::Failed,
+            SESSION_ENDED if self.settings.on.ended => Kind::Ended,
             _ => return,
         };
         let session = e["session"].as_str().unwrap_or_default();

@@ -17,6 +17,7 @@
 use super::link::{Answer, Link, Refused};
 use super::{now_s, Notifier};
 use crate::views::act::{self, Action};
+use aep_core::types::CONTROL_ACCEPTED;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -194,7 +195,7 @@ async fn answer(State(n): State<Arc<Notifier>>, Path(token): Path<String>) -> Re
     };
     match waited {
         Ok(w) => match w.ack {
-            Some(ack) if ack["type"] == "control.accepted" => page(
+            Some(ack) if ack["type"] == CONTROL_ACCEPTED => page(
                 StatusCode::OK,
                 done,
                 &format!(

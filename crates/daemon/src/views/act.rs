@@ -7,6 +7,7 @@
 
 use crate::control::{Intake, Refusal};
 use crate::lane::{Note, Sessions};
+use aep_core::types::{CONTROL_ACCEPTED, CONTROL_ATTENTION_RESPOND, CONTROL_CANCEL, CONTROL_REJECTED};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -52,20 +53,20 @@ pub fn command(action: &Action, session: &str, sender: &str, host: &str) -> Valu
             if let Some(r) = reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
                 answer["text"] = json!(r);
             }
-            ("control.attention.respond", Some(request), json!({"answer": answer}))
+            (CONTROL_ATTENTION_RESPOND, Some(request), json!({"answer": answer}))
         }
         Action::Answer { request, text } => (
-            "control.attention.respond",
+            CONTROL_ATTENTION_RESPOND,
             Some(request),
             json!({"answer": {"text": text}}),
         ),
-        Action::Cancel => ("control.cancel", None, json!({"scope": "run"})),
+        Action::Cancel => (CONTROL_CANCEL, None, json!({"scope": "run"})),
         Action::End { reason } => {
             let mut data = json!({"scope": "session"});
             if let Some(r) = reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
                 data["reason"] = json!(r);
             }
-            ("control.cancel", None, data)
+            (CONTROL_CANCEL, None, data)
         }
         Action::Send { text, steer } => (
             "x.cline.control.send_input",
@@ -193,7 +194,7 @@ pub async fn submit_through(
     let unexplained = waited
         .ack
         .as_ref()
-        .is_some_and(|a| a["type"] == "control.rejected" && a["data"]["detail"].is_null());
+        .is_some_and(|a| a["type"] == CONTROL_REJECTED && a["data"]["detail"].is_null());
     if door == Door::Local && unexplained {
         waited.detail = intake.refusal(&id);
     }
@@ -223,7 +224,7 @@ pub fn wait_query(query: Option<&str>) -> Result<Option<Duration>, String> {
 
 fn note_event(waited: &mut Waited, e: &Value) {
     let ty = e["type"].as_str().unwrap_or_default();
-    if ty == "control.accepted" || ty == "control.rejected" {
+    if ty == CONTROL_ACCEPTED || ty == CONTROL_REJECTED {
         waited.ack.get_or_insert_with(|| e.clone());
     } else {
         waited.outcome.get_or_insert_with(|| e.clone());
@@ -231,7 +232,7 @@ fn note_event(waited: &mut Waited, e: &Value) {
 }
 
 fn accepted(waited: &Waited) -> bool {
-    waited.ack.as_ref().is_some_and(|a| a["type"] == "control.accepted")
+    waited.ack.as_ref().is_some_and(|a| a["type"] == CONTROL_ACCEPTED)
 }
 
 #[cfg(test)]

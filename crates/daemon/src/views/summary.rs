@@ -2,6 +2,10 @@
 //! session list shows. A pure fold over the log's Events, in log order; it never looks anywhere
 //! but the Events, so it shows content only where the capture level let it into the log.
 
+use aep_core::types::{
+    ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT, CONTROL_REJECTED, RUN_CANCELLED, RUN_FAILED,
+    RUN_FINISHED, RUN_STARTED, SESSION_ENDED, SESSION_STARTED, TOOL_FAILED, TOOL_REQUESTED,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -265,13 +269,13 @@ impl Summary {
             self.started = time.to_string();
         }
         // A refused command is no sign of life: the session did not move.
-        if time > self.last.as_str() && str_of(e, "type") != Some("control.rejected") {
+        if time > self.last.as_str() && str_of(e, "type") != Some(CONTROL_REJECTED) {
             self.last = time.to_string();
         }
         let data = e.get("data").unwrap_or(&Value::Null);
         let run = str_of(e, "run");
         match str_of(e, "type").unwrap_or_default() {
-            "session.started" => {
+            SESSION_STARTED => {
                 self.started = time.to_string();
                 self.workspace = workspace(data).or(self.workspace.take());
                 self.note_model(data);
@@ -279,12 +283,12 @@ impl Summary {
                     self.app = Some(app.to_string());
                 }
             }
-            "session.ended" => {
+            SESSION_ENDED => {
                 self.ended = true;
                 self.open_runs.clear();
                 self.waiting.clear();
             }
-            "run.started" => {
+            RUN_STARTED => {
                 self.runs += 1;
                 self.ended = false;
                 if let Some(run) = run {
@@ -292,25 +296,25 @@ impl Summary {
                 }
                 self.note_model(data);
             }
-            t @ ("run.finished" | "run.failed" | "run.cancelled") => {
+            t @ (RUN_FINISHED | RUN_FAILED | RUN_CANCELLED) => {
                 if let Some(run) = run {
                     self.open_runs.remove(run);
                 }
                 match t {
-                    "run.failed" => self.failures += 1,
-                    "run.cancelled" => self.cancelled += 1,
+                    RUN_FAILED => self.failures += 1,
+                    RUN_CANCELLED => self.cancelled += 1,
                     _ => {}
                 }
                 self.note_usage(data);
             }
-            "tool.requested" => self.tool_calls += 1,
-            "tool.failed" => match data.pointer("/error/type").and_then(Value::as_str) {
+            TOOL_REQUESTED => self.tool_calls += 1,
+            TOOL_FAILED => match data.pointer("/error/type").and_then(Value::as_str) {
                 Some("denied") => self.denied += 1,
                 // Stopped because its run was cancelled: the cancel is counted.
                 Some("aborted") => {}
                 _ => self.failures += 1,
             },
-            "attention.requested" => {
+            ATTENTION_REQUESTED => {
                 let id = str_of(e, "id").unwrap_or_default().to_string();
                 let pending = Pending {
                     short: short_id(&id),
@@ -341,7 +345,7 @@ impl Summary {
                 };
                 self.waiting.insert(id, pending);
             }
-            "attention.resolved" | "attention.timeout" => {
+            ATTENTION_RESOLVED | ATTENTION_TIMEOUT => {
                 if let Some(subject) = str_of(e, "subject") {
                     self.waiting.remove(subject);
                 }

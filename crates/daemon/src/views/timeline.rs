@@ -5,6 +5,11 @@
 //! that when the Event was written, and nothing here adds any.
 
 use super::summary::short_id;
+use aep_core::types::{
+    ATTENTION_ANSWERED, ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT, CONTROL_ACCEPTED, CONTROL_REJECTED,
+    DELEGATION_SUBAGENT_STARTED, DELEGATION_SUBAGENT_STOPPED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, RUN_STARTED,
+    SESSION_COMPACTED, SESSION_ENDED, SESSION_STARTED, TOOL_COMPLETED, TOOL_DENIED, TOOL_FAILED, TOOL_REQUESTED,
+};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -80,7 +85,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
         let subject = s(e, "subject");
         let cause = s(e, "cause");
         match ty {
-            "session.started" => {
+            SESSION_STARTED => {
                 let mut entry = Entry::new("session", e, "session", "started");
                 entry.detail("client", data.get("client"));
                 entry.detail("model", data.get("gen_ai.request.model"));
@@ -88,13 +93,13 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 entry.content("label", data.get("label"));
                 out.push(entry);
             }
-            "session.ended" => {
+            SESSION_ENDED => {
                 let mut entry = Entry::new("session", e, "session", "ended");
                 entry.detail("reason", data.get("reason"));
                 entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64);
                 out.push(entry);
             }
-            "run.started" => {
+            RUN_STARTED => {
                 let trigger = s(data, "trigger").unwrap_or("user");
                 let mut entry = Entry::new("run", e, trigger, "running");
                 entry.content("prompt", data.get("prompt"));
@@ -103,8 +108,8 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 }
                 out.push(entry);
             }
-            "run.finished" | "run.failed" | "run.cancelled" => {
-                let status = &ty[4..];
+            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
+                let status = aep_core::types::outcome(ty);
                 let at = s(e, "run").and_then(|r| runs.remove(r));
                 let entry = match at {
                     Some(i) => &mut out[i],
@@ -151,12 +156,12 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 }
                 entry.content("summary", data.get("summary"));
                 entry.content("message", data.get("error").and_then(|x| x.get("message")));
-                if ty == "run.cancelled" {
+                if ty == RUN_CANCELLED {
                     entry.content("reason", data.get("reason"));
                     entry.detail.remove("reason");
                 }
             }
-            "tool.requested" => {
+            TOOL_REQUESTED => {
                 let name = data
                     .get("tool")
                     .and_then(|t| s(t, "name"))
@@ -168,8 +173,8 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 tools.insert(entry.id.clone(), out.len());
                 out.push(entry);
             }
-            "tool.completed" | "tool.failed" | "tool.denied" => {
-                let status = &ty[5..];
+            TOOL_COMPLETED | TOOL_FAILED | TOOL_DENIED => {
+                let status = aep_core::types::outcome(ty);
                 let name = data
                     .get("tool")
                     .and_then(|t| s(t, "name"))
@@ -191,7 +196,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
             }
             // A budget's notice asks nobody (`respond_via: ["oob"]`, resolved `auto` at once):
             // shown as what it is, its numbers in one place.
-            "attention.requested" if subject == Some("budget") && data.get("budget").is_some_and(Value::is_object) => {
+            ATTENTION_REQUESTED if subject == Some("budget") && data.get("budget").is_some_and(Value::is_object) => {
                 let b = &data["budget"];
                 let name = format!("{} budget", s(b, "name").unwrap_or("a"));
                 let status = match (s(b, "action"), b.get("threshold").and_then(Value::as_f64)) {
@@ -214,7 +219,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 entry.detail("not_cancelled", b.get("not_cancelled"));
                 out.push(entry);
             }
-            "attention.requested" => {
+            ATTENTION_REQUESTED => {
                 let mut entry = Entry::new("approval", e, subject.unwrap_or("approval"), "pending");
                 let id = entry.id.clone();
                 entry.detail.insert("short".into(), Value::String(short_id(&id)));
@@ -225,7 +230,7 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 asks.insert(id, out.len());
                 out.push(entry);
             }
-            "attention.answered" => {
+            ATTENTION_ANSWERED => {
                 if let Some(&i) = subject.and_then(|x| asks.get(x)) {
                     let entry = &mut out[i];
                     let option = data.get("answer").and_then(|a| a.get("option"));
@@ -242,21 +247,21 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                     };
                 }
             }
-            "attention.resolved" | "attention.timeout" => {
+            ATTENTION_RESOLVED | ATTENTION_TIMEOUT => {
                 if let Some(i) = subject.and_then(|x| asks.remove(x)) {
                     let entry = &mut out[i];
                     let waited = data.get("latency_ms").or(data.get("after_ms"));
                     entry.detail("waited_ms", waited);
                     entry.detail("resolution", data.get("resolution"));
-                    if ty == "attention.timeout" {
+                    if ty == ATTENTION_TIMEOUT {
                         entry.status = "timeout".into();
                     } else if entry.status == "pending" {
                         entry.status = s(data, "resolution").unwrap_or("resolved").to_string();
                     }
                 }
             }
-            "control.accepted" | "control.rejected" => {
-                let status = &ty[8..];
+            CONTROL_ACCEPTED | CONTROL_REJECTED => {
+                let status = aep_core::types::outcome(ty);
                 let at = cause.and_then(|c| commands.get(c).copied());
                 match at {
                     Some(i) => out[i].status = status.to_string(),
@@ -279,14 +284,17 @@ pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
                 out.push(entry);
             }
             "x.cline.prompt.submitted" => out.push(Entry::new("input", e, "prompt", "submitted")),
-            "session.compacted" => {
+            SESSION_COMPACTED => {
                 let mut entry = Entry::new("compaction", e, "compaction", "compacted");
                 entry.detail("strategy", data.get("strategy"));
                 out.push(entry);
             }
-            "delegation.subagent.started" | "delegation.subagent.stopped" => {
-                out.push(Entry::new("delegation", e, subject.unwrap_or("subagent"), &ty[20..]))
-            }
+            DELEGATION_SUBAGENT_STARTED | DELEGATION_SUBAGENT_STOPPED => out.push(Entry::new(
+                "delegation",
+                e,
+                subject.unwrap_or("subagent"),
+                aep_core::types::outcome(ty),
+            )),
             other => out.push(Entry::new("other", e, other, "")),
         }
     }

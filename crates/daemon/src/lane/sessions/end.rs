@@ -4,6 +4,7 @@
 
 use super::{IngestError, SessionState, Sessions};
 use crate::lane::reconcile::{Detected, End, RunOutcome};
+use aep_core::types::{RUN_FAILED, RUN_FINISHED, SESSION_ENDED};
 use cline_hooks::mapping::MapContext;
 use cline_hooks::HookPayload;
 use std::time::Instant;
@@ -71,7 +72,7 @@ impl Sessions {
         for p in &mut planned {
             if p.event.link == cline_hooks::Link::CloseRun {
                 outcome(&mut p.event, &end.run, command);
-            } else if p.event.ty == "session.ended" {
+            } else if p.event.ty == SESSION_ENDED {
                 if let Some(data) = p.event.data.as_mut() {
                     let reason = end.reason.unwrap_or(if cut_short { "killed" } else { "normal" });
                     data.insert("reason".into(), reason.into());
@@ -111,7 +112,7 @@ fn outcome(event: &mut cline_hooks::Mapped, run: &RunOutcome, command: Option<(&
         }
         RunOutcome::Finished => {
             data.remove("by");
-            event.ty = "run.finished".into();
+            event.ty = RUN_FINISHED.into();
             event.severity = None;
         }
         RunOutcome::ApiFailed(failure) => *event = failure.fail(event.clone()),
@@ -123,7 +124,7 @@ fn outcome(event: &mut cline_hooks::Mapped, run: &RunOutcome, command: Option<(&
                 error["exit_code"] = (*code).into();
             }
             data.insert("error".into(), error);
-            event.ty = "run.failed".into();
+            event.ty = RUN_FAILED.into();
             event.severity = Some(aep_core::Severity::Error);
         }
     }

@@ -34,6 +34,7 @@ mod outbox;
 use crate::archive::Cursor;
 use crate::lane::{Journal, Note, Published};
 use aep_core::sequence::Position;
+use aep_core::types::{CONTROL_ACCEPTED, CONTROL_REJECTED, SESSION_ENDED};
 use marks::{Mark, Store};
 pub use outbox::Overflow;
 use outbox::{Dropped, Outbox};
@@ -137,7 +138,7 @@ fn before(p: Position) -> Option<Position> {
 pub fn is_ack(event: &Value) -> bool {
     matches!(
         event.get("type").and_then(Value::as_str),
-        Some("control.accepted" | "control.rejected")
+        Some(CONTROL_ACCEPTED | CONTROL_REJECTED)
     )
 }
 
@@ -271,7 +272,7 @@ impl Durable {
             let session = event.value.get("session").and_then(Value::as_str);
             let mut new_session = false;
             if let (Some(session), Some(p)) = (session, position(&event.value)) {
-                let ended = event.value["type"] == "session.ended";
+                let ended = event.value["type"] == SESSION_ENDED;
                 match state.carried.get_mut(session) {
                     Some(c) => {
                         c.last = Some(event.clone());

@@ -5,6 +5,7 @@
 //! commands. One definition here, so both sides agree.
 
 use super::subject;
+use aep_core::types::CONTROL_REJECTED;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -85,7 +86,7 @@ pub fn detail_answer(attention: &str, detail: Option<serde_json::Value>, why: Op
 /// on the transport. Every other reply is the ack Event itself, as logged.
 pub fn refusal(cause: Option<&str>, reason: &str, detail: &str) -> serde_json::Value {
     serde_json::json!({
-        "type": "control.rejected",
+        "type": CONTROL_REJECTED,
         "cause": cause,
         "data": {"reason": reason, "detail": detail},
     })

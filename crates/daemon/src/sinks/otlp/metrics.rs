@@ -24,6 +24,10 @@ use super::record::{any, resource};
 use super::settings::{Settings, Signal};
 use crate::lane::Note;
 use crate::sinks::delivery::deliver::Outcome;
+use aep_core::types::{
+    RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, RUN_STARTED, SESSION_ENDED, SESSION_STARTED, TOOL_COMPLETED, TOOL_DENIED,
+    TOOL_FAILED,
+};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
@@ -97,17 +101,17 @@ impl Tally {
                 .map(str::to_string)
         };
         match ty {
-            "session.started" | "run.started" => {
+            SESSION_STARTED | RUN_STARTED => {
                 if let Some(model) = model_in(&data) {
                     if self.models.len() < MAX_SESSIONS || self.models.contains_key(session) {
                         self.models.insert(session.to_string(), model);
                     }
                 }
             }
-            "session.ended" => {
+            SESSION_ENDED => {
                 self.models.remove(session);
             }
-            "run.finished" | "run.failed" | "run.cancelled" => {
+            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
                 let model = model_in(&data)
                     .or_else(|| self.models.get(session).cloned())
                     .unwrap_or_else(|| "unknown".into());
@@ -144,10 +148,10 @@ impl Tally {
                     *self.cost.entry(model).or_default() += total;
                 }
             }
-            "tool.completed" | "tool.failed" | "tool.denied" => {
+            TOOL_COMPLETED | TOOL_FAILED | TOOL_DENIED => {
                 let outcome = match ty {
-                    "tool.completed" => "completed",
-                    "tool.failed" => "failed",
+                    TOOL_COMPLETED => "completed",
+                    TOOL_FAILED => "failed",
                     _ => "denied",
                 };
                 let name = data.pointer("/tool/name").and_then(Value::as_str).unwrap_or("tool");

@@ -27,6 +27,10 @@
 //! full memory, are ended then with `error.type = unfinished`.
 
 use super::record::{any, epoch_nanos};
+use aep_core::types::{
+    ERROR_RAISED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, RUN_STARTED, SESSION_ENDED, SESSION_STARTED, TOOL_COMPLETED,
+    TOOL_DENIED, TOOL_FAILED, TOOL_REQUESTED,
+};
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::span::{Event as SpanEvent, SpanKind};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
@@ -104,14 +108,14 @@ impl Spans {
         let run = text("run").map(str::to_string);
         let id = text("id").unwrap_or_default();
         match ty {
-            "session.started" => {
+            SESSION_STARTED => {
                 let named = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_string);
                 let (model, provider) = (named("gen_ai.request.model"), named("cline.provider"));
                 if (model.is_some() || provider.is_some()) && self.models.len() < MAX_OPEN_RUNS {
                     self.models.insert(session.into(), (model, provider));
                 }
             }
-            "run.started" => {
+            RUN_STARTED => {
                 let Some(run) = run else { return };
                 let mut attributes = vec![kv_str("aep.session_id", session), kv_str("aep.run_id", &run)];
                 let (known_model, provider) = self.models.get(session).cloned().unwrap_or_default();
@@ -143,23 +147,23 @@ impl Spans {
                 );
                 self.bound(time, out);
             }
-            "run.finished" | "run.failed" | "run.cancelled" => {
+            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
                 let Some(run) = run else { return };
                 let error = match ty {
-                    "run.failed" => Some(
+                    RUN_FAILED => Some(
                         data.get("reason")
                             .and_then(Value::as_str)
                             .unwrap_or("error")
                             .to_string(),
                     ),
-                    "run.cancelled" => Some("cancelled".to_string()),
+                    RUN_CANCELLED => Some("cancelled".to_string()),
                     _ => None,
                 };
                 let open = self.runs.remove(&(session.to_string(), run.clone()));
                 self.close_tools_of(session, &run, time, out);
                 out.push(run_span(session, &run, open, agent, time, &data, error));
             }
-            "tool.requested" => {
+            TOOL_REQUESTED => {
                 let Some(run) = run else { return };
                 let mut attributes = tool_attributes(&data, id);
                 if let Some(args) = data.get("args") {
@@ -178,26 +182,26 @@ impl Spans {
                 );
                 self.bound(time, out);
             }
-            "tool.completed" | "tool.failed" | "tool.denied" => {
+            TOOL_COMPLETED | TOOL_FAILED | TOOL_DENIED => {
                 let request = text("cause").unwrap_or(id);
                 let open = self.tools.remove(&(session.to_string(), request.to_string()));
                 let Some(run) = run.or_else(|| open.as_ref().map(|t| t.run.clone())) else {
                     return;
                 };
                 let error = match ty {
-                    "tool.failed" => Some(failure_type(&data)),
-                    "tool.denied" => Some("denied".to_string()),
+                    TOOL_FAILED => Some(failure_type(&data)),
+                    TOOL_DENIED => Some("denied".to_string()),
                     _ => None,
                 };
-                if ty == "tool.denied" {
+                if ty == TOOL_DENIED {
                     self.span_event(session, &run, ty, id, time, &data);
                 }
                 let message = match ty {
-                    "tool.failed" => data
+                    TOOL_FAILED => data
                         .pointer("/error/message")
                         .and_then(Value::as_str)
                         .map(str::to_string),
-                    "tool.denied" => Some(format!(
+                    TOOL_DENIED => Some(format!(
                         "denied by {}",
                         data.get("by").and_then(Value::as_str).unwrap_or("someone")
                     )),
@@ -217,7 +221,7 @@ impl Spans {
                     agent,
                 ));
             }
-            "session.ended" => {
+            SESSION_ENDED => {
                 self.models.remove(session);
                 let runs: Vec<String> = self
                     .runs
@@ -240,7 +244,7 @@ impl Spans {
                     ));
                 }
             }
-            _ if ty.starts_with("attention.") || ty.starts_with("control.") || ty == "error.raised" => {
+            _ if ty.starts_with("attention.") || ty.starts_with("control.") || ty == ERROR_RAISED => {
                 let run = run.or_else(|| self.latest_run(session));
                 if let Some(run) = run {
                     self.span_event(session, &run, ty, id, time, &data);

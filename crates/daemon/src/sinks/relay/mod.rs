@@ -29,6 +29,7 @@ use crate::control::{Intake, ACK_WINDOW_MS};
 use crate::lane::{Note, Sessions};
 use crate::sinks::delivery::{self, Delivery, Durable, Overflow};
 use aep_core::sequence::Position;
+use aep_core::types::ATTENTION_ROUTED;
 use aep_core::{EventType, Scope, AEP_VERSION};
 use anyhow::{anyhow, bail, Context};
 use futures_util::{SinkExt, StreamExt};
@@ -317,7 +318,7 @@ impl Relay {
     /// A command from the relay goes to the intake; its ack comes back as an Event.
     async fn command(&self, event: Value) {
         let ty = event["type"].as_str().unwrap_or_default().to_string();
-        if !EventType::parse(&ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter) || ty == "attention.routed" {
+        if !EventType::parse(&ty).is_ok_and(|t| t.scope() == Scope::ForeignEmitter) || ty == ATTENTION_ROUTED {
             tracing::debug!(%ty, "the relay sent an Event that is not a command; ignored");
             return;
         }
