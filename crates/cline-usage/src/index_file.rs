@@ -54,8 +54,25 @@ fn rebuilt(path: &Path, why: &str) -> String {
     )
 }
 
+/// The bytes of the cache file `name` in `dir`, at most `max` of them, with the same checks as
+/// the usage index's (an owned real folder, an owned regular file, no link followed, no FIFO
+/// waited on); `None` when there is none. For every cache of aep-cline's in this folder.
+pub fn read_cache(dir: &Path, name: &str, max: u64) -> Result<Option<Vec<u8>>, String> {
+    read_limited(dir, &dir.join(name), max)
+}
+
+/// Writes the cache file `name` into `dir` as [`save`] writes the index: owner-only,
+/// atomically, never through a link.
+pub fn write_cache(dir: &Path, name: &str, bytes: &[u8], max: u64) -> Result<(), String> {
+    write_limited(dir, name, bytes, max)
+}
+
 /// The index's bytes; `None` when there is none (nor its folder).
 fn read(dir: &Path, path: &Path) -> Result<Option<Vec<u8>>, String> {
+    read_limited(dir, path, MAX_BYTES)
+}
+
+fn read_limited(dir: &Path, path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("its folder: {e}")),
@@ -79,25 +96,26 @@ fn read(dir: &Path, path: &Path) -> Result<Option<Vec<u8>>, String> {
     if my_uid().is_some_and(|me| meta.uid() != me) {
         return Err(format!("owned by user {}, not by this one", meta.uid()));
     }
-    if meta.len() > MAX_BYTES {
-        return Err(format!("{} bytes, over its {} MiB limit", meta.len(), MAX_BYTES >> 20));
+    if meta.len() > max {
+        return Err(format!("{} bytes, over its {} MiB limit", meta.len(), max >> 20));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+    file.take(max + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
     Ok(Some(bytes))
 }
 
 /// Writes `index` into `dir` (made 0700 when absent), atomically: a temporary file (0600,
 /// created new, never through a link), then a rename over the index.
 pub fn save(dir: &Path, index: &Index) -> Result<(), String> {
-    let bytes = index.encode();
-    if bytes.len() as u64 > MAX_BYTES {
+    write_limited(dir, FILE, &index.encode(), MAX_BYTES)
+}
+
+fn write_limited(dir: &Path, name: &str, bytes: &[u8], max: u64) -> Result<(), String> {
+    if bytes.len() as u64 > max {
         return Err(format!(
             "it would be {} bytes, over its {} MiB limit",
             bytes.len(),
-            MAX_BYTES >> 20
+            max >> 20
         ));
     }
     if let Some(parent) = dir.parent() {
@@ -113,7 +131,7 @@ pub fn save(dir: &Path, index: &Index) -> Result<(), String> {
     if meta.permissions().mode() & 0o077 != 0 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| e.to_string())?;
     }
-    let tmp = dir.join(format!("{FILE}.{}.tmp", std::process::id()));
+    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
     let create = || {
         std::fs::OpenOptions::new()
             .write(true)
@@ -132,8 +150,8 @@ pub fn save(dir: &Path, index: &Index) -> Result<(), String> {
     }
     .map_err(|e| format!("{}: {e}", tmp.display()))?;
     let written = file
-        .write_all(&bytes)
-        .and_then(|()| std::fs::rename(&tmp, dir.join(FILE)));
+        .write_all(bytes)
+        .and_then(|()| std::fs::rename(&tmp, dir.join(name)));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(e.to_string());

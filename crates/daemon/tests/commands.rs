@@ -9,6 +9,7 @@ mod install_hooks;
 mod package;
 mod people_cli;
 mod service;
+mod sessions_index;
 mod stream_cli;
 mod support;
 mod usage_cli;

@@ -12,7 +12,9 @@ use std::time::{Duration, SystemTime};
 /// ended. Without --all, ended sessions that have not moved for a day are left out. Tokens, cost
 /// and the model are blank until the log has them. The workspace is its folder's name where the
 /// log holds the path (capture `redacted` or above), else `#` and a short digest of the path
-/// (the same workspace always has the same digest). The daemon does not need to be running;
+/// (the same workspace always has the same digest). A log read before is read again only from
+/// where it grew (an index in the user's cache folder; --no-cache reads every log whole). The
+/// daemon does not need to be running;
 /// when it runs with budgets (`AEP_CLINE_BUDGET`), BUDGET shows each live session's use of the
 /// budget nearest its limit, e.g. `1.20/2.00 USD run`.
 #[derive(clap::Args, Debug)]
@@ -23,6 +25,10 @@ pub struct SessionsArgs {
     /// One JSON array, a summary object per session.
     #[arg(long)]
     json: bool,
+    /// Read every log whole, not using (nor updating) the index of what each log folded to
+    /// (kept in $XDG_CACHE_HOME/aep-cline, else ~/.cache/aep-cline).
+    #[arg(long)]
+    no_cache: bool,
     #[command(flatten)]
     logs: LogArgs,
 }
@@ -48,10 +54,17 @@ pub(super) const HEADER: [&str; 11] = [
 pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
     let journal = args.logs.journal()?;
     let now = SystemTime::now();
-    let logs::Read {
-        sessions: all,
-        problems,
-    } = logs::read_all(&journal);
+    let cache = (!args.no_cache).then(cline_usage::index_file::folder).flatten();
+    let (
+        logs::Read {
+            sessions: all,
+            problems,
+        },
+        note,
+    ) = crate::views::logs_index::read_all(&journal, cache.as_deref());
+    if let Some(note) = note {
+        eprintln!("aep-cline sessions: {note}");
+    }
     for problem in &problems {
         eprintln!("aep-cline sessions: {}", out::terminal(problem));
     }

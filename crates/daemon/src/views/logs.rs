@@ -2,9 +2,10 @@
 //! one session's Events, a session named by a prefix. Read-only: a log being appended to is
 //! read up to its last whole line.
 
-use super::summary::Summary;
+use super::summary::{Saved, Summary};
 use crate::lane::journal::{Entry, Reader, Unread, MAX_LINE};
 use crate::lane::Journal;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -54,23 +55,80 @@ pub fn files(journal: &Journal) -> Vec<PathBuf> {
 /// One log file summed up; `None` when it holds no session-scoped Event. Lines of another
 /// session than the first one named (a file copied into place) are counted as unread.
 pub fn summarize(path: &Path) -> std::io::Result<(Option<Summary>, Unread)> {
-    let mut summary: Option<Summary> = None;
-    let unread = for_each_line(path, |e| {
+    let folded = summarize_from(path, Folded::default())?;
+    let unread = folded.unread();
+    Ok((folded.saved.map(Summary::from), unread))
+}
+
+/// Where a fold of one log stopped: a log that only grew since is folded on from here
+/// ([`summarize_from`]), not read again from its start.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Folded {
+    /// Bytes of whole lines folded (a torn last line is read next time, whole).
+    pub offset: u64,
+    /// Whole lines read.
+    pub lines: usize,
+    pub unread_lines: usize,
+    pub unread_first: Option<usize>,
+    /// The session's fold so far; `None` while no session-scoped Event was seen.
+    pub saved: Option<Saved>,
+}
+
+impl Folded {
+    pub fn unread(&self) -> Unread {
+        Unread {
+            lines: self.unread_lines,
+            first: self.unread_first,
+        }
+    }
+}
+
+/// [`summarize`] from where `from` stopped (the default: the start).
+pub fn summarize_from(path: &Path, from: Folded) -> std::io::Result<Folded> {
+    use std::io::{Seek, SeekFrom};
+    let mut summary: Option<Summary> = from.saved.map(Summary::from);
+    let mut unread = Unread {
+        lines: from.unread_lines,
+        first: from.unread_first,
+    };
+    let mut file = crate::lane::journal::open_log(path, false)?;
+    file.seek(SeekFrom::Start(from.offset))?;
+    let mut reader = Reader::new(file).resume(from.lines, from.offset);
+    while let Some(entry) = reader.next_line()? {
+        let (number, line) = match entry {
+            Entry::TooLong { number } => {
+                unread.add(number);
+                continue;
+            }
+            Entry::Whole { number, line } => (number, line),
+        };
+        let Ok(e) = serde_json::from_slice::<Value>(line) else {
+            unread.add(number);
+            continue;
+        };
         let session = e.get("session").and_then(Value::as_str);
         match (&mut summary, session) {
             (None, Some(session)) => summary = Some(Summary::new(session)),
-            (Some(s), Some(other)) if other != s.session => return false,
+            (Some(s), Some(other)) if other != s.session => {
+                unread.add(number);
+                continue;
+            }
             _ => {}
         }
         if let Some(s) = &mut summary {
             s.apply(&e);
         }
-        true
-    })?;
+    }
     if let Some(s) = &mut summary {
         s.unread_lines = unread.lines;
     }
-    Ok((summary, unread))
+    Ok(Folded {
+        offset: reader.whole_bytes(),
+        lines: reader.lines(),
+        unread_lines: unread.lines,
+        unread_first: unread.first,
+        saved: summary.as_ref().map(Saved::from),
+    })
 }
 
 /// What reading every log found: the sessions, and a sentence per log with lines (or all of
@@ -88,14 +146,7 @@ pub fn read_all(journal: &Journal) -> Read {
     for path in files(journal) {
         match summarize(&path) {
             Ok((summary, unread)) => {
-                if let Some(first) = unread.first {
-                    read.problems.push(format!(
-                        "{}: {} line(s) not read (not JSON, not UTF-8, over {} MiB, or another session's), the first at line {first}",
-                        path.display(),
-                        unread.lines,
-                        MAX_LINE >> 20
-                    ));
-                }
+                read.problems.extend(unread_problem(&path, &unread));
                 read.sessions.extend(summary);
             }
             Err(e) => read.problems.push(format!("{}: cannot read: {e}", path.display())),
@@ -103,6 +154,17 @@ pub fn read_all(journal: &Journal) -> Read {
     }
     sort(&mut read.sessions);
     read
+}
+
+/// What a person is told of a log's lines that were not read.
+pub fn unread_problem(path: &Path, unread: &Unread) -> Option<String> {
+    let first = unread.first?;
+    Some(format!(
+        "{}: {} line(s) not read (not JSON, not UTF-8, over {} MiB, or another session's), the first at line {first}",
+        path.display(),
+        unread.lines,
+        MAX_LINE >> 20
+    ))
 }
 
 /// Every session in the logs, summed up, the most recently moved first.

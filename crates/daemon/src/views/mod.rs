@@ -8,6 +8,7 @@ pub mod act;
 pub mod index;
 pub mod local;
 pub mod logs;
+pub mod logs_index;
 pub mod numbers;
 pub mod summary;
 pub mod timeline;

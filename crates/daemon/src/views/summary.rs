@@ -165,7 +165,7 @@ pub struct Summary {
 
 /// A summary with its fold's own state (what it shows leaves out), for a checkpoint of the
 /// fleet console: read back, it folds on as if it had never stopped.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Saved {
     shown: Summary,
     position: Option<(u64, u64)>,

@@ -42,6 +42,9 @@ impl Sandbox {
         cmd.args(args)
             .env_remove("AEP_LISTEN")
             .env("HOME", self.root.path())
+            // The sandbox's own cache folder (the indexes of `usage` and `sessions`), whatever
+            // the developer's environment says.
+            .env("XDG_CACHE_HOME", self.root.path().join(".cache"))
             .env("AEP_LOG_DIR", &self.log_dir)
             .env("AEP_CLINE_STATE_DIR", &self.state_dir);
         cmd

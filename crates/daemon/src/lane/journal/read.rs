@@ -102,6 +102,19 @@ impl<R: Read> Reader<R> {
         self.whole
     }
 
+    /// Whole lines read so far (the last one's number).
+    pub fn lines(&self) -> usize {
+        self.number
+    }
+
+    /// Goes on from an earlier read that stopped after `lines` whole lines and `whole` bytes:
+    /// the caller has put `inner` there, and line numbers and [`Reader::whole_bytes`] count on.
+    pub fn resume(mut self, lines: usize, whole: u64) -> Self {
+        self.number = lines;
+        self.whole = whole;
+        self
+    }
+
     /// The next whole line; `None` at the end, and at a last line with no newline yet.
     pub fn next_line(&mut self) -> std::io::Result<Option<Entry<'_>>> {
         self.line.clear();
