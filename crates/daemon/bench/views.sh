@@ -54,7 +54,7 @@ export -f grow; export WORK
 hyperfine -N --warmup 1 --runs 5 --export-json "$WORK/whole.json" "$BIN sessions --all --json --no-cache" >/dev/null
 hyperfine -N --runs 1 --export-json "$WORK/first.json" "$BIN sessions --all --json" >/dev/null
 hyperfine -N --warmup 1 --runs 10 --export-json "$WORK/warm.json" "$BIN sessions --all --json" >/dev/null
-hyperfine --runs 5 --prepare grow --export-json "$WORK/grown.json" "$BIN sessions --all --json" >/dev/null
+hyperfine --shell=bash --runs 5 --prepare grow --export-json "$WORK/grown.json" "$BIN sessions --all --json" >/dev/null
 hyperfine -N --warmup 1 --runs 10 --export-json "$WORK/table.json" "$BIN sessions" >/dev/null
 [ "$("$BIN" sessions --all --json)" = "$("$BIN" sessions --all --json --no-cache)" ] && same=yes || same=NO
 python3 - "$WORK" "$same" <<'PY'
