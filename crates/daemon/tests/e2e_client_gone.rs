@@ -128,10 +128,12 @@ fn tui_left_with(aep: &Sandbox, cline: &ClineSandbox, hub: &RealHub, keys: &[&st
     aep.wait_log(&session, "the run's end", Duration::from_secs(90), |e| {
         support::daemon::has(e, "run.finished")
     });
+    // The session file's pid is the hub's when the hub hosts the session (seen on 3.0.65):
+    // the TUI is watched through its terminal.
     let pid = wait_until("the session file's pid", Duration::from_secs(30), || {
         store_record(cline, &session).and_then(|r| r["pid"].as_u64())
     });
-    assert!(runs(pid), "the session file names the live TUI (pid {pid})");
+    eprintln!("the session file names pid {pid} (alive: {})", runs(pid));
     // Left as a person does; Ctrl+C may want a second press.
     let deadline = Instant::now() + Duration::from_secs(30);
     'left: while Instant::now() < deadline {
@@ -140,13 +142,13 @@ fn tui_left_with(aep: &Sandbox, cline: &ClineSandbox, hub: &RealHub, keys: &[&st
             std::thread::sleep(Duration::from_millis(300));
         }
         for _ in 0..20 {
-            if !runs(pid) {
+            if tmux.exited() {
                 break 'left;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    assert!(!runs(pid), "the TUI did not exit; it shows:\n{}", tmux.screen());
+    assert!(tmux.exited(), "the TUI did not exit; it shows:\n{}", tmux.screen());
     let gone = Instant::now();
     let record = store_record(cline, &session).unwrap();
     eprintln!(
@@ -157,7 +159,6 @@ fn tui_left_with(aep: &Sandbox, cline: &ClineSandbox, hub: &RealHub, keys: &[&st
 }
 
 #[test]
-#[ignore = "written, not yet run on the real TUI (#32)"]
 fn a_tui_left_with_exit_ends_its_session_within_seconds() {
     let model = FakeModel::start(Script::default());
     let cline = ClineSandbox::new(&model);
@@ -166,13 +167,18 @@ fn a_tui_left_with_exit_ends_its_session_within_seconds() {
     let hub = RealHub::ensure(&cline);
     let _daemon = aep.start();
     let (session, gone) = tui_left_with(&aep, &cline, &hub, &["/exit", "Enter"]);
-    // The TUI's session is the hub's when `auto` finds it (its client then says), else the
-    // TUI's own (its hook process then says).
-    assert_ended(&aep, &session, gone, "normal", &["client_gone", "process_gone"]);
+    // On 3.0.65 `/exit` records the end in Cline's store (`completed`, `ended_at`), which the
+    // reconciler reads within seconds; else the client's or the hook process's absence says.
+    assert_ended(
+        &aep,
+        &session,
+        gone,
+        "normal",
+        &["cline_store", "client_gone", "process_gone"],
+    );
 }
 
 #[test]
-#[ignore = "written, not yet run on the real TUI (#32)"]
 fn a_tui_left_with_ctrl_c_ends_its_session_within_seconds() {
     let model = FakeModel::start(Script::default());
     let cline = ClineSandbox::new(&model);

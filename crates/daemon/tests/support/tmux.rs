@@ -55,6 +55,15 @@ impl Tmux {
         assert!(ok.success(), "tmux send-keys {keys}");
     }
 
+    /// Whether the program has exited (its pane is kept, dead, by `remain-on-exit`).
+    pub fn exited(&self) -> bool {
+        let out = self
+            .command(&["display-message", "-p", "-t", "tui", "#{pane_dead}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+
     /// What the terminal shows now.
     pub fn screen(&self) -> String {
         let out = self.command(&["capture-pane", "-p", "-t", "tui"]).output().unwrap();
