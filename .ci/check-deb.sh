@@ -7,14 +7,15 @@
 #   bash .ci/check-deb.sh          # the release build that ships (fat LTO: minutes)
 #   bash .ci/check-deb.sh --quick  # the debug binary the tests already built (tests/package.rs)
 #
-# Without cargo-deb it says so and exits 0 (it is not part of the default toolchain:
-# `cargo install cargo-deb --locked` installs it).
+# cargo-deb is not part of the toolchain: without it, .ci/install-cargo-deb.sh installs the
+# pinned one under target/tools (once); the check never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! cargo deb --version >/dev/null 2>&1; then
-  echo "SKIPPED: cargo-deb is not installed (cargo install cargo-deb --locked)"
-  exit 0
+  PATH="$(bash .ci/install-cargo-deb.sh):$PATH"
+  export PATH
+  cargo deb --version >/dev/null || { echo "FAILED: cargo-deb could not be installed"; exit 1; }
 fi
 profile=()
 if [[ "${1:-}" == "--quick" ]]; then
