@@ -188,6 +188,28 @@ fn a_private_model_priced_by_aep_cline_prices_gets_its_cost() {
     assert_eq!(cost["currency"], "USD", "{cost}");
     let total = cost["total"].as_f64().expect("a cost from AEP_CLINE_PRICES");
     assert!((total - want).abs() < 1e-12, "{total} != {want}");
+    // `usage` in a shell without AEP_CLINE_PRICES prices as the running daemon does, and says so.
+    let cline_dir = rig.cline.cline_dir();
+    let env = [("CLINE_DIR", cline_dir.to_str().unwrap())];
+    let out = rig.aep.run(&["usage", "session", "--json", "--no-cache"], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["prices"]["from"], "the running daemon's AEP_CLINE_PRICES",
+        "{}",
+        v["prices"]
+    );
+    assert_eq!(v["prices"]["file"], prices.to_str().unwrap());
+    let usd = v["rows"][0]["cost_usd"]
+        .as_f64()
+        .expect("priced with the daemon's table");
+    assert!((usd - want).abs() < 1e-9, "{usd} != {want}");
+    let out = rig.aep.run(&["usage", "session", "--no-cache"], &env);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(the running daemon's AEP_CLINE_PRICES) over the bundled table"),
+        "{text}"
+    );
     drop(daemon);
 
     // A prices file the daemon cannot use stops it at start, saying which and why.

@@ -670,3 +670,61 @@ fn a_corrupt_foreign_fifo_or_linked_index_is_rebuilt_and_an_unwritable_folder_br
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(said.matches("cannot keep the index").count(), 1, "{said}");
 }
+
+#[test]
+fn a_session_its_log_says_ended_is_not_shown_running() {
+    // Cline's store still says running (its pid lives: this test's), aep-cline's log says the
+    // session ended (`aep-cline end`, the reconciler): usage shows it ended, as `sessions` does.
+    let data = tempfile::tempdir().unwrap();
+    for (id, running) in [("17969_ended", true), ("17969_live", true)] {
+        write_session(
+            data.path(),
+            &Gen {
+                id,
+                workspace: "/w",
+                time_ms: NOON,
+                calls: 1,
+                model: "claude-sonnet-4-5",
+                running,
+            },
+        );
+    }
+    let logs = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(logs.path().join("cline")).unwrap();
+    let ev = |seq: u64, ty: &str| {
+        json!({"aep": "0.1", "id": format!("e{seq}"), "type": ty, "time": "2026-12-01T12:00:05Z",
+               "source": "aep://h/agent/cline", "agent": "cline", "session": "17969_ended", "seq": seq, "data": {}})
+        .to_string()
+    };
+    std::fs::write(
+        logs.path().join("cline/17969_ended.jsonl"),
+        format!("{}\n{}\n", ev(0, "session.started"), ev(1, "session.ended")),
+    )
+    .unwrap();
+    let run = |with_logs: bool| {
+        let mut cmd = Command::new(bin());
+        cmd.args(["usage", "session", "--json", "--no-cache", "--prices"])
+            .arg(prices())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("CLINE_DATA_DIR", data.path());
+        if with_logs {
+            cmd.env("AEP_LOG_DIR", logs.path());
+        }
+        json_of(&cmd.output().unwrap())
+    };
+    let running = |v: &Value, key: &str| {
+        v["rows"].as_array().unwrap().iter().find(|r| r["key"] == key).unwrap()["running"].clone()
+    };
+    let without = run(false);
+    assert_eq!(running(&without, "17969_ended"), 1, "the store alone says running");
+    let with = run(true);
+    assert_eq!(running(&with, "17969_ended"), 0, "the log says it ended: {with:#}");
+    assert_eq!(
+        running(&with, "17969_live"),
+        1,
+        "a session the log does not end stays running"
+    );
+    assert_eq!(with["totals"]["running"], 1);
+    assert_eq!(with["prices"]["from"], "--prices or AEP_CLINE_PRICES");
+}

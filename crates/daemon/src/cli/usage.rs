@@ -98,9 +98,15 @@ pub struct UsageArgs {
     pub extension_dir: Vec<PathBuf>,
 
     /// OpenRouter's models JSON (GET https://openrouter.ai/api/v1/models) over the bundled
-    /// prices; the daemon reads the same file from AEP_CLINE_PRICES.
+    /// prices; the daemon reads the same file from AEP_CLINE_PRICES. Without it, the running
+    /// daemon's AEP_CLINE_PRICES is used, so usage prices as the daemon does (and says so).
     #[arg(long, value_name = "FILE", env = "AEP_CLINE_PRICES")]
     pub prices: Option<PathBuf>,
+
+    /// Where aep-cline's logs are: a session Cline's store still calls running is shown ended
+    /// when its log says it ended (`aep-cline end`, the reconciler), as `sessions` shows it.
+    #[command(flatten)]
+    pub logs: super::client::LogArgs,
 
     /// Read every file of Cline's history, and neither use nor write the index of what was
     /// read ($XDG_CACHE_HOME/aep-cline/usage-index, else ~/.cache/aep-cline/), by which a run
@@ -133,7 +139,26 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
             bail!("--since {s} is after --until {u}: nothing could match");
         }
     }
-    let prices = crate::prices::load(args.prices.as_deref())?;
+    let (prices_file, prices_from) = match &args.prices {
+        Some(p) => (Some(p.clone()), Some("--prices or AEP_CLINE_PRICES")),
+        None => match daemon_prices() {
+            Some(p) => (Some(p), Some("the running daemon's AEP_CLINE_PRICES")),
+            None => (None, None),
+        },
+    };
+    let prices = match crate::prices::load(prices_file.as_deref()) {
+        Ok(p) => p,
+        // The daemon's file, gone or changed since it read it: the bundled table, said.
+        Err(e) if args.prices.is_none() => {
+            eprintln!("aep-cline usage: {e:#}; the bundled prices are used");
+            crate::prices::load(None)?
+        }
+        Err(e) => return Err(e),
+    };
+    let prices_json = json!({
+        "snapshot": SNAPSHOT_DATE, "source": PRICES_SNAPSHOT, "litellm": LITELLM_VERSION,
+        "file": prices_file.as_ref().map(|p| p.display().to_string()), "from": prices_from,
+    });
     let extensions = match &args.extension_dir[..] {
         [] => Extensions::Found,
         [none] if none.as_os_str() == "none" => Extensions::Dirs(Vec::new()),
@@ -161,14 +186,24 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
     };
     let (mut report, notes) = indexed(&history, &opts, &prices, !args.no_cache);
     report.problems.append(&mut opened);
+    if group == Group::Session {
+        if let Ok(journal) = args.logs.journal() {
+            ended_in_logs(&mut report, &journal);
+        }
+    }
     let tz_name = timezone.iana_name().unwrap_or("system").to_string();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {
-        serde_json::to_writer(&mut out, &ReportJson::new(&report, &opts, &tz_name, &history))?;
+        let mut doc = ReportJson::new(&report, &opts, &tz_name, &history);
+        doc.prices = prices_json;
+        serde_json::to_writer(&mut out, &doc)?;
         writeln!(out)?;
     } else {
         write_table(&mut out, &report, group, args.breakdown, &history)?;
+        if let (Some(file), Some(from)) = (&prices_file, prices_from) {
+            writeln!(out, "prices: {} ({from}) over the bundled table.", file.display())?;
+        }
     }
     out.flush()?;
     warn(&report);
@@ -176,6 +211,42 @@ pub fn run(args: UsageArgs) -> anyhow::Result<()> {
         eprintln!("aep-cline usage: {n}");
     }
     Ok(())
+}
+
+/// The prices file the running daemon was started with (its own `AEP_CLINE_PRICES`, read from
+/// its environment as `doctor` reads it), absolute; `None` without a running daemon or one.
+fn daemon_prices() -> Option<PathBuf> {
+    let state_dir = crate::state::state_dir().ok()?;
+    let discovery = crate::state::discovery::Discovery::read(&state_dir)?;
+    let settings = super::running::settings_of(discovery.pid)?;
+    let (_, value) = settings.into_iter().find(|(k, _)| k == crate::prices::VARIABLE)?;
+    let path = PathBuf::from(value);
+    if path.is_absolute() {
+        return Some(path);
+    }
+    // Relative to the daemon's folder, not this shell's.
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", discovery.pid)).ok()?;
+    Some(cwd.join(path))
+}
+
+/// A session row Cline's store still calls running, whose aep-cline log says it ended (`aep-cline
+/// end`, the reconciler): not running. The log of each such session is read, no other.
+fn ended_in_logs(report: &mut Report, journal: &crate::lane::Journal) {
+    for row in report.rows.iter_mut().filter(|r| r.running > 0) {
+        if row.key.is_empty() || row.key.contains(['/', '\\']) || row.key.starts_with('.') {
+            continue;
+        }
+        let path = journal.path(&row.key);
+        if let Ok((Some(summary), _)) = crate::views::logs::summarize(&path) {
+            if summary.state == crate::views::State::Ended {
+                row.running = 0;
+            }
+        }
+    }
+    let still: u64 = report.rows.iter().map(|r| r.running).sum();
+    if let Some(totals) = report.totals.as_mut() {
+        totals.running = totals.running.min(still);
+    }
 }
 
 /// The report, through the index of what was read when `cache` (and a cache folder is known):
