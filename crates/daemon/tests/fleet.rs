@@ -299,6 +299,15 @@ fn the_console_shows_every_machine_and_commands_the_one_that_owns_the_session() 
         (machines[1]["sessions_live"].as_u64(), machines[1]["waiting"].as_u64()),
         (Some(1), Some(1))
     );
+    // The daemon's count beside the stream's where they differ ("down" says 1 live session
+    // and its stream holds none live), and why.
+    let o = fleet(&sandbox, &url, &["machines"], &[]);
+    let (out, _) = text(&o);
+    let down = out.lines().find(|l| l.starts_with("down")).unwrap();
+    assert!(down.contains("1 (0 in the stream)"), "{out}");
+    let on_a = out.lines().find(|l| l.starts_with(A)).unwrap();
+    assert!(!on_a.contains("in the stream"), "the same count said once: {out}");
+    assert!(out.contains("began before it published here"), "{out}");
     let o = fleet(&sandbox, &url, &["machines", "--state", "offline"], &[]);
     let (out, _) = text(&o);
     assert!(

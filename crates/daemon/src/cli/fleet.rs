@@ -287,6 +287,7 @@ fn machines(args: MachinesArgs) -> anyhow::Result<()> {
     ]
     .map(String::from)
     .to_vec()];
+    let mut differ = false;
     for m in &all {
         let r = m.record.as_ref();
         rows.push(vec![
@@ -295,7 +296,7 @@ fn machines(args: MachinesArgs) -> anyhow::Result<()> {
             r.map_or("-".into(), |r| out::age(&r.time, now)),
             r.map_or("-".into(), |r| r.version.clone()),
             r.map_or("-", |r| if r.control { "on" } else { "off" }).to_string(),
-            r.map_or(m.sessions_live, |r| r.sessions.live).to_string(),
+            sessions_cell(r.map(|r| r.sessions.live), m.sessions_live, &mut differ),
             m.waiting.to_string(),
             r.map_or("-".into(), |r| {
                 r.sinks
@@ -310,7 +311,27 @@ fn machines(args: MachinesArgs) -> anyhow::Result<()> {
             }),
         ]);
     }
-    out::print(&out::table(&rows))
+    let mut text = out::table(&rows);
+    if differ {
+        text.push_str(
+            "SESSIONS n (m in the stream): the daemon holds n live sessions, the stream has m of them; \
+             the others began before it published here (or aged out of the stream)\n",
+        );
+    }
+    out::print(&text)
+}
+
+/// The machine's live sessions as its daemon counts them, and as the stream has them when the
+/// two differ (sessions begun before the daemon published to this stream are in its count only).
+fn sessions_cell(daemon: Option<u64>, stream: u64, differ: &mut bool) -> String {
+    match daemon {
+        Some(n) if n != stream => {
+            *differ = true;
+            format!("{n} ({stream} in the stream)")
+        }
+        Some(n) => n.to_string(),
+        None => stream.to_string(),
+    }
 }
 
 fn sessions(args: SessionsArgs) -> anyhow::Result<()> {
