@@ -773,6 +773,23 @@ fn the_console_page_in_a_browser_approves_through_the_owning_host_and_shows_its_
         );
         assert_eq!(browser.client.current_url().await.unwrap().path(), "/");
         assert!(responders.heard().is_empty());
+        // Each session's cost, written as the dashboard writes money.
+        let costs = browser
+            .until(
+                "the sessions' costs",
+                30,
+                "const head = [...document.getElementById('session-rows').closest('table').querySelectorAll('thead th')].map(th => th.textContent);
+                 const at = head.indexOf('Cost');
+                 const rows = [...document.querySelectorAll('#session-rows tr')]
+                   .map(tr => [tr.cells[0].textContent, tr.cells[1].textContent, tr.cells[at].textContent]);
+                 return at >= 0 && rows.length ? rows : null",
+            )
+            .await;
+        let cost_of = |host: &str, session: &str| {
+            costs.as_array().unwrap().iter().find(|r| r[0] == host && r[1] == session).map(|r| r[2].clone())
+        };
+        assert_eq!(cost_of(A, S1), Some(json!("$0.25")), "{costs}");
+        assert_eq!(cost_of(B, S2), Some(json!("no price")), "tokens without a price: {costs}");
 
         // A session clicked: its timeline drawn.
         let session = format!("//tr[td[1]='{A}']//button[.='{S1}']");

@@ -5,6 +5,8 @@
 // /api/asks when its button is clicked. Text only goes in through
 // textContent.
 
+import { cost } from "./view.js";
+
 const $ = (id) => document.getElementById(id);
 const REFRESH_MS = 2000;
 
@@ -169,6 +171,7 @@ function renderSessions(v) {
       el("td", { class: "num" }, String(s.tool_calls)),
       el("td", { class: "num" }, String(s.failures)),
       el("td", { class: "num" }, tokens ? String(tokens) : "-"),
+      el("td", { class: "num" }, cost(s)),
       el("td", {}, s.model ?? "-")));
   }
   select.value = chosen;

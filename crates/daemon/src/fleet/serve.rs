@@ -33,6 +33,8 @@ use std::time::{Duration, SystemTime};
 const INDEX_HTML: &str = include_str!("../../assets/fleet/index.html");
 const FLEET_JS: &str = include_str!("../../assets/fleet/fleet.js");
 const APP_CSS: &str = include_str!("../../assets/dashboard/app.css");
+/// The dashboard's formatting (money, tokens), so both pages write numbers one way.
+const VIEW_JS: &str = include_str!("../../assets/dashboard/view.js");
 const SIGN_IN_HTML: &str = include_str!("../../assets/fleet/sign-in.html");
 
 /// The console's cookie.
@@ -144,6 +146,10 @@ pub fn routes(c: Arc<Console>) -> Router {
         .route(
             "/assets/fleet.js",
             get(|| page::asset(FLEET_JS, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/assets/view.js",
+            get(|| page::asset(VIEW_JS, "text/javascript; charset=utf-8")),
         )
         .route(
             "/assets/app.css",
