@@ -261,6 +261,17 @@ async fn the_owner_sees_what_an_approval_asks_and_the_log_does_not() {
     assert!(show.contains(&format!("folder    {folder}\n")), "{show}");
     assert!(show.contains("title     show me CMD:"), "{show}");
     assert!(show.contains(&format!("$ {command}")), "{show}");
+    // The terminal's list names them too: the folder's name for the digest, and a TITLE.
+    let table = shown(&aep, &["sessions"]);
+    let header = table.lines().next().unwrap();
+    assert!(header.ends_with("TITLE"), "{table}");
+    let line = table.lines().find(|l| l.starts_with(&session)).unwrap();
+    let name = std::path::Path::new(&folder)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(line.contains(&name) && line.contains("show me CMD:"), "{table}");
 
     let browser = Browser::start().await;
     let link = aep.run(&["open", "--no-browser"], &[]);

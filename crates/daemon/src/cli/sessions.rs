@@ -83,14 +83,31 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<()> {
     }
     // What the running daemon's budgets say of each session (none without a daemon or budgets).
     let budgets = live_budgets();
+    // Each session's title and folder, from the running daemon's local view (the owner's
+    // alone, over the owner-only socket; never in the logs), as the dashboard shows them.
+    let about = local_about();
     let mut rows = vec![HEADER.map(String::from).to_vec()];
     if budgets.is_some() {
         rows[0].push("BUDGET".into());
+    }
+    if about.is_some() {
+        rows[0].push("TITLE".into());
     }
     for s in &shown {
         let mut row = row(s, now);
         if let Some(uses) = &budgets {
             row.push(uses[&s.session]["use"].as_str().unwrap_or("-").to_string());
+        }
+        if let Some(about) = &about {
+            let known = &about[&s.session];
+            if let Some(folder) = known["folder"].as_str() {
+                let name = std::path::Path::new(folder)
+                    .file_name()
+                    .map_or(folder.to_string(), |n| n.to_string_lossy().into_owned());
+                // The folder's name where the log holds only the workspace's digest.
+                row[HEADER.len() - 1] = out::one_line(&name, 40);
+            }
+            row.push(known["title"].as_str().map_or("-".into(), |t| out::one_line(t, 60)));
         }
         rows.push(row);
     }
@@ -109,6 +126,16 @@ fn live_budgets() -> Option<serde_json::Value> {
         .json();
     let sessions = &health["budget"]["sessions"];
     sessions.is_object().then(|| sessions.clone())
+}
+
+/// The titles and folders of the sessions the running daemon's local view knows (the first
+/// page of its dashboard's list); `None` without a daemon, or with its local view off.
+fn local_about() -> Option<serde_json::Value> {
+    let list = super::client::owner_view("/api/sessions?limit=1000")?;
+    let about = list
+        .get("about")
+        .filter(|a| a.as_object().is_some_and(|a| !a.is_empty()))?;
+    Some(about.clone())
 }
 
 /// Listed without --all: every session not ended, and the ended ones that moved within a day
