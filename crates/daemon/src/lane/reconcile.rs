@@ -39,7 +39,6 @@
 
 use cline_usage::Store;
 use serde::Deserialize;
-use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
@@ -358,22 +357,13 @@ impl StoreSession {
     }
 }
 
-/// A vendor file's bytes, opened without blocking, only if it is a regular file of at most
-/// `max` bytes.
+/// A vendor file's bytes through the one safe reader of Cline's files
+/// (`cline_usage::vendor_file`: non-blocking, a regular file checked on the open descriptor,
+/// bounded); `None` for anything else.
 fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > max {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max + 1).read_to_end(&mut bytes).ok()?;
-    (bytes.len() as u64 <= max).then_some(bytes)
+    let mut bytes = Vec::new();
+    cline_usage::vendor_file::read(path, max, &mut bytes).ok()?;
+    Some(bytes)
 }
 
 #[cfg(test)]
