@@ -36,7 +36,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -86,6 +86,26 @@ pub struct Tally {
     /// (tool, outcome) → calls.
     tools: BTreeMap<(String, &'static str), u64>,
     models: HashMap<String, String>,
+    /// The model names, and the tool names, that are label values.
+    model_names: Bounded,
+    tool_names: Bounded,
+}
+
+/// The values of one label admitted so far: a value is itself while fewer than [`MAX_VALUES`]
+/// are, then `_OTHER`. One set lookup per Event, however many series there are.
+#[derive(Debug, Default)]
+struct Bounded(BTreeSet<String>);
+
+impl Bounded {
+    fn admit(&mut self, value: &str) -> String {
+        if !self.0.contains(value) {
+            if self.0.len() >= MAX_VALUES {
+                return OTHER.to_string();
+            }
+            self.0.insert(value.to_string());
+        }
+        value.to_string()
+    }
 }
 
 impl Tally {
@@ -115,7 +135,7 @@ impl Tally {
                 let model = model_in(&data)
                     .or_else(|| self.models.get(session).cloned())
                     .unwrap_or_else(|| "unknown".into());
-                let model = self.bounded_model(model);
+                let model = self.model_names.admit(&model);
                 let count = |k: &str| data.get(k).and_then(Value::as_u64);
                 let input = count("gen_ai.usage.input_tokens");
                 let cache_read = count("gen_ai.usage.cache_read.input_tokens").unwrap_or(0);
@@ -155,40 +175,10 @@ impl Tally {
                     _ => "denied",
                 };
                 let name = data.pointer("/tool/name").and_then(Value::as_str).unwrap_or("tool");
-                let known = self.tools.keys().any(|(n, _)| n == name);
-                let distinct = self
-                    .tools
-                    .keys()
-                    .map(|(n, _)| n)
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .len();
-                let name = if known || distinct < MAX_VALUES { name } else { OTHER };
-                *self.tools.entry((name.to_string(), outcome)).or_default() += 1;
+                let name = self.tool_names.admit(name);
+                *self.tools.entry((name, outcome)).or_default() += 1;
             }
             _ => {}
-        }
-    }
-
-    fn bounded_model(&self, model: String) -> String {
-        let mut known = self
-            .tokens
-            .keys()
-            .map(|(_, m)| m)
-            .chain(self.histogram.keys().map(|(_, m)| m));
-        if known.any(|m| *m == model) {
-            return model;
-        }
-        let distinct: std::collections::BTreeSet<&String> = self
-            .tokens
-            .keys()
-            .map(|(_, m)| m)
-            .chain(self.histogram.keys().map(|(_, m)| m))
-            .chain(self.cost.keys())
-            .collect();
-        if distinct.len() < MAX_VALUES {
-            model
-        } else {
-            OTHER.into()
         }
     }
 
