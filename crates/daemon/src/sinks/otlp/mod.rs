@@ -19,6 +19,7 @@
 //! touches the hook path.
 
 pub mod exporter;
+pub mod leg;
 pub mod metrics;
 pub mod record;
 pub mod settings;
@@ -26,24 +27,17 @@ pub mod span;
 pub mod traces;
 
 use crate::lane::{Journal, Note};
-use crate::sinks::delivery::deliver::{self, Batching, Health};
-use crate::sinks::delivery::{self, Durable, Overflow};
-use exporter::{Counts, Exporter};
+use exporter::Exporter;
+use leg::Leg;
 use serde_json::{json, Value};
 use settings::Settings;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Bytes of Event lines per export, about (collectors take 20 MiB by default; gzip shrinks it
-/// several times over).
-pub(super) const MAX_BATCH_BYTES: usize = 4 << 20;
-
 pub struct Otlp {
     settings: Arc<Settings>,
     host: String,
-    durable: Arc<Durable>,
-    health: Arc<Health>,
-    counts: Arc<Counts>,
+    logs: Leg,
     /// The traces leg, when `AEP_OTLP_TRACES` is on.
     pub traces: Option<Arc<traces::Traces>>,
     /// The metrics leg, when `AEP_OTLP_METRICS` is on.
@@ -54,15 +48,7 @@ impl Otlp {
     /// Builds the exporter (restoring what the collector lacked at the last stop);
     /// [`Otlp::pump`] fills its outbox from the bus and [`Otlp::run`] delivers.
     pub fn new(settings: Settings, journal: Journal, host: String) -> Arc<Otlp> {
-        let durable = Durable::new(
-            delivery::Config {
-                name: "otlp",
-                target: settings.shown(),
-                outbox: settings.outbox,
-                overflow: Overflow::FromLog,
-            },
-            journal.clone(),
-        );
+        let logs = Leg::new("otlp", settings.shown(), &settings, journal.clone());
         let settings = Arc::new(settings);
         let traces = settings
             .traces
@@ -77,51 +63,31 @@ impl Otlp {
             traces,
             metrics,
             host,
-            durable,
-            health: Arc::new(Health::default()),
-            counts: Arc::new(Counts::default()),
+            logs,
         })
     }
 
     pub async fn pump(self: Arc<Self>, bus: tokio::sync::broadcast::Receiver<Note>) {
-        self.durable.clone().pump(bus).await
+        self.logs.pump(bus).await
     }
 
     /// Delivers until the daemon stops.
     pub async fn run(self: Arc<Self>) {
-        let exporter = Exporter::new(self.settings.clone(), self.host.clone(), self.counts.clone());
-        let batching = Batching {
-            max_events: self.settings.batch,
-            max_bytes: MAX_BATCH_BYTES,
-            linger: self.settings.flush,
-        };
-        deliver::deliver(self.durable.clone(), exporter, batching, self.health.clone()).await
+        let exporter = Exporter::new(self.settings.clone(), self.host.clone(), self.logs.counts.clone());
+        self.logs.deliver(exporter, &self.settings).await
     }
 
-    /// For `/healthz`: `{endpoint, connected, last_error, confirmed, pending, sessions (carried),
-    /// outbox, dropped, retries, resends, filtered, capture}`.
+    /// For `/healthz`: the logs leg's status ([`Leg::status`]) with `filtered`, `capture`, and
+    /// the `traces` and `metrics` legs'.
     pub fn status(&self) -> Value {
-        let counters = self.durable.counters();
-        let health = self.health.status();
-        json!({
-            "endpoint": self.settings.shown(),
-            "connected": health["connected"],
-            "last_error": health["last_error"],
-            "confirmed": health["confirmed"],
-            "pending": counters.pending,
-            "sessions": counters.sessions,
-            "outbox": counters.outbox,
-            "dropped": {
-                "refused_batches": health["refused"]["batches"],
-                "refused_events": health["refused"]["events"],
-                "rejected_by_collector": self.counts.rejected.load(Ordering::Relaxed),
-            },
-            "retries": health["retries"],
-            "resends": counters.resends,
-            "filtered": self.counts.filtered.load(Ordering::Relaxed),
-            "capture": self.settings.capture.to_string(),
-            "traces": self.traces.as_ref().map(|t| t.status()),
-            "metrics": self.metrics.as_ref().map(|m| m.status()),
-        })
+        let mut status = self.logs.status();
+        status.insert(
+            "filtered".into(),
+            json!(self.logs.counts.filtered.load(Ordering::Relaxed)),
+        );
+        status.insert("capture".into(), json!(self.settings.capture.to_string()));
+        status.insert("traces".into(), json!(self.traces.as_ref().map(|t| t.status())));
+        status.insert("metrics".into(), json!(self.metrics.as_ref().map(|m| m.status())));
+        Value::Object(status)
     }
 }

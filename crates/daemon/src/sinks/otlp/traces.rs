@@ -9,56 +9,43 @@
 //! (`AEP_OTLP_CAPTURE`) applies as it does to the logs, before a span is made, so arguments
 //! and results reach a span only where the operator opted into them.
 
-use super::exporter::{Collector, Counts};
+use super::exporter::Collector;
+use super::leg::Leg;
 use super::record;
 use super::settings::{Settings, Signal};
 use super::span::{Finished, Spans};
 use crate::lane::{Journal, Note, Published};
-use crate::sinks::delivery::deliver::{self, Batching, Health, Outcome, Publisher};
-use crate::sinks::delivery::{self, Durable, Overflow};
+use crate::sinks::delivery::deliver::{Outcome, Publisher};
 use aep_core::gate::downlevel;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub struct Traces {
     settings: Arc<Settings>,
     host: String,
-    durable: Arc<Durable>,
-    health: Arc<Health>,
-    counts: Arc<Counts>,
+    leg: Leg,
     /// Spans open now (runs, tool calls), for `/healthz`.
     open: Arc<Mutex<(usize, usize)>>,
 }
 
 impl Traces {
     pub fn new(settings: Arc<Settings>, journal: Journal, host: String) -> Arc<Traces> {
-        let target = crate::sinks::shown::url(&settings.url_of(Signal::Traces).to_string());
-        let durable = Durable::new(
-            delivery::Config {
-                name: "otlp-traces",
-                target,
-                outbox: settings.outbox,
-                overflow: Overflow::FromLog,
-            },
-            journal,
-        );
+        let endpoint = crate::sinks::shown::url(&settings.url_of(Signal::Traces).to_string());
+        let leg = Leg::new("otlp-traces", endpoint, &settings, journal);
         Arc::new(Traces {
             settings,
             host,
-            durable,
-            health: Arc::new(Health::default()),
-            counts: Arc::new(Counts::default()),
+            leg,
             open: Arc::default(),
         })
     }
 
     pub async fn pump(self: Arc<Self>, bus: tokio::sync::broadcast::Receiver<Note>) {
-        self.durable.clone().pump(bus).await
+        self.leg.pump(bus).await
     }
 
     /// Delivers until the daemon stops.
@@ -66,40 +53,19 @@ impl Traces {
         let exporter = SpanExporter {
             settings: self.settings.clone(),
             host: self.host.clone(),
-            collector: Collector::new(self.settings.clone(), Signal::Traces, self.counts.clone()),
+            collector: Collector::new(self.settings.clone(), Signal::Traces, self.leg.counts.clone()),
             spans: Spans::default(),
             open: self.open.clone(),
         };
-        let batching = Batching {
-            max_events: self.settings.batch,
-            max_bytes: super::MAX_BATCH_BYTES,
-            linger: self.settings.flush,
-        };
-        deliver::deliver(self.durable.clone(), exporter, batching, self.health.clone()).await
+        self.leg.deliver(exporter, &self.settings).await
     }
 
-    /// For `/healthz` (`otlp.traces`): the same shape as the logs' status, with the spans open.
+    /// For `/healthz` (`otlp.traces`): the leg's status ([`Leg::status`]) with the spans open.
     pub fn status(&self) -> Value {
-        let counters = self.durable.counters();
-        let health = self.health.status();
         let (runs, tools) = *self.open.lock();
-        json!({
-            "endpoint": crate::sinks::shown::url(&self.settings.url_of(Signal::Traces).to_string()),
-            "connected": health["connected"],
-            "last_error": health["last_error"],
-            "confirmed": health["confirmed"],
-            "pending": counters.pending,
-            "sessions": counters.sessions,
-            "outbox": counters.outbox,
-            "dropped": {
-                "refused_batches": health["refused"]["batches"],
-                "refused_events": health["refused"]["events"],
-                "rejected_by_collector": self.counts.rejected.load(Ordering::Relaxed),
-            },
-            "retries": health["retries"],
-            "resends": counters.resends,
-            "open": {"runs": runs, "tools": tools},
-        })
+        let mut status = self.leg.status();
+        status.insert("open".into(), json!({"runs": runs, "tools": tools}));
+        Value::Object(status)
     }
 }
 
