@@ -375,6 +375,25 @@ fn expected_record(event: &Value) -> Value {
     out
 }
 
+/// The real Cline CLI's run of one command with aep-cline's hooks installed and `aep`'s daemon
+/// running (returned, with the run's session once its log exists).
+pub(crate) fn real_run(aep: &Sandbox, cline: &ClineSandbox) -> (support::daemon::Daemon, String) {
+    aep.install_hooks_for(cline);
+    let daemon = aep.start();
+    cline
+        .run("Run the command and report what it printed.")
+        .assert_success("cline --json");
+    let session = aep
+        .log_dir
+        .join("cline")
+        .read_dir()
+        .unwrap()
+        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
+        .find(|s| !s.starts_with('.'))
+        .expect("a session log");
+    (daemon, session)
+}
+
 pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -390,6 +409,18 @@ pub(crate) fn hook(sb: &Sandbox, name: &str, n: u32) {
         n % 1000
     ));
     sb.hook_recorded(payload.to_string().as_bytes());
+}
+
+/// One run's real hooks, in order: its start, a tool call and its result, its end.
+pub(crate) fn one_run(sb: &Sandbox) {
+    for (name, n) in [
+        ("agent_start", 0),
+        ("tool_call", 1),
+        ("tool_result", 1),
+        ("agent_end", 2),
+    ] {
+        hook(sb, name, n);
+    }
 }
 
 pub(crate) fn health(addr: &str) -> Value {
@@ -420,22 +451,7 @@ fn every_field_of_a_real_cline_run_reaches_the_collector_as_aep_0005_says() {
         .with_env("AEP_OTLP_HEADERS", "authorization=Bearer%20otlp-t0ken")
         .with_env("AEP_OTLP_FLUSH", "100ms")
         .with_env("AEP_HOST", "fleet-host-7");
-    let out = aep.run(
-        &["install-hooks"],
-        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let daemon = aep.start();
-    let run = cline.run("Run the command and report what it printed.");
-    run.assert_success("cline --json");
-    let session = aep
-        .log_dir
-        .join("cline")
-        .read_dir()
-        .unwrap()
-        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
-        .find(|s| !s.starts_with('.'))
-        .expect("a session log");
+    let (daemon, session) = real_run(&aep, &cline);
     let events = aep.wait_log(&session, "a whole run", WAIT, |e| {
         e.last().is_some_and(|e| e["type"] == "session.ended")
     });
@@ -929,14 +945,7 @@ fn the_official_python_bindings_read_the_records_alike() {
         .with_env("AEP_OTLP_ENDPOINT", &collector.url())
         .with_env("AEP_OTLP_FLUSH", "300ms");
     let _daemon = sb.start();
-    for (name, n) in [
-        ("agent_start", 0),
-        ("tool_call", 1),
-        ("tool_result", 1),
-        ("agent_end", 2),
-    ] {
-        hook(&sb, name, n);
-    }
+    one_run(&sb);
     let log = sb.log(SESSION);
     collector.wait("every Event", |c| c.records().len() >= log.len());
     let mut from_python = Vec::new();

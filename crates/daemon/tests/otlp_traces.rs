@@ -4,7 +4,7 @@
 //! while the collector was away arrive after a restart; a collector without a traces route never
 //! holds the logs back.
 
-use crate::otlp::{attributes, free_port, health, hook, Answer, Collector};
+use crate::otlp::{attributes, free_port, health, hook, one_run, real_run, Answer, Collector};
 use crate::support;
 
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
@@ -89,22 +89,7 @@ fn a_real_cline_run_is_one_trace_of_invoke_agent_and_its_tools_as_the_genai_conv
         .with_env("AEP_OTLP_FLUSH", "100ms")
         .with_env("AEP_OTLP_METRICS_INTERVAL", "1s")
         .with_env("AEP_HOST", "fleet-host-7");
-    let out = aep.run(
-        &["install-hooks"],
-        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let daemon = aep.start();
-    let run = cline.run("Run the command and report what it printed.");
-    run.assert_success("cline --json");
-    let session = aep
-        .log_dir
-        .join("cline")
-        .read_dir()
-        .unwrap()
-        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
-        .find(|s| !s.starts_with('.'))
-        .expect("a session log");
+    let (daemon, session) = real_run(&aep, &cline);
     let log = aep.wait_log(&session, "a whole run", WAIT, |e| {
         e.last().is_some_and(|e| e["type"] == "session.ended")
     });
@@ -185,7 +170,8 @@ fn a_real_cline_run_is_one_trace_of_invoke_agent_and_its_tools_as_the_genai_conv
     let mut from_python = Vec::new();
     for attempt in collector.trace_attempts().into_iter().filter(|a| a.status == 200) {
         let mut child = std::process::Command::new(&python)
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otlp_decode_traces.py"))
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/otlp_decode.py"))
+            .arg("traces")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -331,14 +317,7 @@ fn a_collector_without_a_traces_route_never_holds_the_logs_back_and_the_gate_tur
         .with_env("AEP_OTLP_ENDPOINT", &collector.url())
         .with_env("AEP_OTLP_FLUSH", "50ms");
     let daemon = sb.start();
-    for (name, n) in [
-        ("agent_start", 0),
-        ("tool_call", 1),
-        ("tool_result", 1),
-        ("agent_end", 2),
-    ] {
-        hook(&sb, name, n);
-    }
+    one_run(&sb);
     let log = sb.log(SESSION);
     collector.wait_records(log.len());
     let deadline = Instant::now() + WAIT;
@@ -367,14 +346,7 @@ fn a_collector_without_a_traces_route_never_holds_the_logs_back_and_the_gate_tur
         .with_env("AEP_OTLP_TRACES", "0")
         .with_env("AEP_OTLP_FLUSH", "50ms");
     let daemon = sb.start();
-    for (name, n) in [
-        ("agent_start", 0),
-        ("tool_call", 1),
-        ("tool_result", 1),
-        ("agent_end", 2),
-    ] {
-        hook(&sb, name, n);
-    }
+    one_run(&sb);
     collector.wait_records(sb.log(SESSION).len());
     std::thread::sleep(Duration::from_millis(300));
     assert!(collector.trace_attempts().is_empty(), "no span was sent");
