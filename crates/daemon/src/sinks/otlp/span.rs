@@ -70,6 +70,8 @@ struct OpenTool {
     start: u64,
     run: String,
     agent: String,
+    /// The tool's name, for the span's.
+    name: String,
     attributes: Vec<KeyValue>,
 }
 
@@ -177,6 +179,7 @@ impl Spans {
                         start: time,
                         run,
                         agent,
+                        name: tool_name(&data).to_string(),
                         attributes,
                     },
                 );
@@ -448,22 +451,20 @@ struct ToolEnd<'a> {
 
 fn tool_span(end: ToolEnd<'_>, open: Option<OpenTool>, agent: String) -> Finished {
     let known = open.is_some();
-    let (start, agent, mut attributes) = match open {
-        Some(t) => (t.start, if t.agent.is_empty() { agent } else { t.agent }, t.attributes),
+    let (start, agent, name, mut attributes) = match open {
+        Some(t) => (
+            t.start,
+            if t.agent.is_empty() { agent } else { t.agent },
+            t.name,
+            t.attributes,
+        ),
         None => (
             start_from(end.time, end.data),
             agent,
+            tool_name(end.data).to_string(),
             tool_attributes(end.data, end.request),
         ),
     };
-    let name = attributes
-        .iter()
-        .find(|a| a.key == "gen_ai.tool.name")
-        .and_then(|a| match a.value.as_ref().and_then(|v| v.value.as_ref()) {
-            Some(opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(s)) => Some(s.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| "tool".into());
     if let Some(result) = end.data.get("result") {
         attributes.push(kv_str("gen_ai.tool.call.result", &json_text(result)));
     }
@@ -489,8 +490,13 @@ fn tool_span(end: ToolEnd<'_>, open: Option<OpenTool>, agent: String) -> Finishe
     }
 }
 
+/// A tool Event's tool name (`tool` when it names none).
+fn tool_name(data: &Value) -> &str {
+    data.pointer("/tool/name").and_then(Value::as_str).unwrap_or("tool")
+}
+
 fn tool_attributes(data: &Value, request: &str) -> Vec<KeyValue> {
-    let name = data.pointer("/tool/name").and_then(Value::as_str).unwrap_or("tool");
+    let name = tool_name(data);
     let call = data.pointer("/tool/call_id").and_then(Value::as_str).unwrap_or(request);
     vec![
         kv_str("gen_ai.operation.name", "execute_tool"),
