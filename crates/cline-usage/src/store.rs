@@ -150,6 +150,11 @@ impl Store {
         }
     }
 
+    /// The store a [`Layout::to_text`] names (as the shim's data header and the logs carry it).
+    pub fn from_text(text: &str) -> Self {
+        Store::at(Layout::from_text(text))
+    }
+
     /// The session's own file (`<sessions>/<id>/<id>.json`).
     pub fn session_file(&self, id: &str) -> PathBuf {
         self.session_dir(id).join(format!("{id}.json"))

@@ -165,7 +165,7 @@ impl Local {
         dirs.push(cline_usage::Layout::from_env(None).to_text());
         dirs.dedup();
         let found = dirs.iter().find_map(|dir| {
-            let store = cline_usage::Store::at(cline_usage::Layout::from_text(dir));
+            let store = cline_usage::Store::from_text(dir);
             session_file(&store, session).or_else(|| self.task(store.data_dir(), session))
         });
         let about = found.map(|a| About {

@@ -87,7 +87,7 @@ pub fn read_store(dir: &str, session: &str) -> Option<Session> {
     if session.is_empty() || session.contains(['/', '\\']) || session.starts_with('.') {
         return None; // not a name Cline gives a session: never a path out of the store
     }
-    let store = Store::at(cline_usage::Layout::from_text(dir));
+    let store = Store::from_text(dir);
     // Cline 3.x keeps a session in `sessions/<id>/` (or `CLINE_SESSION_DATA_DIR`); 2.x a task
     // in `tasks/<id>/` of the data folder (`cline_usage::TaskStore`).
     let (folder, legacy) = match store.session_dir(session) {

@@ -72,7 +72,7 @@ impl Sessions {
             // store's record of it does (a Ctrl+C: `failed`, exit code 1).
             let recorded = said.end().or_else(|| {
                 let dir = state.cline_data.as_deref()?;
-                StoreSession::read(&cline_usage::Store::at(cline_usage::Layout::from_text(dir)), session)?.end()
+                StoreSession::read(&cline_usage::Store::from_text(dir), session)?.end()
             });
             let end = End {
                 time: at.or_else(|| state.last_hook.clone()),

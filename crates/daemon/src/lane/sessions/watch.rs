@@ -188,11 +188,7 @@ impl Sessions {
             .get(dir)
             .filter(|(at, _)| at.elapsed() < STORE_EVERY)
             .map(|(_, why)| why.clone());
-        let read = StoreSession::look_or(
-            &cline_usage::Store::at(cline_usage::Layout::from_text(dir)),
-            session,
-            known.as_deref(),
-        );
+        let read = StoreSession::look_or(&cline_usage::Store::from_text(dir), session, known.as_deref());
         if known.is_none() {
             let mut unread = self.db_unread.lock();
             match &read {
