@@ -17,6 +17,11 @@ fn the_deb_holds_the_binary_the_unit_and_the_docs_and_its_binary_runs() {
         .output()
         .expect("run .ci/check-deb.sh");
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "check-deb.sh: {}\n{said}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(said.contains("ok: aep-cline_"), "{said}");
 }
