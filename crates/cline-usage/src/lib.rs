@@ -25,6 +25,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod about;
 pub mod db;
 pub mod editors;
 mod history;
@@ -35,13 +36,15 @@ mod model;
 mod problem;
 pub mod report;
 mod store;
+pub mod task_record;
 pub mod task_tokens;
 mod tasks;
 pub mod vendor_file;
 
+pub use about::About;
 pub use history::{Extensions, History, Source, TaskSource};
 pub use messages::{count, read_calls, CallRef, CallSink, MAX_CALL_TOKENS};
 pub use model::{Agent, ModelCall, Session, Tokens};
 pub use problem::{Problem, ProblemKind};
-pub use store::{data_dir, Layout, Store};
-pub use tasks::TaskStore;
+pub use store::{data_dir, is_plain_id, Layout, Store};
+pub use tasks::{history_file, TaskStore};

@@ -104,6 +104,13 @@ fn resolve(data: Option<OsString>, cline: Option<OsString>, home: Option<OsStrin
     cline.join("data")
 }
 
+/// A session or task id that names one folder of Cline's (3.x's are `<ms>_<random>`, 2.x's
+/// `<ms>`): never empty, never `.`-led (so never `.` or `..`), never a separator or a NUL. Every
+/// path built from an id coming from a payload or a log is checked by this one rule.
+pub fn is_plain_id(id: &str) -> bool {
+    !id.is_empty() && !id.starts_with('.') && !id.contains(['/', '\\', '\0'])
+}
+
 /// A Cline data folder, read-only.
 #[derive(Debug, Clone)]
 pub struct Store {

@@ -107,13 +107,18 @@ struct ModelUsage {
     model_provider_id: Option<String>,
 }
 
+/// A 2.x data folder's task history (`state/taskHistory.json`).
+pub fn history_file(root: &Path) -> PathBuf {
+    root.join("state").join("taskHistory.json")
+}
+
 impl TaskStore {
     /// Opens a root folder (the one holding `state/` and `tasks/`). An unreadable or corrupt
     /// `taskHistory.json` is a [`Problem`] returned beside the store, which still reads the
     /// task folders (without their workspaces).
     pub fn open(root: impl Into<PathBuf>) -> (TaskStore, Option<Problem>) {
         let root = root.into();
-        let path = root.join("state").join("taskHistory.json");
+        let path = history_file(&root);
         let mut bytes = Vec::new();
         let (items, problem) = match read_into(&path, &mut bytes) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), None),

@@ -1,61 +1,28 @@
-//! `aep-cline`: the library behind the one binary. The folders follow the data path, from the
-//! bottom up; a folder may use the ones before it in this list, never one after it
-//! (`tools/mod_cycles.py` finds no cycle; docs/architecture.md has the table):
+//! `aep-cline`: the library behind the one binary, the top layer: the daemon's routes, the local
+//! dashboard, the composition root, the fleet console and the user commands. The layers below are
+//! crates, so the compiler holds their order (docs/architecture.md, "The daemon's house"):
 //!
-//! - [`state`], [`firing`], [`setting`], [`backoff`], [`prices`], [`metrics`]: the state folder
-//!   the daemon, the shim and the commands share; what a hook firing is; how a setting is read;
-//!   what the daemon counts for `/metrics`.
-//! - [`http`]: the HTTP plumbing every door shares (tokens, errors, the browser guard, the
-//!   listener, the commands' client).
-//! - [`lane`]: the session lane, the one owner of each session's life: registry, sequencing,
-//!   the JSONL log (the first sink, written before a hook is answered; and its line reader) and
-//!   the bus.
-//! - [`control`]: the one command door; [`archive`]: the logs read back (replays reaching past
-//!   memory) and their retention; [`views`]: what people read and do (a session summed up, its
-//!   timeline, the pending approvals), shared by the commands, the dashboard and the fleet.
-//! - [`policy`], [`budget`]: the rules and the money limits that answer or stop; [`guard`]:
-//!   both, at the hook Cline waits on before every tool (the control the shim prints).
-//! - [`endpoint`]: the embedded AEP endpoint, a sink (feed, SSE, socket) and a source (the
-//!   collector, commands over the socket); [`sinks`]: the relay, OTLP and NATS, with their
-//!   durable delivery.
-//! - [`notify`]: a person told when Cline waits; [`hub`]: the hub tap (approvals, commands).
-//! - [`routes`]: the daemon's doors put together (the hook door, `POST /control`, `/healthz`);
-//!   [`dashboard`]: the local page.
-//! - [`server`]: settings, the composition root (the start order; each subsystem's start) and
-//!   supervision; [`fleet`]: the fleet console; [`cli`]: the user commands.
+//! - `aep-cline-lane`: [`state`], [`firing`], [`setting`], [`backoff`], [`prices`], [`metrics`],
+//!   the session [`lane`], [`control`], [`archive`], [`views`], [`budget`], [`policy`], [`guard`];
+//! - `aep-cline-doors`: [`http`], the AEP [`endpoint`], the [`sinks`], [`notify`], the [`hub`] tap;
+//! - this crate: [`routes`] (the daemon's doors put together: the hook door, `POST /control`,
+//!   `/healthz`, `/metrics`), [`dashboard`] (the local page), [`server`] (settings, the start
+//!   order, supervision), [`fleet`] (the fleet console), [`cli`] (the user commands).
 //!
-//! Lints: `unsafe` is denied; each use (a libc call the standard library lacks: signal
-//! dispositions, `flock`, `SO_PEERCRED`, `CLOCK_BOOTTIME`, rlimits, malloc tuning) is allowed
+//! The lower crates' modules are re-exported here under their own names, so `aep_cline::lane`
+//! (the tests, the benches) and `crate::lane` read as they did when this was one crate.
+//!
+//! Lints: `unsafe` is denied; each use (signal dispositions, rlimits, malloc tuning) is allowed
 //! where it is, with its `SAFETY` reason. Clippy's defaults hold everywhere, as errors in CI
 //! (`cargo clippy --all-targets -- -D warnings`, `.ci/run`).
 
 #![deny(unsafe_code)]
 
-pub mod backoff;
-pub mod firing;
-pub mod metrics;
-pub mod prices;
-pub mod setting;
-pub mod state;
-
-pub mod http;
-
-pub mod lane;
-
-pub mod archive;
-pub mod control;
-pub mod views;
-
-pub mod budget;
-pub mod policy;
-
-pub mod guard;
-
-pub mod endpoint;
-pub mod sinks;
-
-pub mod hub;
-pub mod notify;
+pub use aep_cline_doors::{endpoint, http, hub, nats_contract, notify, sinks, sources};
+pub use aep_cline_lane::{
+    archive, backoff, budget, control, doctor, firing, guard, human_time, lane, metrics, person, policy, prices,
+    setting, state, views,
+};
 
 pub mod dashboard;
 pub mod routes;

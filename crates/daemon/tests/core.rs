@@ -10,6 +10,7 @@ mod guard_hook;
 mod history;
 mod hook_pipeline;
 mod hub_stub;
+mod hub_tap;
 mod ingest_faults;
 mod input_robustness;
 mod limits;

@@ -20,7 +20,7 @@ use crate::support::endpoint::request;
 use crate::support::wait::wait_until;
 
 use aep_cline::fleet::checkpoint;
-use aep_cline::sinks::nats::machine::{self, Machine};
+use aep_cline::nats_contract::machine::{self, Machine};
 use async_nats::jetstream::{self, stream};
 use fantoccini::Locator;
 use futures_util::StreamExt;

@@ -18,7 +18,8 @@ use support::daemon::{real_payload, Sandbox};
 use support::nats_server::fleet_conf_file;
 use support::stub_hub::{real_frame, StubHub};
 
-use aep_cline::sinks::nats::{message, subject};
+use aep_cline::nats_contract::subject;
+use aep_cline::sinks::nats::message;
 use async_nats::jetstream;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use crate::support;
 use support::nats_server::fleet_conf_file;
 use support::wait::wait_until_seen;
 
-use aep_cline::sinks::nats::machine::{self, Machine};
+use aep_cline::nats_contract::machine::{self, Machine};
 use async_nats::jetstream;
 use serde_json::{json, Value};
 use std::process::Child;

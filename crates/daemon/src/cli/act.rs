@@ -11,7 +11,7 @@
 use super::cancel_effect::{self, Effect};
 use super::client::{Daemon, LogArgs};
 use super::out;
-use crate::views::act::{self, Action};
+use crate::person::{self, Action};
 use crate::views::logs::{self, Found};
 use aep_core::types::{ATTENTION_ANSWERED, CONTROL_ACCEPTED, RUN_CANCELLED, SESSION_ENDED};
 use anyhow::{anyhow, bail};
@@ -320,13 +320,13 @@ fn send_with(
     cancels: Option<Option<&str>>,
 ) -> anyhow::Result<ExitCode> {
     let daemon = Daemon::find()?;
-    let command = act::command(&action, session, "aep-cline-cli", &crate::state::host());
-    let path = format!("/control?wait={}", act::ACK_WAIT.as_millis());
+    let command = person::command(&action, session, "aep-cline-cli", &crate::state::host());
+    let path = format!("/control?wait={}", person::ACK_WAIT.as_millis());
     let answer = daemon.request(
         "POST",
         &path,
         Some(command.to_string().as_bytes()),
-        act::ACK_WAIT + act::OUTCOME_WAIT + std::time::Duration::from_secs(5),
+        person::ACK_WAIT + person::OUTCOME_WAIT + std::time::Duration::from_secs(5),
     )?;
     match answer.status {
         200 => {}
@@ -396,7 +396,7 @@ fn send_with(
                 eprintln!(
                     "no ack within {}s for {what} (command {}): it may still be decided; `aep-cline show {session}` \
                      will show it",
-                    act::ACK_WAIT.as_secs(),
+                    person::ACK_WAIT.as_secs(),
                     short(&waited["command"])
                 );
             }

@@ -1,7 +1,7 @@
 //! `aep-cline fleet approve | deny | answer | cancel | send`: a person's command to a session on
 //! any machine. The id is resolved from the fleet's view as on one machine (an approval's short
 //! id, a session id or a unique start or end of it; `--host` narrows), the command is the one
-//! `aep-cline approve` builds ([`act::command`]), sent to the owning machine's control subject
+//! `aep-cline approve` builds ([`person::command`]), sent to the owning machine's control subject
 //! ([`crate::fleet::command`]), and its ack printed. The outcome lands in the stream.
 //!
 //! Exit status as on one machine: 0 accepted; 1 rejected (the reason is printed); 2 not sent or
@@ -14,8 +14,8 @@ use crate::fleet::command::{self, Sent};
 use crate::fleet::health;
 use crate::fleet::view::Session;
 use crate::fleet::View;
-use crate::sinks::nats::machine;
-use crate::views::act::{self, Action};
+use crate::nats_contract::machine;
+use crate::person::{self, Action};
 use crate::views::logs::{self, Found};
 use aep_core::types::CONTROL_ACCEPTED;
 use anyhow::{anyhow, bail};
@@ -204,10 +204,10 @@ async fn send(
             record.map_or("-".into(), |r| out::age(&r.time, now))
         );
     }
-    let command = act::command(&action, &session, "aep-cline-fleet", &crate::state::host());
+    let command = person::command(&action, &session, "aep-cline-fleet", &crate::state::host());
     let subject = machine::control_subject(&host);
     let id = command["id"].as_str().unwrap_or_default().to_string();
-    let ack = match command::send(client, refusals, &host, &command, act::ACK_WAIT).await? {
+    let ack = match command::send(client, refusals, &host, &command, person::ACK_WAIT).await? {
         Sent::Ack(ack) => ack,
         Sent::NoResponders => bail!(
             "no daemon answers on {subject}: machine {host} does not take commands over NATS (its daemon is down, \
@@ -220,7 +220,7 @@ async fn send(
         Sent::TimedOut => bail!(
             "no ack from {host} within {}s for {what} (command {}): it may still be decided; \
              `aep-cline fleet sessions --host {host}` will show it",
-            act::ACK_WAIT.as_secs(),
+            person::ACK_WAIT.as_secs(),
             crate::views::summary::short_id(&id)
         ),
         Sent::BadReply(text) => Err(anyhow!(

@@ -5,7 +5,7 @@ use super::out;
 use crate::fleet::catch_up::Source;
 use crate::fleet::command::Refusals;
 use crate::fleet::View;
-use crate::sinks::nats::settings::{AuthArgs, DEFAULT_STREAM};
+use crate::nats_contract::connect::Server;
 use anyhow::{anyhow, Context};
 use std::ops::AsyncFnOnce;
 use std::time::Duration;
@@ -14,14 +14,8 @@ use std::time::Duration;
 #[derive(clap::Args, Debug, Clone)]
 #[command(next_help_heading = "NATS (the daemons' AEP_NATS_* settings)")]
 pub struct Conn {
-    /// The NATS server (nats://host:4222, tls://host:4222; several comma-separated).
-    #[arg(long = "nats-url", env = "AEP_NATS_URL", value_name = "URL", hide_env_values = true)]
-    url: Option<String>,
     #[command(flatten)]
-    auth: AuthArgs,
-    /// The JetStream stream the daemons publish to.
-    #[arg(long = "nats-stream", env = "AEP_NATS_STREAM", default_value = DEFAULT_STREAM, value_name = "NAME")]
-    stream: String,
+    server: Server,
     /// A machine whose latest record is older than this is offline.
     #[arg(long, env = "AEP_FLEET_OFFLINE_AFTER", default_value = "30s", value_name = "DURATION",
           value_parser = crate::setting::duration("AEP_FLEET_OFFLINE_AFTER", Duration::from_secs(1), "30s or 2m"))]
@@ -30,13 +24,10 @@ pub struct Conn {
 
 impl Conn {
     pub(super) fn source(&self) -> anyhow::Result<Source> {
-        let connect = self.auth.resolve(self.url.as_deref(), "AEP_NATS_URL")?.ok_or_else(|| {
+        let (connect, stream) = self.server.resolve()?.ok_or_else(|| {
             anyhow!("no NATS server named: set AEP_NATS_URL (or --nats-url) to the server the daemons publish to")
         })?;
-        Ok(Source {
-            connect,
-            stream: self.stream.clone(),
-        })
+        Ok(Source { connect, stream })
     }
 
     /// Runs `f` with a connected client and the view read up to the stream's last message;

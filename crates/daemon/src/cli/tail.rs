@@ -60,11 +60,8 @@ pub struct TailArgs {
     /// authenticates with AEP_NATS_CREDS, AEP_NATS_TOKEN or AEP_NATS_USER + AEP_NATS_PASSWORD.
     #[arg(long, value_name = "URL", conflicts_with = "url", hide_env_values = true)]
     pub(super) nats: Option<String>,
-    /// The stream to follow, with --nats (AEP_NATS_STREAM, as the daemon's sink, counts only
-    /// there: it is no reason to refuse a plain `tail`).
-    #[arg(long = "nats-stream", env = "AEP_NATS_STREAM", default_value = crate::sinks::nats::settings::DEFAULT_STREAM,
-          value_name = "NAME")]
-    pub(super) nats_stream: String,
+    #[command(flatten)]
+    pub(super) nats_stream: crate::nats_contract::connect::Stream,
     /// With --nats: start at this stream sequence (the server's, 1 is the first message).
     #[arg(long, value_name = "N", requires = "nats", conflicts_with_all = ["replay", "since"])]
     pub(super) since_seq: Option<u64>,
@@ -73,7 +70,7 @@ pub struct TailArgs {
     #[arg(long, value_name = "TIME", requires = "nats", conflicts_with = "replay")]
     pub(super) since: Option<String>,
     #[command(flatten)]
-    pub(super) nats_auth: crate::sinks::nats::settings::AuthArgs,
+    pub(super) nats_auth: crate::nats_contract::connect::AuthArgs,
 }
 
 /// What `tail` and `tail --nats` check first, the same for both: the session named, the filter

@@ -17,7 +17,7 @@
 //!   once, so none of them can hide a machine's later Events as redeliveries.
 
 use super::tail::{render, TailArgs};
-use crate::sinks::nats::subject;
+use crate::nats_contract::subject;
 use aep_core::filter::Filter;
 use aep_core::Capture;
 use anyhow::{anyhow, bail, Context};
@@ -30,6 +30,7 @@ use std::io::{IsTerminal, Write};
 pub fn run(args: &TailArgs, filter: Value) -> anyhow::Result<()> {
     let url = args.nats.as_deref().expect("called with --nats");
     let connect = args.nats_auth.resolve(Some(url), "--nats")?.expect("a URL was given");
+    let name = args.nats_stream.checked()?;
     let filter = Filter::parse(&filter).map_err(|e| anyhow!("--filter: {e}"))?;
     let ceiling = args
         .capture
@@ -50,10 +51,10 @@ pub fn run(args: &TailArgs, filter: Value) -> anyhow::Result<()> {
         .block_on(async {
             let client = connect.connect("aep-cline tail").await?;
             let js = jetstream::new(client);
-            let stream = js.get_stream(&args.nats_stream).await.with_context(|| {
+            let stream = js.get_stream(&name).await.with_context(|| {
                 format!(
                     "no JetStream stream {:?} at {} (AEP_NATS_STREAM names another, or no daemon has published yet)",
-                    args.nats_stream, connect.shown
+                    name, connect.shown
                 )
             })?;
             let consumer = stream
@@ -67,7 +68,7 @@ pub fn run(args: &TailArgs, filter: Value) -> anyhow::Result<()> {
             let mut messages = consumer.messages().await.context("cannot follow the stream")?;
             eprintln!(
                 "aep-cline tail: following {} stream {} ({subject})",
-                connect.shown, args.nats_stream
+                connect.shown, name
             );
             let mut printer = Printer {
                 json: args.json,

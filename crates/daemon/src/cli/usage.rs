@@ -233,7 +233,7 @@ fn daemon_prices() -> Option<PathBuf> {
 /// end`, the reconciler): not running. The log of each such session is read, no other.
 fn ended_in_logs(report: &mut Report, journal: &crate::lane::Journal) {
     for row in report.rows.iter_mut().filter(|r| r.running > 0) {
-        if row.key.is_empty() || row.key.contains(['/', '\\']) || row.key.starts_with('.') {
+        if !cline_usage::is_plain_id(&row.key) {
             continue;
         }
         let path = journal.path(&row.key);

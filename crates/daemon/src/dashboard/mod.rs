@@ -22,9 +22,9 @@ pub mod page;
 
 use crate::control::Intake;
 use crate::http::error::error;
-use crate::http::origin::{Doors, Visitors};
+use crate::http::origin::{OwnAddress, Visitors};
 use crate::lane::Sessions;
-use crate::views::act::{self, Action};
+use crate::person::{self, Action};
 use crate::views::index::{Index, EVERYTHING};
 use crate::views::{local, logs, timeline};
 use axum::body::Bytes;
@@ -68,7 +68,7 @@ pub struct Dashboard {
     intake: Arc<Intake>,
     token: Arc<str>,
     cookie: String,
-    doors: Arc<Doors>,
+    doors: Arc<OwnAddress>,
     url: String,
     host: String,
     /// What `/api/status` adds: capture, hub, relay (the daemon's `/healthz` view).
@@ -94,7 +94,7 @@ impl Dashboard {
             sessions,
             intake,
             token,
-            doors: Doors::new(listen),
+            doors: OwnAddress::new(listen),
             url: format!("http://{listen}"),
             host,
             status,
@@ -389,10 +389,10 @@ async fn act_on(State(d): State<Arc<Dashboard>>, headers: HeaderMap, body: Bytes
             );
         }
     }
-    let command = act::command(&body.action, &body.session, "aep-cline-dashboard", &d.host);
-    match act::submit_and_wait(&d.sessions, &d.intake, command, act::ACK_WAIT, act::OUTCOME_WAIT).await {
+    let command = person::command(&body.action, &body.session, "aep-cline-dashboard", &d.host);
+    match person::submit_and_wait(&d.sessions, &d.intake, command, person::ACK_WAIT, person::OUTCOME_WAIT).await {
         Ok(waited) => Json(json!(waited)).into_response(),
-        Err(e) => crate::routes::control::refused(e),
+        Err(e) => crate::http::error::refused(e),
     }
 }
 

@@ -4,8 +4,8 @@
 //! and what to do.
 
 use super::{checkpoint, View};
-use crate::sinks::nats::machine;
-use crate::sinks::nats::settings::Connect;
+use crate::nats_contract::connect::Connect;
+use crate::nats_contract::machine;
 use anyhow::{anyhow, bail, Context};
 use async_nats::jetstream::{self, consumer};
 use futures_util::StreamExt;

@@ -13,7 +13,7 @@
 
 use super::view::Saved;
 use super::View;
-use crate::sinks::nats::machine::{self, FLEET_BUCKET};
+use crate::nats_contract::machine::{self, FLEET_BUCKET};
 use anyhow::{anyhow, bail, Context};
 use async_nats::jetstream::{self, kv};
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};

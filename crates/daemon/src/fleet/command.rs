@@ -4,7 +4,7 @@
 //! decided is told apart: nobody listens (control is off there), the server's permissions
 //! refused the publish, no reply in time.
 
-use crate::sinks::nats::machine;
+use crate::nats_contract::machine;
 use aep_core::types::CONTROL_REJECTED;
 use serde_json::Value;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 
 use super::catch_up::Source;
 use super::view::{event_of, host_of};
-use crate::sinks::nats::subject;
+use crate::nats_contract::subject;
 use crate::views::summary::position;
 use anyhow::{bail, Context};
 use async_nats::jetstream::{self, consumer};

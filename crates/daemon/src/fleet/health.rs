@@ -1,8 +1,8 @@
 //! A machine's health as the console tells it, from its record (heartbeat) in the bucket
-//! ([`crate::sinks::nats::machine`]): online while its records keep coming, offline when they
+//! ([`crate::nats_contract::machine`]): online while its records keep coming, offline when they
 //! lapse, stopped when its daemon said so on a clean shutdown.
 
-use crate::sinks::nats::machine::Machine;
+use crate::nats_contract::machine::Machine;
 use serde::Serialize;
 use std::time::{Duration, SystemTime};
 

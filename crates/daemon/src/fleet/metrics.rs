@@ -9,7 +9,7 @@
 
 use super::health::Status;
 use super::view::View;
-use crate::metrics::expose::Metric;
+use crate::http::scrape::Metric;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::info::Info;

@@ -17,7 +17,7 @@ use super::health;
 use crate::dashboard::{guard, page};
 use crate::http::auth::same_token;
 use crate::http::error::error;
-use crate::views::act::{self, Action};
+use crate::person::{self, Action};
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
@@ -287,7 +287,7 @@ async fn metrics(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response 
         Err(_) => None,
     };
     let snapshot = super::metrics::snapshot(&c.view.read(), SystemTime::now(), c.offline_after, last);
-    crate::metrics::expose::respond(Arc::new(super::metrics::registry(snapshot)), &headers).await
+    crate::http::scrape::respond(Arc::new(super::metrics::registry(snapshot)), &headers).await
 }
 
 #[derive(Deserialize)]
@@ -453,12 +453,12 @@ async fn act_on(State(c): State<Arc<Console>>, headers: HeaderMap, body: axum::b
             format!("machine {host} is {}: the command was not sent", status.as_str()),
         );
     }
-    let command = act::command(&action, &session, "aep-cline-fleet", &crate::state::host());
+    let command = person::command(&action, &session, "aep-cline-fleet", &crate::state::host());
     let id = command["id"].as_str().unwrap_or_default().to_string();
-    let subject = crate::sinks::nats::machine::control_subject(&host);
+    let subject = crate::nats_contract::machine::control_subject(&host);
     let sent = {
         let mut refusals = c.refusals.lock().await;
-        command::send(&c.client, &mut refusals, &host, &command, act::ACK_WAIT).await
+        command::send(&c.client, &mut refusals, &host, &command, person::ACK_WAIT).await
     };
     let (status, code, detail) = match sent {
         Ok(Sent::Ack(ack)) => return Json(json!({"host": host, "command": id, "ack": ack})).into_response(),
@@ -478,7 +478,7 @@ async fn act_on(State(c): State<Arc<Console>>, headers: HeaderMap, body: axum::b
         Ok(Sent::TimedOut) => (
             StatusCode::GATEWAY_TIMEOUT,
             "no-ack",
-            format!("no ack from {host} within {}s: it may still be decided", act::ACK_WAIT.as_secs()),
+            format!("no ack from {host} within {}s: it may still be decided", person::ACK_WAIT.as_secs()),
         ),
         Ok(Sent::BadReply(text)) => (
             StatusCode::BAD_GATEWAY,

@@ -20,7 +20,7 @@
 
 use super::health::{self, Status};
 use super::usage::{Point, Usage};
-use crate::sinks::nats::{machine, machine::Machine, subject};
+use crate::nats_contract::{machine, machine::Machine, subject};
 use crate::views::summary::position;
 use crate::views::summary::Saved as SavedSummary;
 use crate::views::{Pending, Summary};

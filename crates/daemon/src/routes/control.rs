@@ -13,9 +13,8 @@
 //! with `detail`, the daemon's words, for a refusal whose logged ack keeps none (capture).
 
 use super::AppState;
-use crate::control::Refusal;
 use crate::http::auth::authorized;
-use crate::http::error::error;
+use crate::http::error::{error, refused};
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -46,17 +45,17 @@ pub async fn control(
             )
         }
     };
-    let wait = match crate::views::act::wait_query(query.as_deref()) {
+    let wait = match crate::person::wait_query(query.as_deref()) {
         Ok(wait) => wait,
         Err(detail) => return error(StatusCode::BAD_REQUEST, "invalid-query", detail),
     };
     if let Some(wait) = wait {
-        let waited = crate::views::act::submit_and_wait(
+        let waited = crate::person::submit_and_wait(
             &state.sessions,
             &state.intake,
             command,
             wait,
-            crate::views::act::OUTCOME_WAIT,
+            crate::person::OUTCOME_WAIT,
         )
         .await;
         return match waited {
@@ -69,17 +68,5 @@ pub async fn control(
         Ok(Ok(())) => (StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response(),
         Ok(Err(e)) => refused(e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
-    }
-}
-
-/// A command the intake did not take, as its HTTP answer.
-pub fn refused(e: Refusal) -> Response {
-    match e {
-        Refusal::Invalid(detail) => error(StatusCode::BAD_REQUEST, "invalid-command", detail),
-        e @ Refusal::NoRoute(_) => error(StatusCode::NOT_FOUND, "no-route", e),
-        e @ Refusal::Log(_) => {
-            tracing::error!(error = %e, "a command could not be recorded");
-            error(StatusCode::INTERNAL_SERVER_ERROR, "log-write-failed", e)
-        }
     }
 }

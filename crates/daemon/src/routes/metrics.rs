@@ -14,7 +14,7 @@
 //! approval id; on the loopback listener (README, "Metrics").
 
 use super::AppState;
-use crate::metrics::expose::Metric;
+use crate::http::scrape::Metric;
 use crate::views::index::Index;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -43,7 +43,7 @@ pub fn registry(state: &AppState, index: Arc<Index>) -> Registry {
 }
 
 pub async fn scrape(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> Response {
-    crate::metrics::expose::respond(registry, &headers).await
+    crate::http::scrape::respond(registry, &headers).await
 }
 
 /// What `/healthz` reports, as metrics, read when Prometheus scrapes.

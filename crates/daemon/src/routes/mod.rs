@@ -78,7 +78,7 @@ pub fn router(state: AppState, max_body: usize, addr: std::net::SocketAddr) -> R
         None => daemon,
     };
     routes.layer(axum::middleware::from_fn_with_state(
-        origin::Doors::new(addr),
+        origin::OwnAddress::new(addr),
         origin::guard,
     ))
 }

@@ -74,10 +74,10 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
 
     // 3. The listener, only now: a shim that finds the port (an old discovery file names it)
     // is served at once, never left waiting 200 ms on a backlog nobody accepts from.
-    let door = Door::bind(&plan, [&mut lock, &mut log_lock]).await?;
+    let listeners = Listeners::bind(&plan, [&mut lock, &mut log_lock]).await?;
 
     // 4. The discovery file: from now on shims find this daemon.
-    let me = announce(&plan.config, &door)?;
+    let me = announce(&plan.config, &listeners)?;
 
     // 5. Serve, with the background work supervised.
     start::upkeep(&core, &plan.config, &spool, lost, args.logs.log_retain);
@@ -103,7 +103,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
         hub,
         policy: plan.policy.clone(),
         capture: plan.config.capture.to_string().into(),
-        connections: door.connections.clone(),
+        connections: listeners.connections.clone(),
         budget: core.budget.clone(),
         notify: notifier.clone(),
         index: index.clone(),
@@ -116,12 +116,12 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
             core.sessions.clone(),
             core.intake.clone(),
             state.token.clone(),
-            door.addr,
+            listeners.addr,
             plan.config.host.clone(),
             Arc::new(move || crate::routes::health(&health)),
         )
     });
-    let mut app = router(state, plan.config.max_body, door.addr);
+    let mut app = router(state, plan.config.max_body, listeners.addr);
     if let Some(dashboard) = &dashboard {
         app = app.merge(crate::dashboard::routes(dashboard.clone()));
     }
@@ -143,12 +143,12 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
 
     // Stop, in reverse: the doors, the supervised tasks, the hub's pending requests, the
     // machine record, the discovery file, the locks.
-    let Door {
+    let Listeners {
         listener,
         socket,
         connections,
         ..
-    } = door;
+    } = listeners;
     crate::http::serve::serve(listener, socket.listener, app, connections, stopping).await;
     socket.bound.remove_if_ours();
     core.supervisor.shutdown().await;
@@ -165,7 +165,7 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
 }
 
 /// The daemon's doors: the TCP listener and the Unix socket, one connection cap for both.
-struct Door {
+struct Listeners {
     listener: tokio::net::TcpListener,
     addr: std::net::SocketAddr,
     url: String,
@@ -173,9 +173,9 @@ struct Door {
     connections: Arc<crate::http::serve::Gauge>,
 }
 
-impl Door {
+impl Listeners {
     /// Binds both doors and records the URL in both locks.
-    async fn bind(plan: &Plan, locks: [&mut StateLock; 2]) -> anyhow::Result<Door> {
+    async fn bind(plan: &Plan, locks: [&mut StateLock; 2]) -> anyhow::Result<Listeners> {
         let config = &plan.config;
         let connections = crate::http::serve::Gauge::new(plan.limits.fit_open_files());
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -194,7 +194,7 @@ impl Door {
             })
             .with_context(|| format!("cannot write {}", lock.path().display()))?;
         }
-        Ok(Door {
+        Ok(Listeners {
             listener,
             addr,
             url,
@@ -205,15 +205,15 @@ impl Door {
 }
 
 /// Writes the discovery file: from now on shims find this daemon.
-fn announce(config: &Config, door: &Door) -> anyhow::Result<Discovery> {
+fn announce(config: &Config, listeners: &Listeners) -> anyhow::Result<Discovery> {
     let token = discovery::token(&config.state_dir)
         .with_context(|| format!("cannot keep the token in {}", config.state_dir.display()))?;
     let me = Discovery {
-        url: door.url.clone(),
+        url: listeners.url.clone(),
         token,
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        socket: Some(door.socket.path.clone()),
+        socket: Some(listeners.socket.path.clone()),
     };
     me.write(&config.state_dir)
         .with_context(|| format!("cannot write the discovery file in {}", config.state_dir.display()))?;

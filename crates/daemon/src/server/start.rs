@@ -466,7 +466,7 @@ pub(super) fn fleet(
             health: Arc::new(move || crate::routes::health(&health)),
             sessions: Arc::new(move || {
                 let (live, running, waiting) = index.states();
-                crate::sinks::nats::machine::Sessions { live, running, waiting }
+                crate::nats_contract::machine::Sessions { live, running, waiting }
             }),
         });
         if let Some(control) = control {

@@ -7,8 +7,7 @@
 //! protocol version), and hands every frame the client sends to the test. The test plays the
 //! hub: it sends events and replies on the current connection, or drops it.
 //!
-//! Used by the daemon's in-crate tests (`src/hub/tests.rs` includes this file) and by the
-//! integration tests (`mod support;`).
+//! Used by the integration tests (`mod support;`), the hub tap's own among them (`hub_tap.rs`).
 
 // Each user takes only part of it.
 #![allow(dead_code)]
