@@ -1401,7 +1401,7 @@ mod tests {
     fn a_subagents_own_totals_are_added_to_the_leads() {
         // A real spawn_agent run (CLI 3.0.65): the lead made two calls of 1000 in (800 cached)
         // / 10 out, the subagent one of 200 / 3; run_result's aggregateUsage says 2000 / 20.
-        let real: Vec<&str> = include_str!("../tests/data/json-stream-spawn.jsonl").lines().collect();
+        let real: Vec<&str> = include_str!("../../tests/data/json-stream-spawn.jsonl").lines().collect();
         let (_, s, _) = run(&real);
         let t = s.tokens.unwrap();
         assert_eq!((t.total_input(), t.cached_input(), t.output()), (Some(2200), 1600, 23));
