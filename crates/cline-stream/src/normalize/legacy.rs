@@ -1,8 +1,8 @@
 //! Cline's other generation: the 2.x `--json` stream (`cline@2.18`: flat say/ask records,
 //! `task_started` first, `{"type": "error"}` last when it failed), read into the same facts and
-//! events as 3.x's. It is kept apart, as `cline-hooks` keeps 2.x's payloads in its own
-//! `legacy.rs`, so neither generation's reader is lost in the other's. Real streams are in
-//! `tests/data/cline2/`.
+//! events as 3.x's ([`super::v3`]). It is kept apart, as `cline-hooks` keeps 2.x's payloads in
+//! its own `legacy.rs`, so neither generation's reader is lost in the other's. Real streams are
+//! in `tests/data/cline2/`.
 //!
 //! 2.x ends its runs without a `run_result`, so its terminals are read from the records that
 //! end them: say `completion_result` → the run finished (`completed`); ask `api_req_failed`, or
