@@ -194,151 +194,20 @@ fn with(mut m: Mapped, subject: Option<&str>, step: Option<u64>) -> Mapped {
     m
 }
 
-/// The Annex A mapping of one hook payload.
+/// The Annex A mapping of one hook payload: one helper per hook family, each pure.
 pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
-    let child = p
-        .parent_agent_id
-        .as_deref()
-        .filter(|s| !s.is_empty())
-        .and(p.agent_id.as_deref());
     match p.hook_name.as_str() {
-        "agent_start" | "agent_resume" => {
-            let trigger = if p.hook_name == "agent_start" { "user" } else { "resume" };
-            let run = Builder::new(RUN_STARTED, ctx)
-                .meta("trigger", json!(trigger))
-                .done(Link::OpenRun);
-            match child {
-                // Only a start opens the delegation pair; a resumed child continues it.
-                Some(c) if p.hook_name == "agent_start" => vec![
-                    delegation(
-                        DELEGATION_SUBAGENT_STARTED,
-                        c,
-                        Link::DelegationStarted { child: c.to_string() },
-                        ctx,
-                    ),
-                    run,
-                ],
-                _ => vec![run],
-            }
-        }
-        "agent_end" | "agent_abort" | "agent_error" => {
-            let terminal = match p.hook_name.as_str() {
-                "agent_end" => {
-                    let summary = p
-                        .turn
-                        .as_ref()
-                        .and_then(|t| t.get("outputText"))
-                        .and_then(Value::as_str);
-                    with(
-                        Builder::new(RUN_FINISHED, ctx)
-                            .text("summary", summary)
-                            .done(Link::CloseRun),
-                        None,
-                        p.iteration,
-                    )
-                }
-                "agent_abort" => {
-                    let b = Builder::new(RUN_CANCELLED, ctx)
-                        .meta("by", json!("user"))
-                        .text("reason", p.reason.as_deref());
-                    let mut m = with(b.done(Link::CloseRun), None, p.iteration);
-                    m.severity = Some(Severity::Notice);
-                    m
-                }
-                _ => {
-                    // Cline sends the thrown error's `name` (its class: `Error` for a provider's
-                    // refusal on 3.0.65, `ContextWindowOverflowError`, ...), `message` and
-                    // `stack`. The name is the vendor's type and, as pinned, the reason; with no
-                    // name the reason is AEP's own token `error` (AEP-0002 §5) and no type is
-                    // invented. The message is free text (`redacted`+). The stack has no home
-                    // in `error_info` and is not emitted.
-                    let error = p.error.clone().unwrap_or_default();
-                    let name = error.name.as_deref().filter(|n| !n.is_empty());
-                    let mut b = Builder::new(RUN_FAILED, ctx).meta("reason", json!(name.unwrap_or("error")));
-                    if let Some(name) = name {
-                        b = b.meta("error", json!({"type": name}));
-                    }
-                    let b = b.nested_text("error", "message", error.message.as_deref());
-                    let mut m = with(b.done(Link::CloseRun), None, p.iteration);
-                    m.severity = Some(Severity::Error);
-                    m
-                }
-            };
-            match child {
-                Some(c) => vec![terminal, delegation_stopped(c, ctx)],
-                None => vec![terminal],
-            }
-        }
-        "tool_call" => {
-            let call = p.tool_call.clone().unwrap_or_default();
-            let name = call.name.clone().unwrap_or_default();
-            let mut b = Builder::new(TOOL_REQUESTED, ctx).meta("tool", tool_ref(&name, call.id.as_deref()));
-            if !call.input.is_null() {
-                b = b.meta("args_digest", json!(digest(&call.input)));
-            }
-            let b = b.content("args", &call.input, object_only);
-            let link = match call.id.clone().filter(|id| !id.is_empty()) {
-                Some(call_id) => Link::ToolRequested { call_id },
-                None => Link::ToolRequestedByName { tool: name.clone() },
-            };
-            vec![with(b.done(link), Some(&name), p.iteration)]
-        }
-        "tool_result" => {
-            let rec = p.tool_result.clone().unwrap_or_default();
-            let name = rec.name.clone().unwrap_or_default();
-            let link = match rec.id.clone().filter(|id| !id.is_empty()) {
-                Some(call_id) => Link::ToolResolved { call_id },
-                None => Link::ToolResolvedByName { tool: name.clone() },
-            };
-            let duration = rec
-                .duration_ms
-                .filter(|d| d.is_finite() && *d >= 0.0)
-                .map(|d| d.round() as u64);
-            // One rule with the `cline --json` lane: a failure the output reports is a failure.
-            let failure = outcome(Some(&rec.output), rec.error.as_deref()).failure;
-            let mut b = match &failure {
-                Some(f) => Builder::new(TOOL_FAILED, ctx)
-                    .meta("tool", tool_ref(&name, rec.id.as_deref()))
-                    .meta("error", json!({"type": f.kind.as_str()}))
-                    .nested_text("error", "message", f.message.as_deref()),
-                None => {
-                    let mut b = Builder::new(TOOL_COMPLETED, ctx).meta("tool", tool_ref(&name, rec.id.as_deref()));
-                    if !rec.output.is_null() {
-                        b = b.meta("result_digest", json!(digest(&rec.output)));
-                    }
-                    b.content("result", &rec.output, object_or_string)
-                }
-            };
-            if let Some(d) = duration {
-                b = b.meta("duration_ms", json!(d));
-            }
-            let mut m = with(b.done(link), Some(&name), p.iteration);
-            m.severity = failure.map(|f| f.kind.severity());
-            vec![m]
-        }
+        "agent_start" | "agent_resume" => run_start(p, ctx),
+        "agent_end" | "agent_abort" | "agent_error" => run_end(p, ctx),
+        "tool_call" => vec![tool_requested(p, ctx)],
+        "tool_result" => vec![tool_resolved(p, ctx)],
         "prompt_submit" => {
             let mut m = Builder::new("x.cline.prompt.submitted", ctx).done(Link::None);
             m.severity = Some(Severity::Debug);
             vec![m]
         }
         "Notification" if p.legacy.is_some() => vec![notification(p, ctx)],
-        "pre_compact" => {
-            // The vendor exposes only the pre moment (Annex A deviation). The context dump
-            // paths have no annotated home in `session.compacted`, so they are not emitted at
-            // all: an unannotated field would ride every hop as metadata (AEP-0002 §5.1).
-            let pc = p.pre_compact.clone().unwrap_or_default();
-            let mut b = Builder::new(SESSION_COMPACTED, ctx);
-            if let Some(s) = pc.compaction_strategy {
-                b = b.meta("strategy", json!(s));
-            }
-            if let Some(t) = pc.tokens_in {
-                b = b.meta("gen_ai.usage.input_tokens", json!(t));
-            }
-            if let Some(t) = pc.tokens_out {
-                b = b.meta("gen_ai.usage.output_tokens", json!(t));
-            }
-            vec![b.done(Link::None)]
-        }
+        "pre_compact" => vec![session_compacted(p, ctx)],
         "session_shutdown" => {
             // Vendor free-text reasons do not enter the `session.ended` enum.
             vec![Builder::new(SESSION_ENDED, ctx)
@@ -347,6 +216,166 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
         }
         other => vec![Builder::new(&fallback_type(other), ctx).done(Link::None)],
     }
+}
+
+/// The child agent a payload speaks for, when it names a parent: its runs are a delegation's
+/// (Annex A.9).
+fn child_agent(p: &HookPayload) -> Option<&str> {
+    p.parent_agent_id
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .and(p.agent_id.as_deref())
+}
+
+/// `agent_start` / `agent_resume`: `run.started`, after the child's
+/// `delegation.subagent.started` when a subagent starts.
+fn run_start(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
+    let trigger = if p.hook_name == "agent_start" { "user" } else { "resume" };
+    let run = Builder::new(RUN_STARTED, ctx)
+        .meta("trigger", json!(trigger))
+        .done(Link::OpenRun);
+    match child_agent(p) {
+        // Only a start opens the delegation pair; a resumed child continues it.
+        Some(c) if p.hook_name == "agent_start" => vec![
+            delegation(
+                DELEGATION_SUBAGENT_STARTED,
+                c,
+                Link::DelegationStarted { child: c.to_string() },
+                ctx,
+            ),
+            run,
+        ],
+        _ => vec![run],
+    }
+}
+
+/// `agent_end` / `agent_abort` / `agent_error`: the run's terminal, then the child's
+/// `delegation.subagent.stopped` when a subagent ends.
+fn run_end(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
+    let terminal = match p.hook_name.as_str() {
+        "agent_end" => run_finished(p, ctx),
+        "agent_abort" => run_cancelled_by_user(p, ctx),
+        _ => run_failed(p, ctx),
+    };
+    match child_agent(p) {
+        Some(c) => vec![terminal, delegation_stopped(c, ctx)],
+        None => vec![terminal],
+    }
+}
+
+/// `agent_end`: `run.finished`, its summary the turn's output text (free text, `redacted`+).
+fn run_finished(p: &HookPayload, ctx: &MapContext) -> Mapped {
+    let summary = p
+        .turn
+        .as_ref()
+        .and_then(|t| t.get("outputText"))
+        .and_then(Value::as_str);
+    with(
+        Builder::new(RUN_FINISHED, ctx)
+            .text("summary", summary)
+            .done(Link::CloseRun),
+        None,
+        p.iteration,
+    )
+}
+
+/// `agent_abort`: `run.cancelled {by: "user"}`, the vendor's reason as free text.
+fn run_cancelled_by_user(p: &HookPayload, ctx: &MapContext) -> Mapped {
+    let b = Builder::new(RUN_CANCELLED, ctx)
+        .meta("by", json!("user"))
+        .text("reason", p.reason.as_deref());
+    let mut m = with(b.done(Link::CloseRun), None, p.iteration);
+    m.severity = Some(Severity::Notice);
+    m
+}
+
+/// `agent_error`: `run.failed`. Cline sends the thrown error's `name` (its class: `Error` for a
+/// provider's refusal on 3.0.65, `ContextWindowOverflowError`, ...), `message` and `stack`. The
+/// name is the vendor's type and, as pinned, the reason; with no name the reason is AEP's own
+/// token `error` (AEP-0002 §5) and no type is invented. The message is free text (`redacted`+).
+/// The stack has no home in `error_info` and is not emitted.
+fn run_failed(p: &HookPayload, ctx: &MapContext) -> Mapped {
+    let error = p.error.clone().unwrap_or_default();
+    let name = error.name.as_deref().filter(|n| !n.is_empty());
+    let mut b = Builder::new(RUN_FAILED, ctx).meta("reason", json!(name.unwrap_or("error")));
+    if let Some(name) = name {
+        b = b.meta("error", json!({"type": name}));
+    }
+    let b = b.nested_text("error", "message", error.message.as_deref());
+    let mut m = with(b.done(Link::CloseRun), None, p.iteration);
+    m.severity = Some(Severity::Error);
+    m
+}
+
+/// `tool_call`: `tool.requested`, its args digested at `metadata` (over the original,
+/// AEP-0003 §9.3) and carried at `redacted`+; paired by call id, else by tool name.
+fn tool_requested(p: &HookPayload, ctx: &MapContext) -> Mapped {
+    let call = p.tool_call.clone().unwrap_or_default();
+    let name = call.name.clone().unwrap_or_default();
+    let mut b = Builder::new(TOOL_REQUESTED, ctx).meta("tool", tool_ref(&name, call.id.as_deref()));
+    if !call.input.is_null() {
+        b = b.meta("args_digest", json!(digest(&call.input)));
+    }
+    let b = b.content("args", &call.input, object_only);
+    let link = match call.id.clone().filter(|id| !id.is_empty()) {
+        Some(call_id) => Link::ToolRequested { call_id },
+        None => Link::ToolRequestedByName { tool: name.clone() },
+    };
+    with(b.done(link), Some(&name), p.iteration)
+}
+
+/// `tool_result`: `tool.failed` when the outcome is a failure, else `tool.completed` with its
+/// result digested and carried like the args; either resolves the call's request.
+fn tool_resolved(p: &HookPayload, ctx: &MapContext) -> Mapped {
+    let rec = p.tool_result.clone().unwrap_or_default();
+    let name = rec.name.clone().unwrap_or_default();
+    let link = match rec.id.clone().filter(|id| !id.is_empty()) {
+        Some(call_id) => Link::ToolResolved { call_id },
+        None => Link::ToolResolvedByName { tool: name.clone() },
+    };
+    let duration = rec
+        .duration_ms
+        .filter(|d| d.is_finite() && *d >= 0.0)
+        .map(|d| d.round() as u64);
+    // One rule with the `cline --json` lane: a failure the output reports is a failure.
+    let failure = outcome(Some(&rec.output), rec.error.as_deref()).failure;
+    let mut b = match &failure {
+        Some(f) => Builder::new(TOOL_FAILED, ctx)
+            .meta("tool", tool_ref(&name, rec.id.as_deref()))
+            .meta("error", json!({"type": f.kind.as_str()}))
+            .nested_text("error", "message", f.message.as_deref()),
+        None => {
+            let mut b = Builder::new(TOOL_COMPLETED, ctx).meta("tool", tool_ref(&name, rec.id.as_deref()));
+            if !rec.output.is_null() {
+                b = b.meta("result_digest", json!(digest(&rec.output)));
+            }
+            b.content("result", &rec.output, object_or_string)
+        }
+    };
+    if let Some(d) = duration {
+        b = b.meta("duration_ms", json!(d));
+    }
+    let mut m = with(b.done(link), Some(&name), p.iteration);
+    m.severity = failure.map(|f| f.kind.severity());
+    m
+}
+
+/// `pre_compact`: `session.compacted`. The vendor exposes only the pre moment (Annex A
+/// deviation). The context dump paths have no annotated home in `session.compacted`, so they
+/// are not emitted at all: an unannotated field would ride every hop as metadata (AEP-0002 §5.1).
+fn session_compacted(p: &HookPayload, ctx: &MapContext) -> Mapped {
+    let pc = p.pre_compact.clone().unwrap_or_default();
+    let mut b = Builder::new(SESSION_COMPACTED, ctx);
+    if let Some(s) = pc.compaction_strategy {
+        b = b.meta("strategy", json!(s));
+    }
+    if let Some(t) = pc.tokens_in {
+        b = b.meta("gen_ai.usage.input_tokens", json!(t));
+    }
+    if let Some(t) = pc.tokens_out {
+        b = b.meta("gen_ai.usage.output_tokens", json!(t));
+    }
+    b.done(Link::None)
 }
 
 /// The vendor event of Cline 2.x's `Notification` hook (it has no AEP twin): what Cline told
