@@ -239,106 +239,8 @@ impl PolicyFile {
         let mut rules = Vec::with_capacity(raw.rule.len());
         for (i, spanned) in raw.rule.into_iter().enumerate() {
             let line = line_at(spanned.span().start);
-            let table = spanned.into_inner();
-            let label = match table.get("name").and_then(toml::Value::as_str) {
-                Some(name) => format!("rule {name:?}"),
-                None => format!("rule #{}", i + 1),
-            };
-            let bad = |problem: String| PolicyError::Rule { line, problem };
-            if let Some(key) = table.keys().find(|k| !RULE_KEYS.contains(&k.as_str())) {
-                return Err(bad(format!(
-                    "{label} has an unknown key {key:?}; a rule has {}",
-                    RULE_KEYS.join(", ")
-                )));
-            }
-            let raw: RawRule = table.try_into().map_err(|e: toml::de::Error| {
-                bad(format!(
-                    "{label}: {} (name and answer = approve|deny|ask are required)",
-                    e.message().trim_end()
-                ))
-            })?;
-            if raw.name.trim().is_empty() {
-                return Err(bad(format!(
-                    "{label}: its name is empty; every decision names its rule"
-                )));
-            }
-            if rules.iter().any(|r: &Rule| r.name == raw.name) {
-                return Err(bad(format!(
-                    "{label}: another rule has this name; decisions name their rule, so names are unique"
-                )));
-            }
-            let glob = |key: &str, text: Option<String>| -> Result<_, PolicyError> {
-                text.map(|text| {
-                    GlobBuilder::new(&text)
-                        .literal_separator(true)
-                        .build()
-                        .map(|g: Glob| Pattern {
-                            matcher: g.compile_matcher(),
-                            text: text.clone(),
-                        })
-                        .map_err(|e| bad(format!("{label}: {key} = {text:?} is not a glob: {e}")))
-                })
-                .transpose()
-            };
-            let command = match raw.command {
-                None => Vec::new(),
-                Some(OneOrMore::One(text)) => vec![text],
-                Some(OneOrMore::More(texts)) if texts.is_empty() => {
-                    return Err(bad(format!(
-                        "{label}: command = [] has no command; leave it out to match every command"
-                    )))
-                }
-                Some(OneOrMore::More(texts)) => texts,
-            }
-            .iter()
-            .map(|text| CommandPattern::parse(text).map_err(|e| bad(format!("{label}: {e}"))))
-            .collect::<Result<Vec<_>, _>>()?;
-            if raw.command_regex.is_some() {
-                regexes += 1;
-                if regexes > MAX_REGEXES {
-                    return Err(bad(format!(
-                        "{label}: more than {MAX_REGEXES} rules have command_regex, the bound that keeps the compiled policy small; write command as words (they cost little), or join regexes with |"
-                    )));
-                }
-            }
-            let command_regex = raw
-                .command_regex
-                .map(|text| {
-                    if text.contains(" *") || text.starts_with('*') {
-                        return Err(bad(format!(
-                            "{label}: command_regex = {text:?} reads like a glob (in a regex `*` repeats what comes before it); for words with wildcards write command = {text:?}"
-                        )));
-                    }
-                    RegexBuilder::new(&text)
-                        .size_limit(MAX_REGEX_BYTES)
-                        .build()
-                        .map(|matcher| Pattern {
-                            matcher,
-                            text: text.clone(),
-                        })
-                        .map_err(|e| bad(format!("{label}: command_regex = {text:?} is not a regex: {}", one_line(&e))))
-                })
-                .transpose()?;
-            let timeout =
-                timeout_of(raw.timeout.as_deref(), raw.on_timeout).map_err(|e| bad(format!("{label}: {e}")))?;
-            if timeout.is_some() && raw.answer != Answer::Ask {
-                return Err(bad(format!(
-                    "{label}: timeout is for answer = \"ask\" (a person has until then); an {} rule answers at once",
-                    raw.answer
-                )));
-            }
-            rules.push(Rule {
-                timeout,
-                tool: glob("tool", raw.tool)?,
-                path: glob("path", raw.path)?,
-                workspace: glob("workspace", raw.workspace)?,
-                command,
-                command_regex,
-                name: raw.name,
-                line,
-                answer: raw.answer,
-                reason: raw.reason.filter(|r| !r.trim().is_empty()),
-            });
+            let rule = Rule::compile(i, line, spanned.into_inner(), &rules, &mut regexes)?;
+            rules.push(rule);
         }
         let timeout = timeout_of(raw.timeout.as_deref(), raw.on_timeout).map_err(|e| PolicyError::Rule {
             line: 1,
@@ -371,6 +273,164 @@ impl PolicyFile {
             why: "no rule matched".into(),
             skipped,
         }
+    }
+}
+
+impl Rule {
+    /// Compiles the file's `index`th `[[rule]]` (0-based), written at `line`. `earlier` are the
+    /// rules before it (names are unique), `regexes` how many of them have a `command_regex`
+    /// (at most [`MAX_REGEXES`]). The checks run in one fixed order, so a rule with several
+    /// problems is always told the same first one.
+    fn compile(
+        index: usize,
+        line: usize,
+        table: toml::Table,
+        earlier: &[Rule],
+        regexes: &mut usize,
+    ) -> Result<Rule, PolicyError> {
+        let site = Site::of(index, line, &table);
+        let label = &site.label;
+        let raw = site.read(table, earlier)?;
+        let command = site.commands(raw.command)?;
+        if raw.command_regex.is_some() {
+            *regexes += 1;
+            if *regexes > MAX_REGEXES {
+                return Err(site.bad(format!(
+                    "{label}: more than {MAX_REGEXES} rules have command_regex, the bound that keeps the compiled policy small; write command as words (they cost little), or join regexes with |"
+                )));
+            }
+        }
+        let command_regex = raw.command_regex.map(|text| site.regex(text)).transpose()?;
+        let timeout =
+            timeout_of(raw.timeout.as_deref(), raw.on_timeout).map_err(|e| site.bad(format!("{label}: {e}")))?;
+        if timeout.is_some() && raw.answer != Answer::Ask {
+            return Err(site.bad(format!(
+                "{label}: timeout is for answer = \"ask\" (a person has until then); an {} rule answers at once",
+                raw.answer
+            )));
+        }
+        Ok(Rule {
+            timeout,
+            tool: site.glob("tool", raw.tool)?,
+            path: site.glob("path", raw.path)?,
+            workspace: site.glob("workspace", raw.workspace)?,
+            command,
+            command_regex,
+            name: raw.name,
+            line,
+            answer: raw.answer,
+            reason: raw.reason.filter(|r| !r.trim().is_empty()),
+        })
+    }
+}
+
+/// Where a rule is written and what its problems call it (its name, else its number): every
+/// [`PolicyError::Rule`] says both, so the author finds the rule.
+struct Site {
+    line: usize,
+    label: String,
+}
+
+impl Site {
+    fn of(index: usize, line: usize, table: &toml::Table) -> Site {
+        let label = match table.get("name").and_then(toml::Value::as_str) {
+            Some(name) => format!("rule {name:?}"),
+            None => format!("rule #{}", index + 1),
+        };
+        Site { line, label }
+    }
+
+    fn bad(&self, problem: String) -> PolicyError {
+        PolicyError::Rule {
+            line: self.line,
+            problem,
+        }
+    }
+
+    /// The rule's table as its typed keys: no unknown key, the required ones there, and a
+    /// name that is not empty and not an `earlier` rule's (decisions name their rule).
+    fn read(&self, table: toml::Table, earlier: &[Rule]) -> Result<RawRule, PolicyError> {
+        let label = &self.label;
+        if let Some(key) = table.keys().find(|k| !RULE_KEYS.contains(&k.as_str())) {
+            return Err(self.bad(format!(
+                "{label} has an unknown key {key:?}; a rule has {}",
+                RULE_KEYS.join(", ")
+            )));
+        }
+        let raw: RawRule = table.try_into().map_err(|e: toml::de::Error| {
+            self.bad(format!(
+                "{label}: {} (name and answer = approve|deny|ask are required)",
+                e.message().trim_end()
+            ))
+        })?;
+        if raw.name.trim().is_empty() {
+            return Err(self.bad(format!("{label}: its name is empty; every decision names its rule")));
+        }
+        if earlier.iter().any(|r| r.name == raw.name) {
+            return Err(self.bad(format!(
+                "{label}: another rule has this name; decisions name their rule, so names are unique"
+            )));
+        }
+        Ok(raw)
+    }
+
+    /// `tool`, `path` or `workspace` (`key`) compiled as a glob (`/` matched only by `/`).
+    fn glob(&self, key: &str, text: Option<String>) -> Result<Option<Pattern<GlobMatcher>>, PolicyError> {
+        let label = &self.label;
+        text.map(|text| {
+            GlobBuilder::new(&text)
+                .literal_separator(true)
+                .build()
+                .map(|g: Glob| Pattern {
+                    matcher: g.compile_matcher(),
+                    text: text.clone(),
+                })
+                .map_err(|e| self.bad(format!("{label}: {key} = {text:?} is not a glob: {e}")))
+        })
+        .transpose()
+    }
+
+    /// `command`, one or a list of them (an empty list is refused: it would read as "none"),
+    /// each compiled as words ([`CommandPattern`]).
+    fn commands(&self, command: Option<OneOrMore>) -> Result<Vec<CommandPattern>, PolicyError> {
+        let label = &self.label;
+        match command {
+            None => Vec::new(),
+            Some(OneOrMore::One(text)) => vec![text],
+            Some(OneOrMore::More(texts)) if texts.is_empty() => {
+                return Err(self.bad(format!(
+                    "{label}: command = [] has no command; leave it out to match every command"
+                )))
+            }
+            Some(OneOrMore::More(texts)) => texts,
+        }
+        .iter()
+        .map(|text| CommandPattern::parse(text).map_err(|e| self.bad(format!("{label}: {e}"))))
+        .collect()
+    }
+
+    /// `command_regex` compiled, bounded in size ([`MAX_REGEX_BYTES`]); a glob written as a
+    /// regex is refused, as it would match other than its author meant.
+    fn regex(&self, text: String) -> Result<Pattern<Regex>, PolicyError> {
+        let label = &self.label;
+        if text.contains(" *") || text.starts_with('*') {
+            return Err(self.bad(format!(
+                "{label}: command_regex = {text:?} reads like a glob (in a regex `*` repeats what comes before it); for words with wildcards write command = {text:?}"
+            )));
+        }
+        RegexBuilder::new(&text)
+            .size_limit(MAX_REGEX_BYTES)
+            .build()
+            .map(|matcher| Pattern {
+                matcher,
+                text: text.clone(),
+            })
+            .map_err(|e| {
+                self.bad(format!(
+                    "{label}: command_regex = {text:?} is not a regex: {}",
+                    one_line(&e)
+                ))
+            })
     }
 }
 
