@@ -59,7 +59,8 @@ pub(super) struct Facts<'a> {
     pub(super) data: Option<&'a Value>,
 }
 
-/// Checks the envelope of `event` and returns its attributes.
+/// Checks the envelope of `event` and returns its attributes. The attributes are checked in
+/// their §5.1 order, so an Event with several faults is always told the same first one.
 pub(super) fn check(event: &Value) -> Result<Facts<'_>, Violation> {
     let Some(obj) = event.as_object() else {
         return Err(Violation::new(
@@ -67,43 +68,14 @@ pub(super) fn check(event: &Value) -> Result<Facts<'_>, Violation> {
             format!("got {}; send one JSON object per Event", json_kind(event)),
         ));
     };
-    for (name, value) in obj {
-        if value.is_null() && CORE_ATTRIBUTES.contains(&name.as_str()) {
-            return Err(Violation::new(
-                NEVER_NULL,
-                format!("`{name}` is null; omit the attribute instead"),
-            ));
-        }
-    }
-
-    let aep = string(obj, 1, "aep", true)?.unwrap_or_default();
-    if aep != crate::AEP_VERSION {
-        return Err(Violation::new(
-            attribute_rule(1, "aep"),
-            format!(
-                "unsupported envelope version {aep:?}; this validator speaks AEP {:?} only",
-                crate::AEP_VERSION
-            ),
-        ));
-    }
+    check_no_null(obj)?;
+    check_version(obj)?;
     let id = string(obj, 2, "id", true)?.unwrap_or_default();
     let ty = string(obj, 3, "type", true)?.unwrap_or_default();
     check_type(ty)?;
     let subject = string(obj, 4, "subject", false)?;
-    let time = string(obj, 5, "time", true)?.unwrap_or_default();
-    if !RFC3339.is_valid(&Value::from(time)) {
-        return Err(Violation::new(
-            attribute_rule(5, "time"),
-            format!("{time:?} is not an RFC 3339 timestamp with a timezone, e.g. 2026-07-03T10:15:04.221Z"),
-        ));
-    }
-    let source = string(obj, 6, "source", true)?.unwrap_or_default();
-    if !URI.is_valid(&Value::from(source)) {
-        return Err(Violation::new(
-            attribute_rule(6, "source"),
-            format!("{source:?} is not a URI; use aep://{{host}}/agent/{{agent}}/session/{{session}}"),
-        ));
-    }
+    check_time(obj)?;
+    let source = checked_source(obj)?;
     string(obj, 7, "agent", true)?;
     let session = string(obj, 8, "session", false)?;
     let run = string(obj, 9, "run", false)?;
@@ -111,41 +83,10 @@ pub(super) fn check(event: &Value) -> Result<Facts<'_>, Violation> {
     let seq = non_negative(obj, 11, "seq")?;
     let epoch = non_negative(obj, 12, "epoch")?;
     let cause = string(obj, 13, "cause", false)?;
-    if let Some(traceparent) = string(obj, 14, "traceparent", false)? {
-        if !TRACEPARENT.is_match(traceparent) {
-            return Err(Violation::new(
-                attribute_rule(14, "traceparent"),
-                format!("{traceparent:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lowercase)"),
-            ));
-        }
-    }
-    if let Some(severity) = obj.get("severity") {
-        let known = severity.as_str().and_then(|s| s.parse::<Severity>().ok());
-        if known.is_none() {
-            return Err(Violation::new(
-                SEVERITY,
-                format!("unknown severity {severity}; use debug, info, notice, warning, error or critical"),
-            ));
-        }
-    }
-    let capture = match obj.get("capture") {
-        None => Capture::default(),
-        Some(capture) => capture.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| {
-            Violation::new(
-                CAPTURE,
-                format!("unknown capture level {capture}; use none, metadata, redacted or full"),
-            )
-        })?,
-    };
-    let data = obj.get("data");
-    if let Some(data) = data {
-        if !data.is_object() {
-            return Err(Violation::new(
-                attribute_rule(17, "data"),
-                format!("`data` is {}; the payload is a JSON object", json_kind(data)),
-            ));
-        }
-    }
+    check_traceparent(obj)?;
+    check_severity(obj)?;
+    let capture = capture_of(obj)?;
+    let data = data_of(obj)?;
 
     check_scope(obj, ty, session.is_some(), seq.is_some())?;
     check_extensions(obj)?;
@@ -166,6 +107,112 @@ pub(super) fn check(event: &Value) -> Result<Facts<'_>, Violation> {
         capture,
         data,
     })
+}
+
+/// AEP-0001 §5.1: an absent core attribute is omitted, never `null`.
+fn check_no_null(obj: &Map<String, Value>) -> Result<(), Violation> {
+    for (name, value) in obj {
+        if value.is_null() && CORE_ATTRIBUTES.contains(&name.as_str()) {
+            return Err(Violation::new(
+                NEVER_NULL,
+                format!("`{name}` is null; omit the attribute instead"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// §5.1 #1: `aep` is the one envelope version this validator speaks.
+fn check_version(obj: &Map<String, Value>) -> Result<(), Violation> {
+    let aep = string(obj, 1, "aep", true)?.unwrap_or_default();
+    if aep != crate::AEP_VERSION {
+        return Err(Violation::new(
+            attribute_rule(1, "aep"),
+            format!(
+                "unsupported envelope version {aep:?}; this validator speaks AEP {:?} only",
+                crate::AEP_VERSION
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// §5.1 #5: `time` is an RFC 3339 timestamp with a timezone.
+fn check_time(obj: &Map<String, Value>) -> Result<(), Violation> {
+    let time = string(obj, 5, "time", true)?.unwrap_or_default();
+    if !RFC3339.is_valid(&Value::from(time)) {
+        return Err(Violation::new(
+            attribute_rule(5, "time"),
+            format!("{time:?} is not an RFC 3339 timestamp with a timezone, e.g. 2026-07-03T10:15:04.221Z"),
+        ));
+    }
+    Ok(())
+}
+
+/// §5.1 #6: `source` is a URI.
+fn checked_source(obj: &Map<String, Value>) -> Result<&str, Violation> {
+    let source = string(obj, 6, "source", true)?.unwrap_or_default();
+    if !URI.is_valid(&Value::from(source)) {
+        return Err(Violation::new(
+            attribute_rule(6, "source"),
+            format!("{source:?} is not a URI; use aep://{{host}}/agent/{{agent}}/session/{{session}}"),
+        ));
+    }
+    Ok(source)
+}
+
+/// §5.1 #14: `traceparent`, when present, is a W3C traceparent.
+fn check_traceparent(obj: &Map<String, Value>) -> Result<(), Violation> {
+    if let Some(traceparent) = string(obj, 14, "traceparent", false)? {
+        if !TRACEPARENT.is_match(traceparent) {
+            return Err(Violation::new(
+                attribute_rule(14, "traceparent"),
+                format!("{traceparent:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>, lowercase)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// AEP-0001 §8.1: `severity`, when present, is one of the six levels.
+fn check_severity(obj: &Map<String, Value>) -> Result<(), Violation> {
+    if let Some(severity) = obj.get("severity") {
+        let known = severity.as_str().and_then(|s| s.parse::<Severity>().ok());
+        if known.is_none() {
+            return Err(Violation::new(
+                SEVERITY,
+                format!("unknown severity {severity}; use debug, info, notice, warning, error or critical"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// AEP-0001 §8.2: `capture` is one of the four levels, `metadata` when absent (§8.2d).
+fn capture_of(obj: &Map<String, Value>) -> Result<Capture, Violation> {
+    match obj.get("capture") {
+        None => Ok(Capture::default()),
+        Some(capture) => capture.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| {
+            Violation::new(
+                CAPTURE,
+                format!("unknown capture level {capture}; use none, metadata, redacted or full"),
+            )
+        }),
+    }
+}
+
+/// §5.1 #17: `data`, when present, is a JSON object.
+fn data_of(obj: &Map<String, Value>) -> Result<Option<&Value>, Violation> {
+    let data = obj.get("data");
+    if let Some(data) = data {
+        if !data.is_object() {
+            return Err(Violation::new(
+                attribute_rule(17, "data"),
+                format!("`data` is {}; the payload is a JSON object", json_kind(data)),
+            ));
+        }
+    }
+    Ok(data)
 }
 
 fn attribute_rule(number: u8, name: &str) -> String {

@@ -188,78 +188,95 @@ impl Session {
         }
     }
 
-    /// The rules against what came before; reads only.
+    /// The rules against what came before; reads only. One helper per rule, each for the
+    /// types it binds.
     fn check(&self, ev: &Facts<'_>) -> Result<(), Violation> {
         self.check_position(ev)?;
         match ev.ty {
-            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
-                // A terminal without `run` names no unit to hold it to.
-                let earlier = ev.run.and_then(|run| self.terminals.get(run));
-                if let Some(earlier) = earlier.filter(|earlier| *earlier != ev.id) {
-                    return Err(Violation::new(
-                        RUN_TERMINAL,
-                        format!(
-                            "run {:?} already ended with Event {earlier:?}; emit one of run.finished, run.failed, \
-                             run.cancelled once per run",
-                            ev.run.unwrap_or_default()
-                        ),
-                    ));
-                }
-            }
-            SESSION_ENDED => {
-                if let Some(earlier) = self.ended.as_deref().filter(|earlier| *earlier != ev.id) {
-                    return Err(Violation::new(
-                        SESSION_END,
-                        format!("session already ended with Event {earlier:?}; emit session.ended once"),
-                    ));
-                }
-                if !self.open_requests.is_empty() {
-                    let mut pending: Vec<&str> = self.open_requests.keys().map(String::as_str).collect();
-                    pending.sort_unstable();
-                    pending.truncate(5);
-                    return Err(Violation::new(
-                        PENDING_AT_END,
-                        format!(
-                            "{} attention request(s) still pending (e.g. {pending:?}); emit attention.resolved \
-                             {{resolution:\"dismissed\"}} or attention.timeout for each before session.ended",
-                            self.open_requests.len()
-                        ),
-                    ));
-                }
-            }
-            CONTROL_ACCEPTED | CONTROL_REJECTED => {
-                let command = ev.cause.unwrap_or_default(); // an ack without cause fails validate_event
-                if let Some(earlier) = self.acks.get(command).filter(|earlier| *earlier != ev.id) {
-                    return Err(Violation::new(
-                        ONE_ACK,
-                        format!(
-                            "command {command:?} was already acknowledged by Event {earlier:?}; re-emit that ack \
-                             byte-identically instead of deciding again"
-                        ),
-                    ));
-                }
-            }
-            ATTENTION_ANSWERED => {
-                let values = ev.data.and_then(form::values_of);
-                let request = ev.subject.and_then(|s| self.open_requests.get(s).map(|f| (s, f)));
-                if let (Some(values), Some((request, form))) = (values, request) {
-                    match form {
-                        Some(form) => form.check_answer(request, values, ev.capture)?,
-                        None => {
-                            return Err(Violation::new(
-                                VALUES_ONLY_FOR_FORMS,
-                                format!(
-                                    "answer.values answers request {request}, which is not kind \"form\"; use \
-                                     answer.option or answer.text"
-                                ),
-                            ))
-                        }
-                    }
-                }
-            }
-            _ => {}
+            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => self.check_terminal(ev),
+            SESSION_ENDED => self.check_session_end(ev),
+            CONTROL_ACCEPTED | CONTROL_REJECTED => self.check_ack(ev),
+            ATTENTION_ANSWERED => self.check_answer(ev),
+            _ => Ok(()),
+        }
+    }
+
+    /// AEP-0002 §2 convention 5: one terminal per run.
+    fn check_terminal(&self, ev: &Facts<'_>) -> Result<(), Violation> {
+        // A terminal without `run` names no unit to hold it to.
+        let earlier = ev.run.and_then(|run| self.terminals.get(run));
+        if let Some(earlier) = earlier.filter(|earlier| *earlier != ev.id) {
+            return Err(Violation::new(
+                RUN_TERMINAL,
+                format!(
+                    "run {:?} already ended with Event {earlier:?}; emit one of run.finished, run.failed, \
+                     run.cancelled once per run",
+                    ev.run.unwrap_or_default()
+                ),
+            ));
         }
         Ok(())
+    }
+
+    /// AEP-0002 §2 convention 5 and §7.2: one `session.ended` per session, and no attention
+    /// request still pending when it comes.
+    fn check_session_end(&self, ev: &Facts<'_>) -> Result<(), Violation> {
+        if let Some(earlier) = self.ended.as_deref().filter(|earlier| *earlier != ev.id) {
+            return Err(Violation::new(
+                SESSION_END,
+                format!("session already ended with Event {earlier:?}; emit session.ended once"),
+            ));
+        }
+        if !self.open_requests.is_empty() {
+            let mut pending: Vec<&str> = self.open_requests.keys().map(String::as_str).collect();
+            pending.sort_unstable();
+            pending.truncate(5);
+            return Err(Violation::new(
+                PENDING_AT_END,
+                format!(
+                    "{} attention request(s) still pending (e.g. {pending:?}); \
+                     emit attention.resolved {{resolution:\"dismissed\"}} or attention.timeout for each before \
+                     session.ended",
+                    self.open_requests.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// AEP-0004 §3: one ack decision per command; the same ack may be re-emitted.
+    fn check_ack(&self, ev: &Facts<'_>) -> Result<(), Violation> {
+        let command = ev.cause.unwrap_or_default(); // an ack without cause fails validate_event
+        if let Some(earlier) = self.acks.get(command).filter(|earlier| *earlier != ev.id) {
+            return Err(Violation::new(
+                ONE_ACK,
+                format!(
+                    "command {command:?} was already acknowledged by Event {earlier:?}; re-emit that ack \
+                     byte-identically instead of deciding again"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// AEP-0002 §5.3 and AEP-0006: `answer.values` answer only an open `kind: "form"` request,
+    /// and follow its form.
+    fn check_answer(&self, ev: &Facts<'_>) -> Result<(), Violation> {
+        let values = ev.data.and_then(form::values_of);
+        let request = ev.subject.and_then(|s| self.open_requests.get(s).map(|f| (s, f)));
+        let (Some(values), Some((request, form))) = (values, request) else {
+            return Ok(());
+        };
+        match form {
+            Some(form) => form.check_answer(request, values, ev.capture),
+            None => Err(Violation::new(
+                VALUES_ONLY_FOR_FORMS,
+                format!(
+                    "answer.values answers request {request}, which is not kind \"form\"; use answer.option or \
+                     answer.text"
+                ),
+            )),
+        }
     }
 
     /// AEP-0001 §7.2, emitter side: within an epoch never at or below an assigned `seq`, never
