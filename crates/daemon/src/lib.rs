@@ -21,7 +21,7 @@
 pub use aep_cline_doors::{endpoint, http, hub, nats_contract, notify, sinks, sources};
 pub use aep_cline_lane::{
     archive, backoff, budget, control, doctor, firing, guard, human_time, lane, metrics, person, policy, prices,
-    setting, state, views,
+    secret, setting, state, views,
 };
 
 pub mod dashboard;

@@ -236,7 +236,9 @@ fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
             .env("AEP_LOG_DIR", sandbox.path().join("logs"));
     };
     let mut daemon = Command::new(BIN);
-    env(daemon.arg("daemon").env("AEP_LISTEN", "127.0.0.1:0"));
+    // After `env`, which clears the environment: a port of its own, never the default 8789.
+    env(daemon.arg("daemon"));
+    daemon.env("AEP_LISTEN", "127.0.0.1:0");
     let mut daemon = Stopped(daemon.stderr(std::process::Stdio::null()).spawn().unwrap());
     let session = sessions[0][0]["session"].as_str().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);

@@ -7,6 +7,7 @@
 
 use crate::support;
 
+use crate::support::free_port;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -16,14 +17,6 @@ use support::daemon::{http, real_payload, Sandbox};
 const WAIT: Duration = Duration::from_secs(30);
 /// The session of the `hooks-local` payloads.
 const SESSION: &str = "1796007203184_6l7jh";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A raw GET: (head, body), so the content type can be read.
 fn get(addr: &str, path: &str, accept: Option<&str>) -> (String, String) {
@@ -361,7 +354,7 @@ fn registered(name: &str) -> &str {
 fn every_metric_is_documented_and_the_dashboard_queries_only_those() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
-    let code: std::collections::BTreeSet<String> = names_in(&read("src/metrics/mod.rs"))
+    let code: std::collections::BTreeSet<String> = names_in(&read("../lane/src/metrics/mod.rs"))
         .into_iter()
         .chain(names_in(&read("src/routes/metrics.rs")))
         .chain(names_in(&read("src/fleet/metrics.rs")))

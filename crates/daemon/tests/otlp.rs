@@ -4,6 +4,7 @@
 
 use crate::support;
 
+pub(crate) use crate::support::free_port;
 use flate2::read::GzDecoder;
 use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsServiceRequest, ExportLogsServiceResponse};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -392,10 +393,6 @@ pub(crate) fn real_run(aep: &Sandbox, cline: &ClineSandbox) -> (support::daemon:
         .find(|s| !s.starts_with('.'))
         .expect("a session log");
     (daemon, session)
-}
-
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A real hook payload, made a distinct firing by its `timestamp` (the delivery id is the

@@ -3,6 +3,7 @@
 
 use crate::support;
 
+use crate::support::free_port;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
@@ -106,10 +107,6 @@ impl<S: Read + Write> Peer<S> {
 
 fn hook(sb: &Sandbox, name: &str) {
     sb.hook_recorded(&real_payload("hooks-local", name));
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[test]

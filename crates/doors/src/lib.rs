@@ -20,7 +20,7 @@
 #![deny(unsafe_code)]
 
 use aep_cline_lane::{
-    archive, backoff, budget, control, doctor, firing, human_time, lane, person, policy, setting, views,
+    archive, backoff, budget, control, doctor, firing, human_time, lane, person, policy, secret, setting, views,
 };
 
 pub mod http;

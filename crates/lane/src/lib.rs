@@ -5,9 +5,10 @@
 //! crate, so the compiler holds that part of the order.
 //!
 //! - [`state`], [`firing`], [`setting`], [`backoff`], [`prices`], [`metrics`], [`doctor`],
-//!   [`human_time`]: the state folder the daemon, the shim and the commands share; what a hook
+//!   [`human_time`], [`secret`]: the state folder the daemon, the shim and the commands share; what a hook
 //!   firing is; how a setting is read; what the daemon counts for `/metrics`; what `aep-cline
 //!   doctor` prints, to which each subsystem adds its own findings; times as people read them.
+//!   [`secret`]: every token, code and key, made one way.
 //! - [`lane`]: the session lane, the one owner of each session's life: registry, sequencing,
 //!   the JSONL log (the first sink, written before a hook is answered; and its line reader), the
 //!   spool and the bus.
@@ -31,6 +32,7 @@ pub mod firing;
 pub mod human_time;
 pub mod metrics;
 pub mod prices;
+pub mod secret;
 pub mod setting;
 pub mod state;
 

@@ -136,7 +136,7 @@ impl Codes {
 
     /// A fresh code issued at `now` (boot ns).
     fn issue(&self, now: u64) -> String {
-        let code = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+        let code = crate::secret::token();
         let mut codes = self.0.lock();
         codes.retain(|_, at| Self::young(*at, now));
         if codes.len() >= MAX_CODES {

@@ -70,7 +70,7 @@ impl Console {
         offline_after: Duration,
         origins: Vec<String>,
     ) -> (Arc<Console>, String) {
-        let random = || format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+        let random = crate::secret::token;
         let code = random();
         let link = format!("{}/login?code={code}", origins[0]);
         let secure = origins[0].starts_with("https://");

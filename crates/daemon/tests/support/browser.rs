@@ -5,6 +5,7 @@
 //!
 //! `AEP_CLINE_TEST_CHROMEDRIVER` and `AEP_CLINE_TEST_CHROMIUM` name other binaries.
 
+use super::free_port;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
@@ -31,13 +32,6 @@ pub struct Browser {
     pub client: Client,
     driver: Child,
     _profile: tempfile::TempDir,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 impl Browser {

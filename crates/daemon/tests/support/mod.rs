@@ -21,3 +21,13 @@ pub mod stub_hub;
 pub mod tmux;
 pub mod wait;
 pub mod webhook;
+
+/// A loopback port free now, for a server the test starts itself (never a default another
+/// program may hold). The listener is dropped, so the port may be taken again by the time the
+/// server binds: the servers tests start refuse a taken port loudly, never silently.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}

@@ -2,7 +2,7 @@
 //! with its store in a temporary folder, killed when dropped: for the NATS sink's, the fleet's
 //! and the end-to-end suites.
 
-use std::net::TcpListener;
+pub use super::free_port;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -106,10 +106,6 @@ pub fn fleet_conf_file(dir: &std::path::Path) -> PathBuf {
     let path = dir.join("fleet.conf");
     std::fs::write(&path, fleet_conf()).unwrap();
     path
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A current-thread runtime for the official client.

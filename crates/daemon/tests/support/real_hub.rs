@@ -4,6 +4,7 @@
 
 use super::cline::ClineSandbox;
 use super::daemon::Sandbox;
+use super::free_port;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -23,13 +24,6 @@ pub fn tapped_sandbox(cline: &ClineSandbox, tap: &str) -> Sandbox {
 pub struct RealHub<'a> {
     cline: &'a ClineSandbox,
     port: u16,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
 }
 
 impl<'a> RealHub<'a> {

@@ -90,8 +90,8 @@ pub struct Signer {
 impl Signer {
     /// A fresh key from the OS's random source.
     pub fn generate() -> anyhow::Result<Signer> {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("cannot draw a key for notification links: {e}"))?;
+        let key =
+            crate::secret::try_key().map_err(|e| anyhow::anyhow!("cannot draw a key for notification links: {e}"))?;
         Ok(Signer {
             key,
             issued: Mutex::new(HashMap::new()),

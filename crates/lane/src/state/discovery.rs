@@ -48,7 +48,9 @@ pub fn token(state_dir: &Path) -> std::io::Result<String> {
             return Ok(kept.to_string());
         }
     }
-    let fresh = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let fresh = crate::secret::try_key()
+        .map(hex::encode)
+        .map_err(|e| std::io::Error::other(format!("cannot draw a token: {e}")))?;
     super::write_owner_only(state_dir, TOKEN_FILE, &[fresh.as_bytes()], true)?;
     Ok(fresh)
 }
