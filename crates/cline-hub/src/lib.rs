@@ -1,5 +1,5 @@
 //! The Cline hub control tap, as a library: everything about it that needs no socket and no
-//! clock. The daemon (`crates/daemon/src/hub/`) owns the WebSocket and the session lane.
+//! clock. The daemon (`crates/doors/src/hub/`) owns the WebSocket and the session lane.
 //!
 //! - [`frame`]: the hub's WebSocket frames (Cline CLI 3.0.65, `@cline/core` 0.0.86).
 //! - [`discovery`]: the hub's discovery file, or a URL and token; the token never prints.
