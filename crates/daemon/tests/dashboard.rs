@@ -172,15 +172,20 @@ async fn a_person_answers_and_cancels_from_the_page() {
     browser.click("#actions button.cancel").await;
     let abort = hub.command("run.abort").await;
     hub.reply(&abort, None);
-    let said = browser
-        .until("the cancel's ack", 15, "return [...document.querySelectorAll('#feedback p.ok')].map(p => p.innerText).find(t => t.startsWith('Cancel'))")
-        .await;
-    assert!(said.as_str().unwrap().contains("control.accepted"), "{said}");
-    // The hook lane reports the abort (Cline 3.0.65 fires session_shutdown): one run.cancelled by control.
+    // The hook lane reports the abort (Cline 3.0.65 fires session_shutdown): one run.cancelled by
+    // control, and the button says what the cancel did, not only that it was accepted.
     assert!(sandbox
         .hook(&real_payload("hooks-cancel", "session_shutdown"))
         .status
         .success());
+    let said = browser
+        .until("the cancel's ack and effect", 20, "return [...document.querySelectorAll('#feedback p.ok')].map(p => p.innerText).find(t => t.startsWith('Cancel'))")
+        .await;
+    let said = said.as_str().unwrap();
+    assert!(
+        said.contains("control.accepted") && said.contains("run.cancelled"),
+        "{said}"
+    );
     let log = wait_log(&sandbox, "the cancelled run", |e| has(e, "run.cancelled"));
     let cancelled: Vec<&Value> = log.iter().filter(|e| e["type"] == "run.cancelled").collect();
     assert_eq!(cancelled.len(), 1);

@@ -7,7 +7,10 @@
 
 use crate::control::{Intake, Refusal};
 use crate::lane::{Note, Sessions};
-use aep_core::types::{CONTROL_ACCEPTED, CONTROL_ATTENTION_RESPOND, CONTROL_CANCEL, CONTROL_REJECTED};
+use aep_core::types::{
+    CONTROL_ACCEPTED, CONTROL_ATTENTION_RESPOND, CONTROL_CANCEL, CONTROL_REJECTED, RUN_CANCELLED, RUN_FAILED,
+    RUN_FINISHED, SESSION_ENDED,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -19,6 +22,12 @@ use tokio::time::Instant;
 pub const ACK_WAIT: Duration = Duration::from_millis(crate::control::ACK_WINDOW_MS + 2_000);
 /// How long it then waits for the outcome, once the command was accepted.
 pub const OUTCOME_WAIT: Duration = Duration::from_millis(3_000);
+/// How long, after an accepted run cancel whose outcome is not the run's end, the wait goes on
+/// for it: the hub answers `run.abort` ok whatever it finds (a run whose client is gone goes on
+/// waiting), so an ack alone says only that the command was sent.
+pub const CANCEL_WAIT: Duration = Duration::from_secs(10);
+/// [`Waited::effect`] of a cancel the run outlived.
+pub const NO_EFFECT: &str = "nothing";
 
 /// One thing a person does.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -99,9 +108,34 @@ pub struct Waited {
     /// The first other Event the command caused, if it came within the wait.
     pub outcome: Option<Value>,
     /// Why it was refused, in the daemon's words, for a command from this machine
-    /// ([`Sender::Local`]) whose logged ack does not say (its capture level keeps no free text).
+    /// ([`Sender::Local`]) whose logged ack does not say (its capture level keeps no free text);
+    /// for a cancel that did nothing ([`NO_EFFECT`]), that and what to do instead.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// For an accepted run cancel: what became of the run, the type of the Event that ended it
+    /// (`run.cancelled`, `run.finished`, `run.failed`, `session.ended`), or [`NO_EFFECT`] when it
+    /// was still open after [`CANCEL_WAIT`]: a person is told the cancel did nothing, never a
+    /// bare "accepted".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
+}
+
+/// Whether `e` ends a run or the session: the effect a cancel is for.
+pub fn ends_run(e: &Value) -> bool {
+    matches!(
+        e["type"].as_str(),
+        Some(RUN_CANCELLED | RUN_FAILED | RUN_FINISHED | SESSION_ENDED)
+    )
+}
+
+/// What a person is told when a cancel did nothing, and what to do instead.
+pub fn nothing_happened(session: &str, waited: Duration) -> String {
+    format!(
+        "the cancel was accepted but nothing happened: the run of {session} is still open after {}s. Cline did not \
+         act on it (the client that drove the session may be gone). Ending the session (`aep-cline end {session}`, \
+         the dashboard's End) closes it",
+        waited.as_secs()
+    )
 }
 
 /// Who sent a command: a person on this machine, or a sender elsewhere.
@@ -138,6 +172,7 @@ pub async fn submit_through(
 ) -> Result<Waited, Refusal> {
     let id = command["id"].as_str().unwrap_or_default().to_string();
     let session = command["session"].as_str().unwrap_or_default().to_string();
+    let run_cancel = command["type"] == CONTROL_CANCEL && command["data"]["scope"] == "run";
     let mut bus = sessions.bus().subscribe();
     let submitted = {
         let intake = intake.clone();
@@ -154,6 +189,7 @@ pub async fn submit_through(
         ack: None,
         outcome: None,
         detail: None,
+        effect: None,
     };
     let mut deadline = Instant::now() + ack_wait;
     let mut lagged = false;
@@ -178,6 +214,18 @@ pub async fn submit_through(
         note_event(&mut waited, e);
         if waited.ack.is_some() && accepted(&waited) && waited.outcome.is_none() {
             deadline = deadline.min(Instant::now() + outcome_wait);
+        }
+    }
+    // A caller that waits for outcomes waits for a cancel's effect too (NATS control answers
+    // with the ack alone: its sender follows the stream).
+    if run_cancel && accepted(&waited) && !outcome_wait.is_zero() {
+        let ended = waited.outcome.as_ref().filter(|o| ends_run(o)).cloned();
+        waited.effect = Some(match ended {
+            Some(e) => e["type"].as_str().unwrap_or_default().to_string(),
+            None => run_end(&mut bus, &session, CANCEL_WAIT).await,
+        });
+        if waited.effect.as_deref() == Some(NO_EFFECT) {
+            waited.detail = Some(nothing_happened(&session, CANCEL_WAIT));
         }
     }
     if lagged && (waited.ack.is_none() || waited.outcome.is_none()) {
@@ -222,6 +270,22 @@ pub fn wait_query(query: Option<&str>) -> Result<Option<Duration>, String> {
     Ok(None)
 }
 
+/// The type of the next Event that ends a run of `session` or the session, heard within `wait`
+/// (whatever caused it: Cline may end the run on its own); [`NO_EFFECT`] if none does.
+async fn run_end(bus: &mut tokio::sync::broadcast::Receiver<Note>, session: &str, wait: Duration) -> String {
+    let deadline = Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, bus.recv()).await {
+            Err(_) | Ok(Err(RecvError::Closed)) => return NO_EFFECT.to_string(),
+            Ok(Err(RecvError::Lagged(_))) => continue,
+            Ok(Ok(Note::Event(p))) if p.value["session"] == session && ends_run(&p.value) => {
+                return p.value["type"].as_str().unwrap_or_default().to_string()
+            }
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
 fn note_event(waited: &mut Waited, e: &Value) {
     let ty = e["type"].as_str().unwrap_or_default();
     if ty == CONTROL_ACCEPTED || ty == CONTROL_REJECTED {
@@ -238,6 +302,25 @@ fn accepted(waited: &Waited) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_end_is_a_cancels_effect_and_none_is_said_with_what_to_do() {
+        for ty in [RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, SESSION_ENDED] {
+            assert!(ends_run(&json!({"type": ty})), "{ty}");
+        }
+        for e in [
+            json!({"type": CONTROL_ACCEPTED}),
+            json!({"type": "run.started"}),
+            Value::Null,
+        ] {
+            assert!(!ends_run(&e), "{e}");
+        }
+        let said = nothing_happened("s1", CANCEL_WAIT);
+        assert!(
+            said.contains("nothing happened") && said.contains("aep-cline end s1") && said.contains("10s"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn commands_are_what_the_intake_takes() {

@@ -249,8 +249,15 @@ async function act(button, what, body) {
       return false;
     }
     const data = r.ack.data || {};
+    if (r.ack.type === 'control.accepted' && r.effect === 'nothing') {
+      // A cancel the hub took but the run outlived (its client may be gone): say so, and what to do.
+      line.textContent = `${what}: ${r.detail || 'accepted, but nothing happened: the run is still open'}`;
+      line.className = 'bad';
+      return false;
+    }
     if (r.ack.type === 'control.accepted') {
-      line.textContent = `${what}: control.accepted` + (r.outcome ? ` → ${describe(r.outcome)}` : ' (the outcome will show in the timeline)');
+      const then = r.outcome ? ` → ${describe(r.outcome)}` : r.effect ? ` → ${r.effect}` : ' (the outcome will show in the timeline)';
+      line.textContent = `${what}: control.accepted${then}`;
       line.className = 'ok';
       return true;
     }

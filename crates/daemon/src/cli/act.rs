@@ -2,13 +2,13 @@
 //! without writing JSON. Each finds the daemon through its discovery file, sends the AEP command
 //! (`POST /control?wait=`) with the discovery token, waits for the ack Event and prints it, then
 //! the outcome when it lands within a few seconds. An accepted `cancel` is followed to the run's
-//! end ([`super::cancel_effect`]): the hub accepts an abort whatever it finds.
+//! end by the daemon (`effect`, [`crate::person::CANCEL_WAIT`]): the hub accepts an abort
+//! whatever it finds.
 //!
 //! Exit status: 0 accepted (for `cancel`: and the run ended); 1 rejected (the reason is
 //! printed); 2 not sent or not decided (no daemon, no such approval or session, no ack in time,
 //! a cancel accepted that ended nothing within its wait).
 
-use super::cancel_effect::{self, Effect};
 use super::client::{Daemon, LogArgs};
 use super::out;
 use crate::person::{self, Action};
@@ -184,7 +184,7 @@ pub fn cancel(args: CancelArgs) -> ExitCode {
             Action::Cancel,
             &what,
             &cancel_refusal(&found),
-            Some(found.active_run.as_deref()),
+            true,
         )
     })())
 }
@@ -306,18 +306,18 @@ fn session(common: &Common, query: &str) -> anyhow::Result<crate::views::Summary
 /// Sends `action`; `refusal` is what a `refused` nack means for this session as its log reads
 /// (the daemon's own words are in the log only at capture `redacted` and above).
 fn send(common: &Common, session: &str, action: Action, what: &str, refusal: &str) -> anyhow::Result<ExitCode> {
-    send_with(common, session, action, what, refusal, None)
+    send_with(common, session, action, what, refusal, false)
 }
 
-/// [`send`]; `cancels`: for a cancel, the run open when it was sent (`Some(None)`: none seen),
-/// whose end the accepted command is then followed to ([`cancel_effect::watch`]).
+/// [`send`]; `cancels`: a run cancel, whose effect (the daemon followed it to the run's end, or
+/// says there was none) decides the exit status.
 fn send_with(
     common: &Common,
     session: &str,
     action: Action,
     what: &str,
     refusal: &str,
-    cancels: Option<Option<&str>>,
+    cancels: bool,
 ) -> anyhow::Result<ExitCode> {
     let daemon = Daemon::find()?;
     let command = person::command(&action, session, "aep-cline-cli", &crate::state::host());
@@ -326,7 +326,7 @@ fn send_with(
         "POST",
         &path,
         Some(command.to_string().as_bytes()),
-        person::ACK_WAIT + person::OUTCOME_WAIT + std::time::Duration::from_secs(5),
+        person::ACK_WAIT + person::OUTCOME_WAIT + person::CANCEL_WAIT + std::time::Duration::from_secs(5),
     )?;
     match answer.status {
         200 => {}
@@ -338,32 +338,18 @@ fn send_with(
         404 => bail!("the daemon does not know session {session}: it never saw a hook from it"),
         status => bail!("the daemon refused the command (HTTP {status}): {}", answer.detail()),
     }
-    let mut waited = answer.json();
+    let waited = answer.json();
     let ack = waited["ack"].clone();
-    // An accepted cancel whose outcome is not the run's end: followed to it, or said to be none.
-    let effect = match cancels {
-        Some(run) if ack["type"] == CONTROL_ACCEPTED && cancel_effect::ends(&waited["outcome"]).is_none() => {
-            let journal = common.logs.journal()?;
-            let effect = cancel_effect::watch(&journal, session, run, cancel_effect::CANCEL_WAIT);
-            waited["effect"] = match &effect {
-                Effect::Ended(what) => Value::from(what.as_str()),
-                Effect::Nothing => Value::Null,
-            };
-            Some((effect, run))
-        }
-        _ => None,
-    };
+    // An accepted run cancel: the daemon waited for the run's end (`effect`), or said there was none.
+    let effect = waited["effect"].as_str().filter(|_| cancels);
     if common.json {
         out::print_json(&waited)?;
     }
     match ack["type"].as_str() {
         Some(CONTROL_ACCEPTED) => {
-            if let Some((Effect::Nothing, run)) = &effect {
+            if effect == Some(person::NO_EFFECT) {
                 if !common.json {
-                    eprintln!(
-                        "{}",
-                        cancel_effect::nothing_happened(session, *run, cancel_effect::CANCEL_WAIT)
-                    );
+                    eprintln!("{}", person::nothing_happened(session, person::CANCEL_WAIT));
                 }
                 return Ok(ExitCode::from(2));
             }
@@ -371,8 +357,8 @@ fn send_with(
                 let mut text = format!("accepted: {what} (command {})\n", short(&waited["command"]));
                 if let Some(o) = waited.get("outcome").filter(|o| !o.is_null()) {
                     text.push_str(&format!("outcome: {}\n", outcome(o)));
-                } else if let Some((Effect::Ended(what), _)) = &effect {
-                    text.push_str(&format!("outcome: {what}\n"));
+                } else if let Some(effect) = effect {
+                    text.push_str(&format!("outcome: {effect}\n"));
                 }
                 out::print(&text)?;
             }

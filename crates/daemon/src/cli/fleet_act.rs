@@ -206,6 +206,14 @@ async fn send(
     }
     let command = person::command(&action, &session, "aep-cline-fleet", &crate::state::host());
     let subject = machine::control_subject(&host);
+    // A run cancel's effect is read from the stream, followed from before the command is sent.
+    let watch = match action {
+        Action::Cancel => {
+            let stream = common.conn.source()?.stream;
+            Some(crate::fleet::effect::Watch::start(client, &stream, &host, &session).await?)
+        }
+        _ => None,
+    };
     let id = command["id"].as_str().unwrap_or_default().to_string();
     let ack = match command::send(client, refusals, &host, &command, person::ACK_WAIT).await? {
         Sent::Ack(ack) => ack,
@@ -227,15 +235,33 @@ async fn send(
             "{host} answered {what} with something that is no ack Event: {text}"
         ))?,
     };
+    let effect = match watch {
+        Some(watch) if ack["type"] == CONTROL_ACCEPTED => Some(watch.run_end(person::CANCEL_WAIT).await),
+        _ => None,
+    };
     if common.json {
-        out::print_json(&json!({"host": host, "command": id, "ack": ack}))?;
+        let mut said = json!({"host": host, "command": id, "ack": ack});
+        if let Some(effect) = &effect {
+            said["effect"] = json!(effect);
+        }
+        out::print_json(&said)?;
     }
     if ack["type"] == CONTROL_ACCEPTED {
+        if effect.as_deref() == Some(person::NO_EFFECT) {
+            if !common.json {
+                eprintln!(
+                    "{} (on {host})",
+                    person::nothing_happened(&session, person::CANCEL_WAIT)
+                );
+            }
+            return Ok(ExitCode::from(2));
+        }
         if !common.json {
-            out::print(&format!(
-                "accepted: {what} (command {})\n",
-                crate::views::summary::short_id(&id)
-            ))?;
+            let mut text = format!("accepted: {what} (command {})\n", crate::views::summary::short_id(&id));
+            if let Some(effect) = &effect {
+                text.push_str(&format!("outcome: {effect}\n"));
+            }
+            out::print(&text)?;
         }
         return Ok(ExitCode::SUCCESS);
     }

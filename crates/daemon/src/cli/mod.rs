@@ -2,7 +2,6 @@
 
 pub mod act;
 pub mod approvals;
-mod cancel_effect;
 pub mod client;
 pub mod doctor;
 pub mod fleet;

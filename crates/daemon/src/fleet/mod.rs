@@ -11,6 +11,7 @@ pub mod catch_up;
 pub mod checkpoint;
 pub mod command;
 pub mod detail;
+pub mod effect;
 pub mod follow;
 pub mod health;
 pub mod metrics;
