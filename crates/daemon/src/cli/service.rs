@@ -20,6 +20,10 @@
 //! environment, and restarts it. Two daemons are impossible either way (the state folder's
 //! lock refuses the second).
 
+mod install;
+mod status;
+mod uninstall;
+
 use super::client::Daemon;
 use super::out;
 use anyhow::{bail, Context};
@@ -276,183 +280,22 @@ fn start_daemon(macos: bool) -> anyhow::Result<String> {
     start_detached()
 }
 
+/// One action each: install, uninstall and status in their own files (each branching on the
+/// service manager), start, stop and restart here, with what they share.
 pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
     let macos = cfg!(target_os = "macos");
     match args.action {
-        Action::Install { no_start } => {
-            let exe = std::env::current_exe().context("cannot tell where the aep-cline binary is")?;
-            let exe = exe.canonicalize().unwrap_or(exe);
-            let vars = settings();
-            if macos {
-                let path = plist_path()?;
-                let log = crate::state::state_dir()?.join("daemon.log");
-                write_private(&path, &plist(&exe, &vars, &log))?;
-                out::print(&format!("wrote {}\n", path.display()))?;
-                if !no_start {
-                    let ctl = ctl("launchctl");
-                    let uid = users_uid();
-                    let _ = std::process::Command::new(&ctl)
-                        .args(["bootout", &format!("gui/{uid}/{LABEL}")])
-                        .status();
-                    if !run_ctl(&ctl, &["bootstrap", &format!("gui/{uid}"), &path.display().to_string()]) {
-                        bail!(
-                            "the agent is written but not started: run `launchctl bootstrap gui/{uid} {}`",
-                            path.display()
-                        );
-                    }
-                }
-            } else {
-                let (unit_file, env) = (unit_path()?, env_path()?);
-                write_private(&env, &env_file(&vars))?;
-                match packaged_unit() {
-                    Some(packaged) => {
-                        // A user unit of the same name shadows the package's: ours goes, a
-                        // person's own is left, and said.
-                        if ours(&unit_file) {
-                            remove(&unit_file)?;
-                        } else if unit_file.exists() {
-                            eprintln!(
-                                "aep-cline: {} is not ours and shadows the packaged unit; left as it is",
-                                unit_file.display()
-                            );
-                        }
-                        out::print(&format!("using the packaged unit {}\n", packaged.display()))?;
-                    }
-                    None => {
-                        write_private(&unit_file, &unit(&exe, &env))?;
-                        out::print(&format!("wrote {}\n", unit_file.display()))?;
-                    }
-                }
-                let kept = if vars.is_empty() {
-                    "no AEP_* settings: the defaults".to_string()
-                } else {
-                    vars.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")
-                };
-                out::print(&format!("wrote {} ({kept})\n", env.display()))?;
-                if !no_start {
-                    // A daemon reads its settings once: one running with others is restarted.
-                    if let Some(d) = running() {
-                        let was = super::running::settings_of(d.discovery.pid);
-                        match was.map(|was| super::running::changed(&was, &vars)) {
-                            Some(changed) if changed.is_empty() => {}
-                            Some(changed) => {
-                                out::print(&format!(
-                                    "the running daemon (pid {}) has other settings ({}): restarting it\n",
-                                    d.discovery.pid,
-                                    changed.join(", ")
-                                ))?;
-                                out::print(&format!("{}\n", stop_daemon(macos)?))?;
-                            }
-                            None => out::print(&format!(
-                                "a daemon runs (pid {}) whose settings cannot be read: `aep-cline service restart` applies these\n",
-                                d.discovery.pid
-                            ))?,
-                        }
-                    }
-                    let ctl = ctl("systemctl");
-                    let managed = systemd_answers(&ctl)
-                        && run_ctl(&ctl, &["--user", "daemon-reload"])
-                        && run_ctl(&ctl, &["--user", "enable", "--now", UNIT]);
-                    if !managed {
-                        // No systemd user session (a container, ssh without linger): the daemon
-                        // still runs now, and what would keep it running is said.
-                        let started = start_detached().context(format!(
-                            "the unit is written but no service manager started it, and neither could a detached \
-                             daemon: run `aep-cline daemon` yourself, or get a systemd user session (`loginctl \
-                             enable-linger`) and run `systemctl --user enable --now {UNIT}`"
-                        ))?;
-                        out::print(&format!(
-                            "no systemd user session answered: the unit is written for when there is one \
-                             (`loginctl enable-linger`, then `systemctl --user enable --now {UNIT}`)\n{started}\n\
-                             it does not start again at login or after a failure: put `aep-cline service start` in \
-                             your shell profile, or run `aep-cline daemon` under your own supervisor\n"
-                        ))?;
-                        return Ok(ExitCode::SUCCESS);
-                    }
-                    out::print(&format!("started: systemctl --user status {UNIT}\n"))?;
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Action::Start => {
-            out::print(&format!("{}\n", start_detached()?))?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Action::Stop => {
-            out::print(&format!("{}\n", stop_daemon(macos)?))?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Action::Install { no_start } => install::install(macos, no_start)?,
+        Action::Start => out::print(&format!("{}\n", start_detached()?))?,
+        Action::Stop => out::print(&format!("{}\n", stop_daemon(macos)?))?,
         Action::Restart => {
             out::print(&format!("{}\n", stop_daemon(macos)?))?;
             out::print(&format!("{}\n", start_daemon(macos)?))?;
-            Ok(ExitCode::SUCCESS)
         }
-        Action::Uninstall => {
-            // Stopped whoever started it (the service manager, or `service start` detached).
-            out::print(&format!("{}\n", stop_daemon(macos)?))?;
-            if macos {
-                let path = plist_path()?;
-                let _ = run_ctl(&ctl("launchctl"), &["bootout", &format!("gui/{}/{LABEL}", users_uid())]);
-                remove(&path)?;
-            } else {
-                let ctl = ctl("systemctl");
-                let managed = systemd_answers(&ctl);
-                if managed {
-                    let _ = run_ctl(&ctl, &["--user", "disable", "--now", UNIT]);
-                }
-                // The packaged unit is the package manager's to remove (`apt remove aep-cline`).
-                let unit_file = unit_path()?;
-                if packaged_unit().is_none() || unit_file.exists() {
-                    remove(&unit_file)?;
-                }
-                remove(&env_path()?)?;
-                if managed {
-                    let _ = run_ctl(&ctl, &["--user", "daemon-reload"]);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Action::Status => {
-            let path = if macos { plist_path()? } else { unit_path()? };
-            let packaged = (!macos && !path.is_file()).then(packaged_unit).flatten();
-            let mut text = if let Some(packaged) = packaged {
-                if env_path()?.is_file() {
-                    format!("installed: {} (packaged)\n", packaged.display())
-                } else {
-                    format!(
-                        "not installed: the packaged unit {} is there; `aep-cline service install` enables it\n",
-                        packaged.display()
-                    )
-                }
-            } else if path.is_file() {
-                format!("installed: {}\n", path.display())
-            } else {
-                format!(
-                    "not installed ({} does not exist): `aep-cline service install`\n",
-                    path.display()
-                )
-            };
-            let running = match Daemon::find().and_then(|d| {
-                d.request("GET", "/healthz", None, std::time::Duration::from_secs(3))
-                    .map(|a| (d, a))
-            }) {
-                Ok((d, a)) if a.status == 200 => {
-                    text.push_str(&format!("running: pid {}, {}\n", d.discovery.pid, d.discovery.url));
-                    true
-                }
-                Ok(_) => {
-                    text.push_str("not running: the daemon does not answer /healthz\n");
-                    false
-                }
-                Err(e) => {
-                    text.push_str(&format!("not running: {e:#}\n"));
-                    false
-                }
-            };
-            out::print(&text)?;
-            Ok(if running { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-        }
+        Action::Uninstall => uninstall::uninstall(macos)?,
+        Action::Status => return status::status(macos),
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Whether a daemon answers `/healthz` for this state folder, and which.

@@ -2,7 +2,8 @@
 //! pending approvals first, the machines with their health, the sessions with their host; read
 //! from the shared [`View`](super::View) the follower keeps current ([`super::follow`]), how far
 //! it has read the stream, a session's timeline read when asked ([`super::detail`]), and
-//! answers sent to the owning host ([`super::command`]) with its ack shown.
+//! answers sent to the owning host ([`super::command`]) with its ack shown (the buttons,
+//! `POST /api/act`, in `act`).
 //!
 //! Access as the daemon's dashboard ([`crate::dashboard`]): a one-time link printed at start
 //! (`/login?code=...`) sets an HttpOnly, SameSite=Strict cookie (its own name, so the daemon's
@@ -10,14 +11,14 @@
 //! the console and an `Origin` its own; a POST must carry that `Origin`. Behind a proxy that
 //! terminates TLS, its https URL is the console's too and the cookie is `Secure`.
 
+mod act;
+
 use super::catch_up::Source;
-use super::command::{self, Refusals, Sent};
+use super::command::{self, Refusals};
 use super::follow::Shared;
-use super::health;
 use crate::dashboard::{guard, page};
 use crate::http::auth::same_token;
 use crate::http::error::error;
-use crate::person::{self, Action};
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
@@ -136,7 +137,7 @@ pub fn routes(c: Arc<Console>) -> Router {
         .route("/api/approvals", get(approvals))
         .route("/api/position", get(position))
         .route("/api/timeline", get(timeline))
-        .route("/api/act", post(act_on))
+        .route("/api/act", post(act::act_on))
         .route("/api/asks", get(asks))
         .layer(axum::middleware::from_fn_with_state(c.clone(), signed_in));
     Router::new()
@@ -365,127 +366,4 @@ async fn asks(State(c): State<Arc<Console>>, Query(q): Query<Asks>) -> Response 
         Ok(command::Asked::Not(sent)) => error(StatusCode::BAD_GATEWAY, "not-asked", sent.why_not(&q.host)),
         Err(e) => error(StatusCode::BAD_GATEWAY, "not-asked", format!("{e:#}")),
     }
-}
-
-#[derive(Deserialize)]
-struct ActBody {
-    host: String,
-    session: String,
-    #[serde(flatten)]
-    action: Action,
-}
-
-/// A button: the command is built as `aep-cline fleet approve` builds it, sent to the owning
-/// host's control subject, and answered with that daemon's ack (200, accepted or rejected);
-/// what kept it from being decided is said in words (409 not sendable, 502 nobody or the
-/// server's permissions, 504 no ack in time).
-async fn act_on(State(c): State<Arc<Console>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !json_body {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "send application/json",
-        );
-    }
-    let ActBody { host, session, action } = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad-request",
-                format!("want {{host, session, action: approve|deny|answer|cancel|send, ...}}: {e}"),
-            )
-        }
-    };
-    let status = {
-        let v = c.view.read();
-        let request = match &action {
-            Action::Approve { request, .. } | Action::Deny { request, .. } | Action::Answer { request, .. } => {
-                Some(request.as_str())
-            }
-            _ => None,
-        };
-        if let Some(request) = request {
-            let found = v
-                .approvals()
-                .into_iter()
-                .find(|a| a.host == host && a.pending.session == session && a.pending.id == request);
-            match found {
-                None => {
-                    return error(
-                        StatusCode::CONFLICT,
-                        "no-approval",
-                        format!(
-                            "no pending approval {request} of session {session} on {host}: it may have been answered"
-                        ),
-                    )
-                }
-                Some(a) if !a.pending.answerable => {
-                    return error(
-                        StatusCode::CONFLICT,
-                        "not-answerable",
-                        format!("this approval can only be answered in Cline on {host}: its daemon has control off"),
-                    )
-                }
-                Some(_) => {}
-            }
-        } else if !v
-            .sessions()
-            .iter()
-            .any(|s| s.host == host && s.summary.session == session)
-        {
-            return error(
-                StatusCode::CONFLICT,
-                "no-session",
-                format!("no session {session} on {host}"),
-            );
-        }
-        health::status(v.record(&host), SystemTime::now(), c.offline_after)
-    };
-    if !status.reachable() {
-        return error(
-            StatusCode::CONFLICT,
-            "machine-unreachable",
-            format!("machine {host} is {}: the command was not sent", status.as_str()),
-        );
-    }
-    let command = person::command(&action, &session, "aep-cline-fleet", &crate::state::host());
-    let id = command["id"].as_str().unwrap_or_default().to_string();
-    let subject = crate::nats_contract::machine::control_subject(&host);
-    let sent = {
-        let mut refusals = c.refusals.lock().await;
-        command::send(&c.client, &mut refusals, &host, &command, person::ACK_WAIT).await
-    };
-    let (status, code, detail) = match sent {
-        Ok(Sent::Ack(ack)) => return Json(json!({"host": host, "command": id, "ack": ack})).into_response(),
-        Ok(Sent::NoResponders) => (
-            StatusCode::BAD_GATEWAY,
-            "no-responders",
-            format!("no daemon answers on {subject}: {host} does not take commands over NATS (down, or AEP_NATS_CONTROL is off)"),
-        ),
-        Ok(Sent::Refused(text)) => (
-            StatusCode::BAD_GATEWAY,
-            "not-permitted",
-            format!(
-                "the NATS server refused to let the console command {host} ({}): its user needs permission to publish on {subject}",
-                text.trim()
-            ),
-        ),
-        Ok(Sent::TimedOut) => (
-            StatusCode::GATEWAY_TIMEOUT,
-            "no-ack",
-            format!("no ack from {host} within {}s: it may still be decided", person::ACK_WAIT.as_secs()),
-        ),
-        Ok(Sent::BadReply(text)) => (
-            StatusCode::BAD_GATEWAY,
-            "bad-reply",
-            format!("{host} answered with something that is no ack Event: {text}"),
-        ),
-        Err(e) => (StatusCode::BAD_GATEWAY, "not-sent", format!("{e:#}")),
-    };
-    error(status, code, detail)
 }

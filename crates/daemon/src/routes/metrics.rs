@@ -71,10 +71,23 @@ fn num(value: &Value, pointer: &str) -> Option<f64> {
     v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
 }
 
-/// Every scrape-time metric, from one reading of `/healthz`'s numbers.
+/// Every scrape-time metric, from one reading of `/healthz`'s numbers, in the order a scrape
+/// has always listed them: the daemon, the spool, the connections, the hub and the endpoint, the
+/// sinks, the notifications.
 fn metrics(health: &Value, index: &Index, spool: Spool) -> Vec<Metric> {
+    let mut out = daemon(health, index);
+    out.extend(spooled(health, spool));
+    out.extend(connections(health));
+    out.extend(hub_and_endpoint(health));
+    out.extend(Sinks::read(health).metrics());
+    out.extend(notifications(health));
+    out
+}
+
+/// The daemon's uptime, its sessions by state, and the approvals waiting.
+fn daemon(health: &Value, index: &Index) -> Vec<Metric> {
     let (live, running, waiting) = index.states();
-    let mut out = vec![
+    vec![
         Metric::gauge("aep_cline_uptime", "Since the daemon started serving")
             .unit(Unit::Seconds)
             .one(num(health, "/uptime_s").unwrap_or_default()),
@@ -91,6 +104,12 @@ fn metrics(health: &Value, index: &Index, spool: Spool) -> Vec<Metric> {
             "Approvals of open sessions that wait for an answer",
         )
         .one(index.pending_count() as f64),
+    ]
+}
+
+/// What the spool holds, what it quarantined, and what it could not keep.
+fn spooled(health: &Value, spool: Spool) -> Vec<Metric> {
+    vec![
         Metric::gauge("aep_cline_spool_hooks", "Hooks in the spool, waiting to be ingested").one(spool.hooks as f64),
         Metric::gauge("aep_cline_spool", "What the spool holds on disk")
             .unit(Unit::Bytes)
@@ -105,6 +124,12 @@ fn metrics(health: &Value, index: &Index, spool: Spool) -> Vec<Metric> {
             "Hooks the spool could not keep (full or unwritable): their sessions' logs miss them",
         )
         .one(num(health, "/spool/lost").unwrap_or_default()),
+    ]
+}
+
+/// The listener's and the socket's connections against their cap.
+fn connections(health: &Value) -> Vec<Metric> {
+    vec![
         Metric::gauge(
             "aep_cline_connections_open",
             "Open connections on the listener and the socket",
@@ -117,7 +142,11 @@ fn metrics(health: &Value, index: &Index, spool: Spool) -> Vec<Metric> {
             "Connections closed at once: the cap was reached",
         )
         .one(num(health, "/connections/refused").unwrap_or_default()),
-    ];
+    ]
+}
+
+/// The hub tap's connection and the embedded endpoint's buffer, each absent when it is off.
+fn hub_and_endpoint(health: &Value) -> [Metric; 2] {
     let mut hub = Metric::gauge(
         "aep_cline_hub_connected",
         "Whether the hub control tap is connected to Cline's hub (absent when the tap is off)",
@@ -129,58 +158,90 @@ fn metrics(health: &Value, index: &Index, spool: Spool) -> Vec<Metric> {
     )
     .unit(Unit::Bytes);
     buffer.at(Vec::new(), num(health, "/endpoint/buffer_bytes"));
-    // Per sink: the relay, the OTLP exporter and JetStream (each absent when off).
-    let mut connected = Metric::gauge(
-        "aep_cline_sink_connected",
-        "Whether the sink's last attempt reached its peer",
-    );
-    let mut sent = Metric::counter(
-        "aep_cline_sink_sent_events",
-        "Events the sink's peer confirmed (the relay: written to its socket)",
-    );
-    let mut retries = Metric::counter(
-        "aep_cline_sink_retries",
-        "Batches sent again because the peer did not have them",
-    );
-    let mut resent = Metric::counter(
-        "aep_cline_sink_resent_events",
-        "Events resent from the session logs (after an outage, a restart or a full outbox)",
-    );
-    let mut dropped = Metric::counter(
-        "aep_cline_sink_dropped_events",
-        "Events the sink gave up on, by why (refused by the peer, low severity dropped from a full outbox)",
-    );
-    let mut overflow = Metric::counter(
-        "aep_cline_sink_overflow_events",
-        "Events left out of a full outbox, resent from the logs later (not lost)",
-    );
-    let mut pending = Metric::gauge(
-        "aep_cline_sink_pending_events",
-        "Events published and not yet confirmed by the peer",
-    );
-    let mut outbox = Metric::gauge("aep_cline_sink_outbox_events", "Events in the sink's outbox");
-    for (sink, at) in [
-        ("relay", "/relay"),
-        ("otlp", "/otlp"),
-        ("otlp_traces", "/otlp/traces"),
-        ("nats", "/nats"),
-    ] {
-        let Some(status) = health.pointer(at).filter(|s| !s.is_null()) else {
-            continue;
-        };
+    [hub, buffer]
+}
+
+/// The sinks' metrics, one series per sink that is on: the relay, the OTLP exporters and
+/// JetStream report under different names in `/healthz`, one metric here.
+struct Sinks {
+    connected: Metric,
+    sent: Metric,
+    retries: Metric,
+    resent: Metric,
+    dropped: Metric,
+    overflow: Metric,
+    pending: Metric,
+    outbox: Metric,
+}
+
+impl Sinks {
+    /// The sinks' series, read from `/healthz`'s sections (a sink that is off has none).
+    fn read(health: &Value) -> Self {
+        let mut sinks = Sinks::described();
+        for (sink, at) in [
+            ("relay", "/relay"),
+            ("otlp", "/otlp"),
+            ("otlp_traces", "/otlp/traces"),
+            ("nats", "/nats"),
+        ] {
+            if let Some(status) = health.pointer(at).filter(|s| !s.is_null()) {
+                sinks.add(sink, status);
+            }
+        }
+        sinks
+    }
+
+    /// The metrics, no series yet.
+    fn described() -> Self {
+        Sinks {
+            connected: Metric::gauge(
+                "aep_cline_sink_connected",
+                "Whether the sink's last attempt reached its peer",
+            ),
+            sent: Metric::counter(
+                "aep_cline_sink_sent_events",
+                "Events the sink's peer confirmed (the relay: written to its socket)",
+            ),
+            retries: Metric::counter(
+                "aep_cline_sink_retries",
+                "Batches sent again because the peer did not have them",
+            ),
+            resent: Metric::counter(
+                "aep_cline_sink_resent_events",
+                "Events resent from the session logs (after an outage, a restart or a full outbox)",
+            ),
+            dropped: Metric::counter(
+                "aep_cline_sink_dropped_events",
+                "Events the sink gave up on, by why (refused by the peer, low severity dropped from a full outbox)",
+            ),
+            overflow: Metric::counter(
+                "aep_cline_sink_overflow_events",
+                "Events left out of a full outbox, resent from the logs later (not lost)",
+            ),
+            pending: Metric::gauge(
+                "aep_cline_sink_pending_events",
+                "Events published and not yet confirmed by the peer",
+            ),
+            outbox: Metric::gauge("aep_cline_sink_outbox_events", "Events in the sink's outbox"),
+        }
+    }
+
+    /// One sink's series, from its `/healthz` section.
+    fn add(&mut self, sink: &'static str, status: &Value) {
         let labels = || vec![("sink", sink)];
-        connected.at(labels(), num(status, "/connected"));
+        self.connected.at(labels(), num(status, "/connected"));
         // The relay confirms positions, not Events: its count is what was written to it.
-        sent.at(labels(), num(status, "/confirmed").or(num(status, "/sent")));
-        retries.at(labels(), num(status, "/retries"));
-        resent.at(labels(), num(status, "/resends"));
-        pending.at(labels(), num(status, "/pending"));
-        outbox.at(labels(), num(status, "/outbox"));
-        overflow.at(
+        self.sent
+            .at(labels(), num(status, "/confirmed").or(num(status, "/sent")));
+        self.retries.at(labels(), num(status, "/retries"));
+        self.resent.at(labels(), num(status, "/resends"));
+        self.pending.at(labels(), num(status, "/pending"));
+        self.outbox.at(labels(), num(status, "/outbox"));
+        self.overflow.at(
             labels(),
             num(status, "/from_log").or(num(status, "/dropped/notice_resent_from_log")),
         );
-        dropped
+        self.dropped
             .at(
                 vec![("sink", sink), ("reason", "refused")],
                 num(status, "/refused/events").or(num(status, "/dropped/refused_events")),
@@ -194,11 +255,20 @@ fn metrics(health: &Value, index: &Index, spool: Spool) -> Vec<Metric> {
                 num(status, "/dropped/debug_info"),
             );
     }
-    out.extend([
-        hub, buffer, connected, sent, retries, resent, dropped, overflow, pending, outbox,
-    ]);
-    out.extend(notifications(health));
-    out
+
+    /// In the order a scrape lists them.
+    fn metrics(self) -> [Metric; 8] {
+        [
+            self.connected,
+            self.sent,
+            self.retries,
+            self.resent,
+            self.dropped,
+            self.overflow,
+            self.pending,
+            self.outbox,
+        ]
+    }
 }
 
 /// Notifications (`AEP_CLINE_NOTIFY`), summed over the targets: a target's only name is its

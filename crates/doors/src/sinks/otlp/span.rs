@@ -94,166 +94,183 @@ impl Spans {
         (self.runs.len(), self.tools.len())
     }
 
-    /// One Event: the spans it ends, if any, pushed onto `out`.
+    /// One Event: the spans it ends, if any, pushed onto `out`. The Annex's families, one
+    /// helper each: what a family starts is remembered, what it ends is pushed.
     pub fn feed(&mut self, event: &Value, out: &mut Vec<Finished>) {
-        let text = |k: &str| event.get(k).and_then(Value::as_str);
-        let (Some(session), Some(ty)) = (text("session"), text("type")) else {
+        let Some(e) = Fed::read(event) else {
             return;
         };
-        let time = text("time").and_then(epoch_nanos).unwrap_or(0);
-        let agent = text("agent").unwrap_or("unknown_service").to_string();
-        let data = event
-            .get("data")
-            .filter(|d| d.is_object())
-            .cloned()
-            .unwrap_or(json!({}));
-        let run = text("run").map(str::to_string);
-        let id = text("id").unwrap_or_default();
-        match ty {
-            SESSION_STARTED => {
-                let named = |k: &str| data.get(k).and_then(Value::as_str).map(str::to_string);
-                let (model, provider) = (named("gen_ai.request.model"), named("cline.provider"));
-                if (model.is_some() || provider.is_some()) && self.models.len() < MAX_OPEN_RUNS {
-                    self.models.insert(session.into(), (model, provider));
-                }
-            }
-            RUN_STARTED => {
-                let Some(run) = run else { return };
-                let mut attributes = vec![kv_str("aep.session_id", session), kv_str("aep.run_id", &run)];
-                let (known_model, provider) = self.models.get(session).cloned().unwrap_or_default();
-                let model = data
-                    .get("gen_ai.request.model")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .or(known_model);
-                if let Some(model) = model {
-                    attributes.push(kv_str("gen_ai.request.model", &model));
-                }
-                if let Some(provider) = provider {
-                    attributes.push(kv_str("gen_ai.provider.name", &provider));
-                }
-                if let Some(trigger) = data.get("trigger").and_then(Value::as_str) {
-                    attributes.push(kv_str("aep.run.trigger", trigger));
-                }
-                self.next += 1;
-                self.runs.insert(
-                    (session.into(), run),
-                    OpenRun {
-                        order: self.next,
-                        start: time,
-                        agent,
-                        attributes,
-                        events: Vec::new(),
-                        dropped_events: 0,
-                    },
-                );
-                self.bound(time, out);
-            }
-            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
-                let Some(run) = run else { return };
-                let error = match ty {
-                    RUN_FAILED => Some(
-                        data.get("reason")
-                            .and_then(Value::as_str)
-                            .unwrap_or("error")
-                            .to_string(),
-                    ),
-                    RUN_CANCELLED => Some("cancelled".to_string()),
-                    _ => None,
-                };
-                let open = self.runs.remove(&(session.to_string(), run.clone()));
-                self.close_tools_of(session, &run, time, out);
-                out.push(run_span(session, &run, open, agent, time, &data, error));
-            }
-            TOOL_REQUESTED => {
-                let Some(run) = run else { return };
-                let mut attributes = tool_attributes(&data, id);
-                if let Some(args) = data.get("args") {
-                    attributes.push(kv_str("gen_ai.tool.call.arguments", &json_text(args)));
-                }
-                self.next += 1;
-                self.tools.insert(
-                    (session.into(), id.into()),
-                    OpenTool {
-                        order: self.next,
-                        start: time,
-                        run,
-                        agent,
-                        name: tool_name(&data).to_string(),
-                        attributes,
-                    },
-                );
-                self.bound(time, out);
-            }
-            TOOL_COMPLETED | TOOL_FAILED | TOOL_DENIED => {
-                let request = text("cause").unwrap_or(id);
-                let open = self.tools.remove(&(session.to_string(), request.to_string()));
-                let Some(run) = run.or_else(|| open.as_ref().map(|t| t.run.clone())) else {
-                    return;
-                };
-                let error = match ty {
-                    TOOL_FAILED => Some(failure_type(&data)),
-                    TOOL_DENIED => Some("denied".to_string()),
-                    _ => None,
-                };
-                if ty == TOOL_DENIED {
-                    self.span_event(session, &run, ty, id, time, &data);
-                }
-                let message = match ty {
-                    TOOL_FAILED => data
-                        .pointer("/error/message")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    TOOL_DENIED => Some(format!(
-                        "denied by {}",
-                        data.get("by").and_then(Value::as_str).unwrap_or("someone")
-                    )),
-                    _ => None,
-                };
-                out.push(tool_span(
-                    ToolEnd {
-                        session,
-                        run: &run,
-                        request,
-                        time,
-                        data: &data,
-                        error,
-                        message,
-                    },
-                    open,
-                    agent,
-                ));
-            }
-            SESSION_ENDED => {
-                self.models.remove(session);
-                let runs: Vec<String> = self
-                    .runs
-                    .keys()
-                    .filter(|(s, _)| s == session)
-                    .map(|(_, r)| r.clone())
-                    .collect();
-                for run in runs {
-                    let open = self.runs.remove(&(session.to_string(), run.clone()));
-                    self.close_tools_of(session, &run, time, out);
-                    let agent = open.as_ref().map(|o| o.agent.clone()).unwrap_or_else(|| agent.clone());
-                    out.push(run_span(
-                        session,
-                        &run,
-                        open,
-                        agent,
-                        time,
-                        &json!({}),
-                        Some("unfinished".into()),
-                    ));
-                }
-            }
-            _ if ty.starts_with("attention.") || ty.starts_with("control.") || ty == ERROR_RAISED => {
-                let run = run.or_else(|| self.latest_run(session));
-                if let Some(run) = run {
-                    self.span_event(session, &run, ty, id, time, &data);
-                }
-            }
+        match e.ty {
+            SESSION_STARTED => self.session_started(&e),
+            RUN_STARTED => self.run_started(e, out),
+            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => self.run_ended(e, out),
+            TOOL_REQUESTED => self.tool_requested(e, out),
+            TOOL_COMPLETED | TOOL_FAILED | TOOL_DENIED => self.tool_ended(e, out),
+            SESSION_ENDED => self.session_ended(&e, out),
+            ty if ty.starts_with("attention.") || ty.starts_with("control.") || ty == ERROR_RAISED => self.run_event(e),
             _ => {}
+        }
+    }
+
+    /// `session.started`: the model and provider it names, for the session's runs.
+    fn session_started(&mut self, e: &Fed<'_>) {
+        let named = |k: &str| e.data.get(k).and_then(Value::as_str).map(str::to_string);
+        let (model, provider) = (named("gen_ai.request.model"), named("cline.provider"));
+        if (model.is_some() || provider.is_some()) && self.models.len() < MAX_OPEN_RUNS {
+            self.models.insert(e.session.into(), (model, provider));
+        }
+    }
+
+    /// `run.started`: the run's span opened, with the model (its own, else the session's).
+    fn run_started(&mut self, e: Fed<'_>, out: &mut Vec<Finished>) {
+        let Some(run) = e.run else { return };
+        let session = e.session;
+        let mut attributes = vec![kv_str("aep.session_id", session), kv_str("aep.run_id", &run)];
+        let (known_model, provider) = self.models.get(session).cloned().unwrap_or_default();
+        let model = e
+            .data
+            .get("gen_ai.request.model")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or(known_model);
+        if let Some(model) = model {
+            attributes.push(kv_str("gen_ai.request.model", &model));
+        }
+        if let Some(provider) = provider {
+            attributes.push(kv_str("gen_ai.provider.name", &provider));
+        }
+        if let Some(trigger) = e.data.get("trigger").and_then(Value::as_str) {
+            attributes.push(kv_str("aep.run.trigger", trigger));
+        }
+        self.next += 1;
+        let open = OpenRun {
+            order: self.next,
+            start: e.time,
+            agent: e.agent,
+            attributes,
+            events: Vec::new(),
+            dropped_events: 0,
+        };
+        self.runs.insert((session.into(), run), open);
+        self.bound(e.time, out);
+    }
+
+    /// A run's terminal: its span ended, with its tool calls still open; `error.type` the
+    /// failure's reason, or `cancelled`.
+    fn run_ended(&mut self, e: Fed<'_>, out: &mut Vec<Finished>) {
+        let Some(run) = e.run else { return };
+        let error = match e.ty {
+            RUN_FAILED => Some(
+                e.data
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string(),
+            ),
+            RUN_CANCELLED => Some("cancelled".to_string()),
+            _ => None,
+        };
+        let open = self.runs.remove(&(e.session.to_string(), run.clone()));
+        self.close_tools_of(e.session, &run, e.time, out);
+        out.push(run_span(e.session, &run, open, e.agent, e.time, &e.data, error));
+    }
+
+    /// `tool.requested`: the tool call's span opened, keyed by the request's Event id.
+    fn tool_requested(&mut self, e: Fed<'_>, out: &mut Vec<Finished>) {
+        let Some(run) = e.run else { return };
+        let mut attributes = tool_attributes(&e.data, e.id);
+        if let Some(args) = e.data.get("args") {
+            attributes.push(kv_str("gen_ai.tool.call.arguments", &json_text(args)));
+        }
+        self.next += 1;
+        let open = OpenTool {
+            order: self.next,
+            start: e.time,
+            run,
+            agent: e.agent,
+            name: tool_name(&e.data).to_string(),
+            attributes,
+        };
+        self.tools.insert((e.session.into(), e.id.into()), open);
+        self.bound(e.time, out);
+    }
+
+    /// A tool call's result: its span ended (found by the `cause`, the request's id); a denial
+    /// is also a span event of the run's span.
+    fn tool_ended(&mut self, e: Fed<'_>, out: &mut Vec<Finished>) {
+        let (session, ty, id) = (e.session, e.ty, e.id);
+        let request = e.cause.unwrap_or(id);
+        let open = self.tools.remove(&(session.to_string(), request.to_string()));
+        let Some(run) = e.run.or_else(|| open.as_ref().map(|t| t.run.clone())) else {
+            return;
+        };
+        let error = match ty {
+            TOOL_FAILED => Some(failure_type(&e.data)),
+            TOOL_DENIED => Some("denied".to_string()),
+            _ => None,
+        };
+        if ty == TOOL_DENIED {
+            self.span_event(session, &run, ty, id, e.time, &e.data);
+        }
+        let message = match ty {
+            TOOL_FAILED => e
+                .data
+                .pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            TOOL_DENIED => Some(format!(
+                "denied by {}",
+                e.data.get("by").and_then(Value::as_str).unwrap_or("someone")
+            )),
+            _ => None,
+        };
+        let end = ToolEnd {
+            session,
+            run: &run,
+            request,
+            time: e.time,
+            data: &e.data,
+            error,
+            message,
+        };
+        out.push(tool_span(end, open, e.agent));
+    }
+
+    /// `session.ended`: its runs still open (and their tool calls) ended, `unfinished`.
+    fn session_ended(&mut self, e: &Fed<'_>, out: &mut Vec<Finished>) {
+        let session = e.session;
+        self.models.remove(session);
+        let runs: Vec<String> = self
+            .runs
+            .keys()
+            .filter(|(s, _)| s == session)
+            .map(|(_, r)| r.clone())
+            .collect();
+        for run in runs {
+            let open = self.runs.remove(&(session.to_string(), run.clone()));
+            self.close_tools_of(session, &run, e.time, out);
+            let agent = open
+                .as_ref()
+                .map(|o| o.agent.clone())
+                .unwrap_or_else(|| e.agent.clone());
+            out.push(run_span(
+                session,
+                &run,
+                open,
+                agent,
+                e.time,
+                &json!({}),
+                Some("unfinished".into()),
+            ));
+        }
+    }
+
+    /// Approvals, control and errors: span events of their run's span (a command names no run:
+    /// the session's latest).
+    fn run_event(&mut self, e: Fed<'_>) {
+        let run = e.run.or_else(|| self.latest_run(e.session));
+        if let Some(run) = run {
+            self.span_event(e.session, &run, e.ty, e.id, e.time, &e.data);
         }
     }
 
@@ -436,6 +453,43 @@ fn run_span(
             ..Default::default()
         },
         agent,
+    }
+}
+
+/// What the fold reads of one Event: an Event without a session or a type is none of its
+/// business (no span, no panic); `data` is `{}` when it is not an object.
+struct Fed<'a> {
+    session: &'a str,
+    ty: &'a str,
+    time: u64,
+    agent: String,
+    data: Value,
+    run: Option<String>,
+    id: &'a str,
+    /// The request a tool's result answers.
+    cause: Option<&'a str>,
+}
+
+impl<'a> Fed<'a> {
+    fn read(event: &'a Value) -> Option<Self> {
+        let text = |k: &str| event.get(k).and_then(Value::as_str);
+        let (Some(session), Some(ty)) = (text("session"), text("type")) else {
+            return None;
+        };
+        Some(Fed {
+            session,
+            ty,
+            time: text("time").and_then(epoch_nanos).unwrap_or(0),
+            agent: text("agent").unwrap_or("unknown_service").to_string(),
+            data: event
+                .get("data")
+                .filter(|d| d.is_object())
+                .cloned()
+                .unwrap_or(json!({})),
+            run: text("run").map(str::to_string),
+            id: text("id").unwrap_or_default(),
+            cause: text("cause"),
+        })
     }
 }
 

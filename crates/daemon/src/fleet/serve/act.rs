@@ -1,0 +1,162 @@
+//! The console's buttons (`POST /api/act`): a command built as `aep-cline fleet approve` builds
+//! it, checked against the console's view (the approval still pending and answerable, the
+//! session known, its machine reachable), sent to the owning host's control subject, and
+//! answered with that daemon's ack; each step that can keep it from being decided says so in
+//! words, apart, so the route reads as its steps.
+
+use super::Console;
+use crate::fleet::command::{self, Sent};
+use crate::fleet::health::{self, Status};
+use crate::fleet::View;
+use crate::http::error::{error, Rejection};
+use crate::person::{self, Action};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+#[derive(Deserialize)]
+struct ActBody {
+    host: String,
+    session: String,
+    #[serde(flatten)]
+    action: Action,
+}
+
+/// A button: the command is built as `aep-cline fleet approve` builds it, sent to the owning
+/// host's control subject, and answered with that daemon's ack (200, accepted or rejected);
+/// what kept it from being decided is said in words (409 not sendable, 502 nobody or the
+/// server's permissions, 504 no ack in time).
+pub(super) async fn act_on(State(c): State<Arc<Console>>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let ActBody { host, session, action } = match read(&headers, &body) {
+        Ok(b) => b,
+        Err(refused) => return refused.into_response(),
+    };
+    let status = {
+        let v = c.view.read();
+        if let Err(refused) = target(&v, &host, &session, &action) {
+            return refused.into_response();
+        }
+        health::status(v.record(&host), SystemTime::now(), c.offline_after)
+    };
+    if !status.reachable() {
+        return unreachable(&host, status);
+    }
+    let command = person::command(&action, &session, "aep-cline-fleet", &crate::state::host());
+    let id = command["id"].as_str().unwrap_or_default().to_string();
+    let sent = {
+        let mut refusals = c.refusals.lock().await;
+        command::send(&c.client, &mut refusals, &host, &command, person::ACK_WAIT).await
+    };
+    answer(sent, &host, &id)
+}
+
+/// The body, JSON by its `Content-Type` (415 otherwise) and of the button's shape (400).
+fn read(headers: &HeaderMap, body: &[u8]) -> Result<ActBody, Rejection> {
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json_body {
+        return Err(Rejection::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "send application/json",
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        Rejection::new(
+            StatusCode::BAD_REQUEST,
+            "bad-request",
+            format!("want {{host, session, action: approve|deny|answer|cancel|send, ...}}: {e}"),
+        )
+    })
+}
+
+/// What the command is about, in the console's view: an answer's approval still pending and
+/// answerable there, any other command's session known (409 otherwise).
+fn target(v: &View, host: &str, session: &str, action: &Action) -> Result<(), Rejection> {
+    let request = match action {
+        Action::Approve { request, .. } | Action::Deny { request, .. } | Action::Answer { request, .. } => {
+            Some(request.as_str())
+        }
+        _ => None,
+    };
+    let Some(request) = request else {
+        if v.sessions()
+            .iter()
+            .any(|s| s.host == host && s.summary.session == session)
+        {
+            return Ok(());
+        }
+        return Err(Rejection::new(
+            StatusCode::CONFLICT,
+            "no-session",
+            format!("no session {session} on {host}"),
+        ));
+    };
+    let found = v
+        .approvals()
+        .into_iter()
+        .find(|a| a.host == host && a.pending.session == session && a.pending.id == request);
+    match found {
+        None => Err(Rejection::new(
+            StatusCode::CONFLICT,
+            "no-approval",
+            format!("no pending approval {request} of session {session} on {host}: it may have been answered"),
+        )),
+        Some(a) if !a.pending.answerable => Err(Rejection::new(
+            StatusCode::CONFLICT,
+            "not-answerable",
+            format!("this approval can only be answered in Cline on {host}: its daemon has control off"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// 409: the machine is offline (or stale) in its health record, so nothing is sent.
+fn unreachable(host: &str, status: Status) -> Response {
+    error(
+        StatusCode::CONFLICT,
+        "machine-unreachable",
+        format!("machine {host} is {}: the command was not sent", status.as_str()),
+    )
+}
+
+/// The daemon's ack (200), or why there is none: nobody subscribes, the server's
+/// permissions, no ack in time, a reply that is no ack.
+fn answer(sent: anyhow::Result<Sent>, host: &str, id: &str) -> Response {
+    let subject = crate::nats_contract::machine::control_subject(host);
+    let (status, code, detail) = match sent {
+        Ok(Sent::Ack(ack)) => return Json(json!({"host": host, "command": id, "ack": ack})).into_response(),
+        Ok(Sent::NoResponders) => (
+            StatusCode::BAD_GATEWAY,
+            "no-responders",
+            format!("no daemon answers on {subject}: {host} does not take commands over NATS (down, or AEP_NATS_CONTROL is off)"),
+        ),
+        Ok(Sent::Refused(text)) => (
+            StatusCode::BAD_GATEWAY,
+            "not-permitted",
+            format!(
+                "the NATS server refused to let the console command {host} ({}): its user needs permission to publish on {subject}",
+                text.trim()
+            ),
+        ),
+        Ok(Sent::TimedOut) => (
+            StatusCode::GATEWAY_TIMEOUT,
+            "no-ack",
+            format!("no ack from {host} within {}s: it may still be decided", person::ACK_WAIT.as_secs()),
+        ),
+        Ok(Sent::BadReply(text)) => (
+            StatusCode::BAD_GATEWAY,
+            "bad-reply",
+            format!("{host} answered with something that is no ack Event: {text}"),
+        ),
+        Err(e) => (StatusCode::BAD_GATEWAY, "not-sent", format!("{e:#}")),
+    };
+    error(status, code, detail)
+}
