@@ -722,6 +722,52 @@ fn the_console_page_signs_in_once_follows_the_stream_and_answers_through_the_own
     assert_eq!(status, 409, "{said}");
     assert!(said.contains("machine gone is offline"), "{said}");
     assert_eq!(responders.heard().len(), 1, "nothing more was sent");
+
+    // A cancel the owning daemon accepts says what it did, read from the stream: the run's end
+    // when it comes (here a run.cancelled published once the command was heard) ...
+    let cancel = json!({"host": A, "session": S1, "action": "cancel"}).to_string();
+    let ends = {
+        let (heard, js) = (responders.heard.clone(), js.clone());
+        let handle = rt.handle().clone();
+        std::thread::spawn(move || {
+            wait_until("the cancel heard", Duration::from_secs(20), || {
+                (heard.lock().unwrap().len() == 2).then_some(())
+            });
+            handle.block_on(publish(
+                &js,
+                &[event(A, S1, 900, "run.cancelled", json!({"by": "control"}))],
+            ));
+        })
+    };
+    let (status, _, said) = request(
+        &console.addr,
+        "POST",
+        "/api/act",
+        &[("Cookie", &cookie), json_type, ("Origin", &origin)],
+        cancel.as_bytes(),
+    );
+    ends.join().unwrap();
+    let said: Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(
+        (status, said["effect"].as_str()),
+        (200, Some("run.cancelled")),
+        "{said}"
+    );
+    // ... and, when nothing ends it, that nothing happened and what to do, never a bare "accepted".
+    let (status, _, said) = request(
+        &console.addr,
+        "POST",
+        "/api/act",
+        &[("Cookie", &cookie), json_type, ("Origin", &origin)],
+        cancel.as_bytes(),
+    );
+    let said: Value = serde_json::from_str(&said).unwrap();
+    assert_eq!((status, said["effect"].as_str()), (200, Some("nothing")), "{said}");
+    let detail = said["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("nothing happened") && detail.contains(&format!("aep-cline end {S1}")),
+        "{detail}"
+    );
 }
 
 /// Clicks the button at `xpath`; the page redraws every few seconds, so a button gone stale is

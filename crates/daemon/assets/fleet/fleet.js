@@ -65,7 +65,8 @@ async function act(a, body, buttons) {
     });
     const v = await r.json();
     if (!r.ok) say(`${body.action} ${a.short} on ${a.host}: not sent: ${v.detail ?? v.error ?? r.status}`, false);
-    else if (v.ack?.type === "control.accepted") say(`${body.action} ${a.short} on ${a.host}: accepted`, true);
+    else if (v.ack?.type === "control.accepted" && v.effect === "nothing") say(`${body.action} ${a.short} on ${a.host}: ${v.detail}`, false);
+    else if (v.ack?.type === "control.accepted") say(`${body.action} ${a.short} on ${a.host}: accepted${v.effect ? ` → ${v.effect}` : ""}`, true);
     else say(`${body.action} ${a.short} on ${a.host}: rejected (${v.ack?.data?.reason ?? "unknown"})`, false);
   } catch (e) {
     say(`${body.action} ${a.short} on ${a.host}: ${e.message}`, false);

@@ -6,10 +6,12 @@
 
 use super::Console;
 use crate::fleet::command::{self, Sent};
+use crate::fleet::effect::Watch;
 use crate::fleet::health::{self, Status};
 use crate::fleet::View;
 use crate::http::error::{error, Rejection};
 use crate::person::{self, Action};
+use aep_core::types::CONTROL_ACCEPTED;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -48,11 +50,25 @@ pub(super) async fn act_on(State(c): State<Arc<Console>>, headers: HeaderMap, bo
     }
     let command = person::command(&action, &session, "aep-cline-fleet", &crate::state::host());
     let id = command["id"].as_str().unwrap_or_default().to_string();
+    // A run cancel's effect is read from the stream, followed from before the command is sent.
+    let watch = match action {
+        Action::Cancel => match Watch::start(&c.client, &c.source.stream, &host, &session).await {
+            Ok(watch) => Some(watch),
+            Err(e) => return error(StatusCode::BAD_GATEWAY, "not-sent", format!("{e:#}")),
+        },
+        _ => None,
+    };
     let sent = {
         let mut refusals = c.refusals.lock().await;
         command::send(&c.client, &mut refusals, &host, &command, person::ACK_WAIT).await
     };
-    answer(sent, &host, &id)
+    let effect = match (&sent, watch) {
+        (Ok(Sent::Ack(ack)), Some(watch)) if ack["type"] == CONTROL_ACCEPTED => {
+            Some(watch.run_end(person::CANCEL_WAIT).await)
+        }
+        _ => None,
+    };
+    answer(sent, &host, &id, effect.map(|e| (e, session)))
 }
 
 /// The body, JSON by its `Content-Type` (415 otherwise) and of the button's shape (400).
@@ -127,12 +143,22 @@ fn unreachable(host: &str, status: Status) -> Response {
     )
 }
 
-/// The daemon's ack (200), or why there is none: nobody subscribes, the server's
-/// permissions, no ack in time, a reply that is no ack.
-fn answer(sent: anyhow::Result<Sent>, host: &str, id: &str) -> Response {
+/// The daemon's ack (200), with a run cancel's effect and, when it did nothing, that in words;
+/// or why there is no ack: nobody subscribes, the server's permissions, no ack in time, a reply
+/// that is no ack.
+fn answer(sent: anyhow::Result<Sent>, host: &str, id: &str, effect: Option<(String, String)>) -> Response {
     let subject = crate::nats_contract::machine::control_subject(host);
     let (status, code, detail) = match sent {
-        Ok(Sent::Ack(ack)) => return Json(json!({"host": host, "command": id, "ack": ack})).into_response(),
+        Ok(Sent::Ack(ack)) => {
+            let mut said = json!({"host": host, "command": id, "ack": ack});
+            if let Some((effect, session)) = effect {
+                if effect == person::NO_EFFECT {
+                    said["detail"] = json!(format!("{} (on {host})", person::nothing_happened(&session, person::CANCEL_WAIT)));
+                }
+                said["effect"] = json!(effect);
+            }
+            return Json(said).into_response();
+        }
         Ok(Sent::NoResponders) => (
             StatusCode::BAD_GATEWAY,
             "no-responders",
