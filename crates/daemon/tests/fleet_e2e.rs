@@ -243,7 +243,7 @@ async fn two_real_daemons_one_on_the_real_hub_seen_and_commanded_through_the_fle
     assert!(
         refused[0]["detail_unavailable"]
             .as_str()
-            .is_some_and(|w| w.contains("may not command host-a")),
+            .is_some_and(|w| w.contains("refused to let this user command host-a")),
         "the viewer is told why: {refused:#}"
     );
     // The console's "What it asks": the same question, by the console's NATS user.
@@ -269,7 +269,7 @@ async fn two_real_daemons_one_on_the_real_hub_seen_and_commanded_through_the_fle
             assert!(v["lines"].as_str().unwrap().contains("$ echo fleet-approved"), "{v:#}");
         } else {
             assert_eq!(status, 502, "{body}");
-            assert!(body.contains("may not command host-a"), "{body}");
+            assert!(body.contains("refused to let this user command host-a"), "{body}");
         }
         let (status, _, body) = page.get(
             &format!("/api/asks?host=host-b&session={a_session}&request=nope"),

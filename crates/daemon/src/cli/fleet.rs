@@ -402,7 +402,7 @@ fn approvals(args: ApprovalsArgs) -> anyhow::Result<()> {
                 asked.push(match answer {
                     Asked::Detail(d) => Ok(d),
                     Asked::Without(why) => Err(why),
-                    Asked::Not(sent) => Err(sent.why_not(&a.host)),
+                    Asked::Not(sent) => Err(sent.why_not(&a.host, DETAIL_WAIT).unwrap_or_default()),
                 });
             }
         }

@@ -14,11 +14,10 @@ use crate::fleet::command::{self, Sent};
 use crate::fleet::health;
 use crate::fleet::view::Session;
 use crate::fleet::View;
-use crate::nats_contract::machine;
 use crate::person::{self, Action};
 use crate::views::logs::{self, Found};
 use aep_core::types::CONTROL_ACCEPTED;
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -205,7 +204,6 @@ async fn send(
         );
     }
     let command = person::command(&action, &session, "aep-cline-fleet", &crate::state::host());
-    let subject = machine::control_subject(&host);
     // A run cancel's effect is read from the stream, followed from before the command is sent.
     let watch = match action {
         Action::Cancel => {
@@ -217,23 +215,10 @@ async fn send(
     let id = command["id"].as_str().unwrap_or_default().to_string();
     let ack = match command::send(client, refusals, &host, &command, person::ACK_WAIT).await? {
         Sent::Ack(ack) => ack,
-        Sent::NoResponders => bail!(
-            "no daemon answers on {subject}: machine {host} does not take commands over NATS (its daemon is down, \
-             or runs without AEP_NATS_CONTROL=1); {what} was not sent"
-        ),
-        Sent::Refused(text) => bail!(
-            "the NATS server refused to let this user command {host} ({}): it needs permission to publish on {subject}",
-            text.trim()
-        ),
-        Sent::TimedOut => bail!(
-            "no ack from {host} within {}s for {what} (command {}): it may still be decided; \
-             `aep-cline fleet sessions --host {host}` will show it",
-            person::ACK_WAIT.as_secs(),
-            crate::views::summary::short_id(&id)
-        ),
-        Sent::BadReply(text) => Err(anyhow!(
-            "{host} answered {what} with something that is no ack Event: {text}"
-        ))?,
+        other => {
+            let why = other.why_not(&host, person::ACK_WAIT).unwrap_or_default();
+            bail!("{what} (command {}): {why}", crate::views::summary::short_id(&id))
+        }
     };
     let effect = match watch {
         Some(watch) if ack["type"] == CONTROL_ACCEPTED => Some(watch.run_end(person::CANCEL_WAIT).await),

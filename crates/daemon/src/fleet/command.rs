@@ -26,6 +26,32 @@ pub enum Sent {
     BadReply(String),
 }
 
+impl Sent {
+    /// Why no ack (or answer) came, in the words every sender uses (`fleet approve`, `fleet
+    /// approvals --detail`, the console's buttons and its "What it asks"): `None` for an ack.
+    /// `wait` is how long it was waited for.
+    pub fn why_not(&self, host: &str, wait: Duration) -> Option<String> {
+        let subject = machine::control_subject(host);
+        Some(match self {
+            Sent::Ack(_) => return None,
+            Sent::NoResponders => format!(
+                "no daemon answers on {subject}: machine {host} does not take commands over NATS (its daemon is down, \
+                 or runs without AEP_NATS_CONTROL=1)"
+            ),
+            Sent::Refused(text) => format!(
+                "the NATS server refused to let this user command {host} ({}): it needs permission to publish on {subject}",
+                text.trim()
+            ),
+            Sent::TimedOut => format!(
+                "no ack from {host} within {}s: it may still be decided; `aep-cline fleet sessions --host {host}` \
+                 will show it",
+                wait.as_secs()
+            ),
+            Sent::BadReply(text) => format!("{host} answered with something that is no ack Event: {text}"),
+        })
+    }
+}
+
 /// The server's errors, as the client's event callback hears them: pass [`Refusals::hear`] to
 /// [`super::catch_up::Source::client`].
 pub struct Refusals {
@@ -62,20 +88,6 @@ pub async fn send(
             Reply::Not(sent) => sent,
         },
     )
-}
-
-impl Sent {
-    /// Why nothing was decided, in a few words (for a line beside a table's row).
-    pub fn why_not(&self, host: &str) -> String {
-        let subject = machine::control_subject(host);
-        match self {
-            Sent::Ack(_) => "answered".into(),
-            Sent::NoResponders => format!("no daemon answers on {subject} (down, or AEP_NATS_CONTROL is off there)"),
-            Sent::Refused(_) => format!("this NATS user may not command {host} (no publish permission on {subject})"),
-            Sent::TimedOut => format!("no answer from {host} in time"),
-            Sent::BadReply(text) => format!("{host} answered with something else: {text}"),
-        }
-    }
 }
 
 /// What came of a question about a pending approval ([`machine::ASK_DETAIL`]).

@@ -363,7 +363,11 @@ async fn asks(State(c): State<Arc<Console>>, Query(q): Query<Asks>) -> Response 
             Json(json!({"host": q.host, "request": q.request, "detail": detail, "lines": lines})).into_response()
         }
         Ok(command::Asked::Without(why)) => error(StatusCode::NOT_FOUND, "no-detail", why),
-        Ok(command::Asked::Not(sent)) => error(StatusCode::BAD_GATEWAY, "not-asked", sent.why_not(&q.host)),
+        Ok(command::Asked::Not(sent)) => error(
+            StatusCode::BAD_GATEWAY,
+            "not-asked",
+            sent.why_not(&q.host, ASKS_WAIT).unwrap_or_default(),
+        ),
         Err(e) => error(StatusCode::BAD_GATEWAY, "not-asked", format!("{e:#}")),
     }
 }

@@ -147,42 +147,29 @@ fn unreachable(host: &str, status: Status) -> Response {
 /// or why there is no ack: nobody subscribes, the server's permissions, no ack in time, a reply
 /// that is no ack.
 fn answer(sent: anyhow::Result<Sent>, host: &str, id: &str, effect: Option<(String, String)>) -> Response {
-    let subject = crate::nats_contract::machine::control_subject(host);
-    let (status, code, detail) = match sent {
-        Ok(Sent::Ack(ack)) => {
+    let sent = match sent {
+        Ok(sent) => sent,
+        Err(e) => return error(StatusCode::BAD_GATEWAY, "not-sent", format!("{e:#}")),
+    };
+    let (status, code) = match &sent {
+        Sent::Ack(ack) => {
             let mut said = json!({"host": host, "command": id, "ack": ack});
             if let Some((effect, session)) = effect {
                 if effect == person::NO_EFFECT {
-                    said["detail"] = json!(format!("{} (on {host})", person::nothing_happened(&session, person::CANCEL_WAIT)));
+                    said["detail"] = json!(format!(
+                        "{} (on {host})",
+                        person::nothing_happened(&session, person::CANCEL_WAIT)
+                    ));
                 }
                 said["effect"] = json!(effect);
             }
             return Json(said).into_response();
         }
-        Ok(Sent::NoResponders) => (
-            StatusCode::BAD_GATEWAY,
-            "no-responders",
-            format!("no daemon answers on {subject}: {host} does not take commands over NATS (down, or AEP_NATS_CONTROL is off)"),
-        ),
-        Ok(Sent::Refused(text)) => (
-            StatusCode::BAD_GATEWAY,
-            "not-permitted",
-            format!(
-                "the NATS server refused to let the console command {host} ({}): its user needs permission to publish on {subject}",
-                text.trim()
-            ),
-        ),
-        Ok(Sent::TimedOut) => (
-            StatusCode::GATEWAY_TIMEOUT,
-            "no-ack",
-            format!("no ack from {host} within {}s: it may still be decided", person::ACK_WAIT.as_secs()),
-        ),
-        Ok(Sent::BadReply(text)) => (
-            StatusCode::BAD_GATEWAY,
-            "bad-reply",
-            format!("{host} answered with something that is no ack Event: {text}"),
-        ),
-        Err(e) => (StatusCode::BAD_GATEWAY, "not-sent", format!("{e:#}")),
+        Sent::NoResponders => (StatusCode::BAD_GATEWAY, "no-responders"),
+        Sent::Refused(_) => (StatusCode::BAD_GATEWAY, "not-permitted"),
+        Sent::TimedOut => (StatusCode::GATEWAY_TIMEOUT, "no-ack"),
+        Sent::BadReply(_) => (StatusCode::BAD_GATEWAY, "bad-reply"),
     };
+    let detail = sent.why_not(host, person::ACK_WAIT).unwrap_or_default();
     error(status, code, detail)
 }
