@@ -61,7 +61,7 @@ impl Spool {
                 self.index.lock().forget_of(session, &order);
                 continue;
             };
-            match sessions.ingest(payload, &entry.firing()) {
+            match sessions.ingest(payload, &entry.firing) {
                 Ok(_) => {
                     done += 1;
                     if let Err(e) = std::fs::remove_file(&path) {
@@ -215,14 +215,12 @@ mod tests {
         ))
         .unwrap();
         let session = HookPayload::parse(&payload).unwrap().session_key().unwrap().to_string();
-        let entry = Spooled {
-            delivery: "d1".into(),
-            body: String::from_utf8(payload).unwrap(),
+        let fired = firing::Firing {
+            delivery: Some("d1".into()),
             fired: Some(firing::now_ns()),
-            parent: None,
-            parent_started: None,
-            cline_data: None,
+            ..firing::Firing::default()
         };
+        let entry = Spooled::new(fired, &payload);
         write(state.path(), &entry).unwrap();
         let spool = Arc::new(Spool::new(state.path(), 1 << 20));
         spool.scan(false);
