@@ -5,7 +5,7 @@
 //! ([`order`]), written to a temporary name and renamed, so nobody reads half a file.
 //!
 //! Order is per session (AEP sequencing is per session) and by the clock that never steps
-//! within a boot ([`firing::boot_ns`]): a wall clock set back while no daemon ran does not
+//! within a boot ([`crate::firing::boot_ns`]): a wall clock set back while no daemon ran does not
 //! reorder a session. Boots are ordered: files named by wall time (the `.json` entries of
 //! earlier versions and the raw `.hook` files a hook file writes when its binary is gone) come
 //! first, by that time; then earlier boots, each placed by the modification time of its first
