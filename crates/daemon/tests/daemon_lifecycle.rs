@@ -27,12 +27,12 @@ fn payload(dir: &str, hook: &str, session: &str) -> Vec<u8> {
 /// A firing as the shim spools it, fired now.
 fn spooled(delivery: &str, body: &[u8]) -> Spooled {
     Spooled {
-        delivery: delivery.to_string(),
+        firing: Firing {
+            delivery: Some(delivery.to_string()),
+            fired: Some(aep_cline::firing::now_ns()),
+            ..Firing::default()
+        },
         body: String::from_utf8(body.to_vec()).unwrap(),
-        fired: Some(aep_cline::firing::now_ns()),
-        parent: None,
-        parent_started: None,
-        cline_data: None,
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::support;
 
+use aep_cline::firing::Firing;
 use aep_cline::lane::spool::{self, Spooled};
 use serde_json::Value;
 use std::time::Duration;
@@ -131,12 +132,12 @@ fn an_impostor_on_the_port_gets_no_hook_and_the_shim_spools() {
 fn one_bad_spool_file_is_quarantined_and_the_rest_goes_on() {
     let sb = Sandbox::new().with_env("AEP_CLINE_MAX_BODY", "100000");
     let spooled = |delivery: &str, body: Vec<u8>| Spooled {
-        delivery: delivery.into(),
+        firing: Firing {
+            delivery: Some(delivery.into()),
+            fired: Some(aep_cline::firing::now_ns()),
+            ..Firing::default()
+        },
         body: String::from_utf8(body).unwrap(),
-        fired: Some(aep_cline::firing::now_ns()),
-        parent: None,
-        parent_started: None,
-        cline_data: None,
     };
     let long_session = "x".repeat(300);
     let emoji_session = "😀".repeat(30);
@@ -645,12 +646,12 @@ fn a_store_locked_past_its_patience_ends_the_session_saying_what_was_not_read() 
 /// A spooled firing of `session`, fired at `fired` (wall clock, ns).
 fn spooled_at(delivery: &str, hook: &str, session: &str, fired: u64) -> Spooled {
     Spooled {
-        delivery: delivery.to_string(),
+        firing: Firing {
+            delivery: Some(delivery.to_string()),
+            fired: Some(fired),
+            ..Firing::default()
+        },
         body: String::from_utf8(payload("hooks-local", hook, session, None)).unwrap(),
-        fired: Some(fired),
-        parent: None,
-        parent_started: None,
-        cline_data: None,
     }
 }
 
@@ -674,8 +675,12 @@ fn a_wall_clock_set_back_while_no_daemon_runs_does_not_reorder_a_session() {
     let dir = spool::dir(&sb.state_dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
-        dir.join(format!("{:020}-0000000001-d1.json", old.fired.unwrap())),
-        serde_json::to_vec(&old).unwrap(),
+        dir.join(format!("{:020}-0000000001-d1.json", old.firing.fired.unwrap())),
+        serde_json::to_vec(
+            &serde_json::json!({"delivery": "d1", "body": old.body, "fired": old.firing.fired,
+            "parent": null, "parent_started": null}),
+        )
+        .unwrap(),
     )
     .unwrap();
     spool::write(&sb.state_dir, &spooled_at("d2", "tool_call", "step", now)).unwrap();
@@ -725,7 +730,7 @@ fn a_fifo_in_clines_store_holds_up_neither_its_sessions_drain_nor_another_sessio
         .unwrap()
         .success());
     let mut stuck = spooled_at("s1", "agent_start", "stuck", aep_cline::firing::now_ns());
-    stuck.cline_data = Some(data.to_str().unwrap().to_string());
+    stuck.firing.cline_data = Some(data.to_str().unwrap().to_string());
     spool::write(&sb.state_dir, &stuck).unwrap();
     // Another session's hooks are recorded whatever the drain does with "stuck" (live; or, on a
     // loaded machine past the shim's budget, spooled and drained: a drain held up by the FIFO

@@ -51,7 +51,8 @@ pub const ENFORCE_VARIABLE: &str = "AEP_CLINE_ENFORCE";
 pub const SHIM_WAIT: Duration = Duration::from_millis(200);
 
 /// What the daemon knows of a firing besides its payload (every part optional: old shims and
-/// spool files, and tests, may not say).
+/// spool files, and tests, may not say): read from a live request's headers, and kept with the
+/// payload by the spool ([`crate::lane::spool::Spooled`]), one type for both.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Firing {
     pub delivery: Option<String>,

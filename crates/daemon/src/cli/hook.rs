@@ -13,7 +13,7 @@
 //! [`BUDGET`] and spools the payload for the daemon to ingest later. Problems go to stderr.
 
 use crate::firing::{
-    self, CLINE_DATA_HEADER, CONTROL_HEADER, DELIVERY_HEADER, ENFORCE_VARIABLE, FIRED_HEADER, PARENT_HEADER,
+    self, Firing, CLINE_DATA_HEADER, CONTROL_HEADER, DELIVERY_HEADER, ENFORCE_VARIABLE, FIRED_HEADER, PARENT_HEADER,
     PROOF_HEADER, SHIM_WAIT,
 };
 use crate::lane::spool::{self, Spooled};
@@ -92,13 +92,15 @@ pub fn run() -> std::process::ExitCode {
     // valid once, here), and a valid body, the rule, is not copied at all.
     let body = String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let spooled = Spooled {
-        delivery,
+        firing: Firing {
+            delivery: Some(delivery),
+            fired: Some(fired),
+            parent: Some(parent),
+            parent_started,
+            // Where Cline keeps this session's usage: the daemon reads it there at a run's end.
+            cline_data: firing::cline_data_header(),
+        },
         body,
-        fired: Some(fired),
-        parent: Some(parent),
-        parent_started,
-        // Where Cline keeps this session's usage: the daemon reads it there at a run's end.
-        cline_data: firing::cline_data_header(),
     };
     let deadline = started + daemon_wait(spooled.body.len());
     let closed = enforce_closed();
@@ -122,7 +124,7 @@ pub fn run() -> std::process::ExitCode {
             Ok(_) => eprintln!("aep-cline hook: {why}; spooled for the daemon to ingest when it runs"),
             Err(e) => {
                 // Counted where the daemon and `doctor` see it, not only said here.
-                crate::lane::spool::limit::record_lost(&state_dir, &spooled.delivery, &e.to_string());
+                crate::lane::spool::limit::record_lost(&state_dir, spooled.delivery(), &e.to_string());
                 eprintln!("aep-cline hook: {why}, and spooling failed too ({e}): the hook is lost")
             }
         },
@@ -216,10 +218,9 @@ fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
         // Only the daemon that wrote the discovery file can prove it holds its token (compared
         // in constant time, like every secret).
         Ok(answer)
-            if !answer
-                .proof
-                .as_deref()
-                .is_some_and(|p| crate::http::auth::same_token(p, &firing::proof(&daemon.token, &firing.delivery))) =>
+            if !answer.proof.as_deref().is_some_and(|p| {
+                crate::http::auth::same_token(p, &firing::proof(&daemon.token, firing.delivery()))
+            }) =>
         {
             Delivered::Retry(format!(
                 "the program at the daemon's socket (HTTP {}) is not the daemon that wrote the discovery file",
@@ -274,13 +275,13 @@ struct Answer {
 
 /// One `POST /hook` on the daemon's socket.
 fn post(mut stream: UnixStream, daemon: &Discovery, firing: &Spooled, deadline: Instant) -> std::io::Result<Answer> {
-    let body = firing.body.as_bytes();
+    let (body, delivery, firing) = (firing.body.as_bytes(), firing.delivery(), &firing.firing);
     let (host, token) = (daemon.host(), &daemon.token);
     let head = format!(
         "POST /hook HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n{DELIVERY_HEADER}: {}\r\n\
          {FIRED_HEADER}: {}\r\n{PARENT_HEADER}: {}\r\n{}Content-Type: application/json\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n",
-        firing.delivery,
+        delivery,
         firing.fired.unwrap_or_default(),
         firing::parent_header(firing.parent.unwrap_or_default(), firing.parent_started),
         DataHeader(firing.cline_data.as_deref()),

@@ -70,14 +70,7 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
     let outcome = tokio::task::spawn_blocking(move || {
         if firing.abandoned(firing::now_ns()) {
             // Its shim has spooled it (or is about to): order it with the spool, by firing time.
-            let entry = Spooled {
-                delivery: firing.delivery.clone().unwrap_or_else(|| firing::delivery_id(&body)),
-                body: String::from_utf8_lossy(&body).into_owned(),
-                fired: firing.fired,
-                parent: firing.parent,
-                parent_started: firing.parent_started,
-                cline_data: firing.cline_data.clone(),
-            };
+            let entry = Spooled::new(firing.clone(), &body);
             return spool
                 .put(&entry, &sessions)
                 .map(|()| None)

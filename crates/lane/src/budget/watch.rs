@@ -13,7 +13,7 @@
 //!   session and the day, and crossing a limit gives the notice only.
 //!
 //! Acting: each threshold crossed is an `attention.requested {kind: "other", respond_via:
-//! ["oob"]}` notice naming the budget, its limit and the cost reached, resolved `auto` in the
+//! ["oob"]}` notice ([`super::notice`]) naming the budget, its limit and the cost reached, resolved `auto` in the
 //! same write (nothing waits on it: AEP-0002 §7.2 wants every request resolved before its
 //! session ends). A run at or past a limit is cancelled once through the hub, as
 //! `aep-cline cancel` is (`run.abort`, the lane's cancel note), so its terminal is
@@ -25,15 +25,14 @@
 
 use super::account::{Applied, Budgets, Charge, Crossing, Ledger, Level, Outcome, Scope, CURRENCY, MAX_SESSIONS};
 use super::kept::Kept;
+use super::notice::{amounts, budget_data, notice, Act};
 use crate::control::intake::withdraw;
 use crate::control::{Kind, Link, Request};
 use crate::lane::{Note, Sessions};
 use aep_core::bounded::BoundedMap;
-use aep_core::types::{
-    ATTENTION_REQUESTED, ATTENTION_RESOLVED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, SESSION_ENDED, SESSION_STARTED,
-};
-use aep_core::{Capture, Severity};
-use cline_hooks::{Link as Linked, Mapped, Planned};
+use aep_core::types::{ATTENTION_REQUESTED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, SESSION_ENDED, SESSION_STARTED};
+use aep_core::Capture;
+use cline_hooks::Planned;
 use cline_hub::frame::HubEvent;
 use cline_hub::{control, CommandKey};
 use cline_stream::{ClineUsage, Pricing, TokenClasses};
@@ -613,104 +612,6 @@ fn share(cost: f64, limit: f64) -> f64 {
     } else {
         f64::INFINITY
     }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Act {
-    Notice,
-    Cancel,
-    NotCancelled(&'static str),
-    /// A run without the hub: its next step (this tool call) is stopped at the hook.
-    StoppedAtHook,
-}
-
-fn amounts(c: &Crossing) -> String {
-    format!("{:.2} of {:.2} {CURRENCY}", c.cost, c.limit)
-}
-
-/// `data.budget`: which budget, its limit, the cost reached, and what was done.
-fn budget_data(c: &Crossing, applied: &Applied<'_>, act: Act) -> Map<String, Value> {
-    let mut budget = json!({
-        "name": c.scope.as_str(),
-        "limit": c.limit,
-        "cost": c.cost,
-        "currency": CURRENCY,
-        "threshold": c.level.share(),
-    });
-    if let Some(w) = applied.workspace {
-        budget["workspace"] = json!(w);
-    }
-    match act {
-        Act::Notice => {}
-        Act::Cancel => budget["action"] = json!("cancel"),
-        Act::StoppedAtHook => budget["action"] = json!("stop"),
-        Act::NotCancelled(why) => {
-            budget["action"] = json!("notice");
-            budget["not_cancelled"] = json!(why);
-        }
-    }
-    let mut data = Map::new();
-    data.insert("budget".into(), budget);
-    data
-}
-
-/// The notice for a crossing, and its `auto` resolution.
-fn notice(c: &Crossing, applied: &Applied<'_>, act: Act, run: Option<&str>, level: Capture) -> [Planned; 2] {
-    let what = match (c.level, act) {
-        (Level::Warning, _) => format!(
-            "{}% of the {} budget used",
-            (c.level.share() * 100.0) as u32,
-            c.scope.as_str()
-        ),
-        (Level::Reached, Act::Cancel) => format!("the {} budget is reached: cancelling the run", c.scope.as_str()),
-        (Level::Reached, Act::NotCancelled(why)) => format!("the {} budget is reached, {why}", c.scope.as_str()),
-        (Level::Reached, Act::Notice) => format!("the {} budget is reached", c.scope.as_str()),
-        (Level::Reached, Act::StoppedAtHook) => format!(
-            "the {} budget is reached: the run's next step is stopped",
-            c.scope.as_str()
-        ),
-    };
-    let mut data = budget_data(c, applied, act);
-    data.insert("kind".into(), json!("other"));
-    // Structural only (numbers and fixed words): allowed at capture `metadata` (AEP-0003 §9.2).
-    data.insert("prompt".into(), json!(format!("{what} ({})", amounts(c))));
-    data.insert("respond_via".into(), json!(["oob"]));
-    let id = aep_core::id::new_id();
-    let on = level > Capture::None;
-    let requested = Planned {
-        id: id.clone(),
-        run: run.map(str::to_string),
-        cause: None,
-        agent: None,
-        event: Mapped {
-            ty: ATTENTION_REQUESTED.into(),
-            subject: Some("budget".into()),
-            step: None,
-            severity: Some(match c.level {
-                Level::Warning => Severity::Notice,
-                Level::Reached => Severity::Warning,
-            }),
-            capture: level,
-            data: on.then_some(data),
-            link: Linked::None,
-        },
-    };
-    let resolved = Planned {
-        id: aep_core::id::new_id(),
-        run: run.map(str::to_string),
-        cause: Some(id.clone()),
-        agent: None,
-        event: Mapped {
-            ty: ATTENTION_RESOLVED.into(),
-            subject: Some(id),
-            step: None,
-            severity: None,
-            capture: level,
-            data: on.then(|| Map::from_iter([("resolution".to_string(), json!("auto"))])),
-            link: Linked::None,
-        },
-    };
-    [requested, resolved]
 }
 
 #[cfg(test)]

@@ -12,34 +12,37 @@
 //!
 //! The registry's other work on a session's life is in its own files, each an `impl Sessions`
 //! beside the state it reads (children of this module, so the state stays private to the lane):
+//! - [`ingest`]: a hook recorded, once per delivery, with a guard's verdict when it has one.
+//! - [`commit`]: planned Events stamped, made valid to keep, written in one append, published.
+//! - [`load`]: a session's state rebuilt from its log.
 //! - [`watch`]: the reconciler's passes and the watch list of open sessions that left memory.
 //! - [`end`]: ending a session no hook ended (the reconciler, the hub, a person).
 //! - [`hold`]: the Cline 2.x `TaskCancel` hold.
 //! - [`hub`]: the sessions Cline's hub hosts, whose end is the hub's to say.
 
+mod commit;
 mod end;
 mod hold;
 mod hub;
+mod ingest;
+mod load;
 mod watch;
 
+pub use commit::REMOVED_MEMBER;
 pub use hold::CANCEL_HOLD;
 use hub::MAX_HOSTED;
 use watch::Watched;
 
-use crate::firing::Firing;
 use crate::lane::bus::{Bus, Published};
 use crate::lane::journal::Journal;
 use crate::lane::local::Local;
-use crate::lane::parent::{Parent, PARENT_EXTENSION};
-use crate::lane::verdict::{Judging, Verdict};
-use crate::metrics::HookOutcome;
+use crate::lane::parent::Parent;
 use aep_core::bounded::{BoundedMap, BoundedSet};
 use aep_core::redact::Redactor;
-use aep_core::sequence::{MemorySequencer, Position, Sequencer};
-use aep_core::{CapturePolicy, ExtValue};
-use cline_hooks::mapping::MapContext;
-use cline_hooks::{HookPayload, PayloadError, Planned, SessionTracker};
-use cline_hub::{Approvals, AttentionContext};
+use aep_core::sequence::MemorySequencer;
+use aep_core::CapturePolicy;
+use cline_hooks::{PayloadError, Planned, SessionTracker};
+use cline_hub::Approvals;
 use dashmap::DashMap;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -78,7 +81,7 @@ pub enum IngestError {
 #[derive(Debug)]
 pub enum Ingested {
     /// These Events were appended, in order, and published; `control` is what a guard
-    /// answers Cline ([`Verdict::control`]).
+    /// answers Cline ([`crate::lane::Verdict::control`]).
     Appended {
         session: String,
         events: Vec<Arc<Published>>,
@@ -94,7 +97,7 @@ struct SessionState {
     sequencer: MemorySequencer,
     /// Recent hook deliveries, so a redelivered hook is recorded once.
     deliveries: BoundedSet<String>,
-    /// What a guard answered recent deliveries ([`Verdict::control`]).
+    /// What a guard answered recent deliveries ([`crate::lane::Verdict::control`]).
     verdicts: BoundedMap<String, Value>,
     approvals: Approvals,
     /// Acks a hook's effect wrote ahead of the hub's reply, by command id, until the intake
@@ -106,7 +109,7 @@ struct SessionState {
     touched: Instant,
     /// The process that ran its last hook: when it dies, the session ends ([`Sessions::reap`]).
     parent: Option<Parent>,
-    /// Whether the log holds `parent` and `cline_data` ([`PARENT_EXTENSION`],
+    /// Whether the log holds `parent` and `cline_data` ([`crate::lane::parent::PARENT_EXTENSION`],
     /// [`CLINE_DATA_EXTENSION`]); the next Event written carries them when not.
     parent_logged: bool,
     cline_data_logged: bool,
@@ -353,159 +356,6 @@ impl Sessions {
         })
     }
 
-    /// Maps one hook body to Events and appends them to its session's log.
-    pub fn ingest_hook(&self, body: &[u8], firing: &Firing) -> Result<Ingested, IngestError> {
-        let payload = self.parsed(body)?;
-        let hook = payload.hook_name.clone();
-        let result = self.ingest_judged(payload, firing, None);
-        self.count(&hook, HookOutcome::Taken, &result);
-        result
-    }
-
-    /// [`Sessions::ingest_hook`] with a guard that may answer the hook ([`Judging`]), for a hook
-    /// Cline waits on.
-    pub fn ingest_hook_judged(
-        &self,
-        body: &[u8],
-        firing: &Firing,
-        judging: Judging<'_>,
-    ) -> Result<Ingested, IngestError> {
-        let payload = self.parsed(body)?;
-        let hook = payload.hook_name.clone();
-        let result = self.ingest_judged(payload, firing, Some(judging));
-        self.count(&hook, HookOutcome::Taken, &result);
-        result
-    }
-
-    /// A live hook's body read; a refusal is counted (by no name: none could be read).
-    fn parsed(&self, body: &[u8]) -> Result<HookPayload, IngestError> {
-        HookPayload::parse(body).map_err(|e| {
-            self.metrics.hook(None, HookOutcome::Refused);
-            e.into()
-        })
-    }
-
-    /// Counts what came of one hook for `/metrics`; `recorded` says how it came when it was
-    /// recorded (live or from the spool).
-    fn count(&self, hook: &str, recorded: HookOutcome, result: &Result<Ingested, IngestError>) {
-        let outcome = match result {
-            Ok(Ingested::Appended { .. }) => recorded,
-            Ok(Ingested::Duplicate { .. }) => HookOutcome::Duplicate,
-            Err(IngestError::Payload(_)) => HookOutcome::Refused,
-            Err(_) => HookOutcome::Failed,
-        };
-        self.metrics.hook(Some(hook), outcome);
-    }
-
-    /// Maps one parsed hook to Events and appends them to its session's log, once per
-    /// delivery id. Each Event's `time` is when the hook fired (the payload's `timestamp`, else
-    /// the shim's clock), not when it reached the daemon. The spool's door: a hook recorded
-    /// here is counted `spooled` in `/metrics`.
-    pub fn ingest(&self, payload: HookPayload, firing: &Firing) -> Result<Ingested, IngestError> {
-        let hook = payload.hook_name.clone();
-        let result = self.ingest_judged(payload, firing, None);
-        self.count(&hook, HookOutcome::Spooled, &result);
-        result
-    }
-
-    /// [`Sessions::ingest`], asking `judge` (when given) what to answer the hook, under the
-    /// session's lock, after its Events are planned and before they are written: the audit goes
-    /// on them, and a blocked tool call's `tool.denied` in the same write.
-    pub fn ingest_judged(
-        &self,
-        payload: HookPayload,
-        firing: &Firing,
-        judging: Option<Judging<'_>>,
-    ) -> Result<Ingested, IngestError> {
-        let session = payload.session_key().expect("parse checks the session key").to_string();
-        let delivery = firing.delivery.as_deref();
-        let time = fired_at(&payload, firing);
-        for field in &payload.dropped {
-            tracing::warn!(%session, field, "a hook payload field had the wrong type and was read as absent");
-        }
-        // Cline's store is read off the session's lock (`crate::lane::usage`): only whether to
-        // read, and where, is asked under it.
-        let store = self
-            .with(&session, |state| {
-                let judged = judging.is_some_and(|j| j.reads_store)
-                    && matches!(payload.hook_name.as_str(), "tool_call" | "prompt_submit");
-                let wanted = judged || crate::lane::usage::wanted(&payload, &state.tracker);
-                Ok(wanted.then(|| firing.cline_data.clone().or_else(|| state.cline_data.clone())))
-            })?
-            .flatten()
-            .and_then(|dir| crate::lane::usage::read_store(&dir, &session));
-        self.with(&session, |state| {
-            if let Some(d) = delivery {
-                if state.deliveries.contains(d) {
-                    return Ok(Ingested::Duplicate {
-                        session: session.clone(),
-                        control: state.verdicts.get(d).cloned(),
-                    });
-                }
-            }
-            let ctx = MapContext {
-                capture: &self.capture,
-                redactor: &self.redactor,
-            };
-            if firing.cline_data.is_some() && firing.cline_data != state.cline_data {
-                state.cline_data.clone_from(&firing.cline_data);
-                state.cline_data_logged = false;
-            }
-            if let Some(pid) = firing
-                .parent
-                .filter(|p| state.parent.is_none_or(|known| known.pid != *p))
-            {
-                // The shim's own reading of its parent's start time, taken while the hook ran:
-                // a pid reused by the time a spooled hook is ingested is not taken for Cline.
-                let started = firing.parent_started.or_else(|| crate::lane::parent::start_time(pid));
-                if let Some(parent) = Parent::new(pid, started) {
-                    state.parent = Some(parent);
-                    state.parent_logged = false;
-                }
-            }
-            // I/O at the edge: the store was read above, the mapping gets what it said as data.
-            let usage = crate::lane::usage::of(&payload, &state.tracker, store.as_ref());
-            let mut planned = state
-                .tracker
-                .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
-            let verdict = judging.and_then(|j| (j.judge)(&payload, &state.tracker, store.as_ref()));
-            if let Some(verdict) = &verdict {
-                apply(verdict, &payload, &mut state.tracker, &ctx, &mut planned);
-            }
-            let acks = self.answers_before_effects(&mut planned, state);
-            self.dismiss_before_end(&mut planned, state);
-            let events = self.commit(&session, state, &planned, delivery, &time)?;
-            for ack in acks {
-                if let Some(event) = events.iter().find(|e| e.value["id"] == ack.event.as_str()) {
-                    state.acks_first.insert(ack.command, event.clone());
-                }
-            }
-            let control = verdict.and_then(|v| v.control);
-            if let Some(d) = delivery {
-                state.deliveries.insert(d.to_string());
-                if let Some(control) = &control {
-                    state.verdicts.insert(d.to_string(), control.clone());
-                }
-            }
-            if state.last_hook.as_deref().is_none_or(|last| *last < *time) {
-                state.last_hook = Some(time.clone());
-            }
-            if state.tracker.has_ended() && state.ended.is_none() {
-                state.ended = Some(Instant::now());
-            }
-            match (state.tracker.holds_cancel(), state.held.is_some()) {
-                (true, false) => state.held = Some((Instant::now(), time.clone())),
-                (false, true) => state.held = None,
-                _ => {}
-            }
-            Ok(Ingested::Appended {
-                session: session.clone(),
-                events,
-                control,
-            })
-        })
-    }
-
     /// Whether `session` has ended (`None`: it has no log here).
     pub fn has_ended(&self, session: &str) -> Option<bool> {
         if !self.owns(session) {
@@ -515,41 +365,6 @@ impl Sessions {
             Ok(state.ended.is_some() || state.tracker.has_ended())
         })
         .ok()
-    }
-
-    /// What resolved an approval goes before the tool result that proves it: our answer in
-    /// flight, or a cancel's dismissal (#20, answers before their effects).
-    fn answers_before_effects(&self, planned: &mut Vec<Planned>, state: &mut SessionState) -> Vec<cline_hub::AckFirst> {
-        let attention = AttentionContext {
-            capture: &self.capture,
-            redactor: &self.redactor,
-            control: false,
-        };
-        let tracker = &state.tracker;
-        cline_hub::answers_before_effects(
-            planned,
-            &mut state.approvals,
-            &|run| tracker.cancelling(run),
-            &attention,
-            now_ms(),
-            &mut aep_core::id::new_id,
-        )
-    }
-
-    /// Requests still pending when the plan ends the session are dismissed first (AEP-0002 §7.2).
-    fn dismiss_before_end(&self, planned: &mut Vec<Planned>, state: &mut SessionState) {
-        let attention = AttentionContext {
-            capture: &self.capture,
-            redactor: &self.redactor,
-            control: false,
-        };
-        cline_hub::dismiss_before_end(
-            planned,
-            &mut state.approvals,
-            &attention,
-            now_ms(),
-            &mut aep_core::id::new_id,
-        );
     }
 
     /// Lets go of the sessions that ended more than the grace period ago or were idle longer
@@ -602,164 +417,6 @@ impl Sessions {
         }
         count
     }
-
-    /// Stamps planned Events (source, time, sequence position), validates them, appends them
-    /// to the session log in one write, then publishes them on the bus.
-    fn commit(
-        &self,
-        session: &str,
-        state: &mut SessionState,
-        planned: &[Planned],
-        delivery: Option<&str>,
-        time: &str,
-    ) -> Result<Vec<Arc<Published>>, IngestError> {
-        let source = self.source(session);
-        let mut out = Vec::with_capacity(planned.len());
-        for p in planned {
-            // Taken below only by an Event that passes: a refused one leaves no gap (AEP-0001 §7).
-            let position = state.sequencer.peek(session);
-            let mut envelope = match p.to_envelope(&source, session, time, position) {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::error!(%session, error = %e, "planned event refused by the envelope rules; dropped");
-                    continue;
-                }
-            };
-            if let Some(d) = delivery {
-                envelope
-                    .set_extension(DELIVERY_EXTENSION, ExtValue::Str(d.to_string()))
-                    .expect("a legal extension name");
-            }
-            if out.is_empty() {
-                // The first Event written carries what the log does not hold yet.
-                if let Some(parent) = state.parent.filter(|_| !state.parent_logged) {
-                    envelope
-                        .set_extension(PARENT_EXTENSION, ExtValue::Str(parent.encode()))
-                        .expect("a legal extension name");
-                }
-                if let Some(dir) = state.cline_data.as_ref().filter(|_| !state.cline_data_logged) {
-                    envelope
-                        .set_extension(CLINE_DATA_EXTENSION, ExtValue::Str(dir.clone()))
-                        .expect("a legal extension name");
-                }
-            }
-            let mut value = envelope.to_value();
-            match kept(&mut value) {
-                Ok(removed) if removed.is_empty() => {}
-                Ok(removed) => tracing::warn!(%session, id = ?value["id"], removed = %removed.join(", "),
-                    "an Event held numbers AEP refuses (not finite, out of range); kept without them, its data says why"),
-                Err(v) => {
-                    tracing::error!(%session, violation = %v, "planned event is not valid AEP; dropped");
-                    continue;
-                }
-            }
-            let line = serde_json::to_string(&value).expect("serializable");
-            state.sequencer.next(session);
-            out.push(Published { value, line });
-        }
-        if !out.is_empty() {
-            let lines: Vec<String> = out.iter().map(|p| p.line.clone()).collect();
-            self.journal.append(session, &lines).map_err(|source| {
-                self.metrics.log_write_error();
-                IngestError::Log {
-                    path: self.journal.path(session).display().to_string(),
-                    source,
-                }
-            })?;
-            self.metrics.appended(out.iter().map(|p| &p.value));
-            state.parent_logged = true;
-            state.cline_data_logged = true;
-        }
-        Ok(out.into_iter().map(|p| self.bus.publish(p)).collect())
-    }
-
-    /// Rebuilds a session's state from its log.
-    fn load(&self, session: &str) -> Result<SessionState, IngestError> {
-        let recovered = self.journal.recover(session).map_err(|source| IngestError::Log {
-            path: self.journal.path(session).display().to_string(),
-            source,
-        })?;
-        if recovered.torn_bytes > 0 || recovered.unread.lines > 0 {
-            tracing::warn!(
-                session,
-                torn_bytes = recovered.torn_bytes,
-                unreadable_lines = recovered.unread.lines,
-                first_unreadable = recovered.unread.first,
-                log = %self.journal.path(session).display(),
-                "session log had a torn tail (cut off) or lines not read (kept; `aep-cline validate` names them)"
-            );
-        }
-        let mut state = SessionState {
-            tracker: SessionTracker::new(),
-            sequencer: MemorySequencer::new(0),
-            deliveries: BoundedSet::new(MAX_DELIVERIES),
-            verdicts: BoundedMap::new(MAX_VERDICTS),
-            approvals: Approvals::new(),
-            acks_first: HashMap::new(),
-            ended: None,
-            touched: Instant::now(),
-            parent: None,
-            parent_logged: true,
-            cline_data_logged: true,
-            last_hook: None,
-            quiet_since: std::fs::metadata(self.journal.path(session))
-                .and_then(|m| m.modified())
-                .unwrap_or_else(|_| SystemTime::now()),
-            store_read: None,
-            held: None,
-            cline_data: None,
-        };
-        if let Some(last) = recovered.retired {
-            state.sequencer.resume_after(session, last);
-        }
-        let mut last_any = None;
-        for event in &recovered.events {
-            state.tracker.recover(event);
-            state.approvals.recover(event);
-            if let Some(seq) = event.get("seq").and_then(Value::as_u64) {
-                let epoch = event.get("epoch").and_then(Value::as_u64).unwrap_or(0);
-                state.sequencer.resume_after(session, Position { epoch, seq });
-            }
-            let time = event.get("time").and_then(Value::as_str).map(str::to_string);
-            if let Some(d) = event.get(DELIVERY_EXTENSION).and_then(Value::as_str) {
-                state.deliveries.insert(d.to_string());
-                state.last_hook = time.clone().max(state.last_hook.take());
-            }
-            if !event
-                .get("type")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .starts_with("control.")
-            {
-                last_any = time.max(last_any);
-            }
-            if let Some(p) = event.get(PARENT_EXTENSION).and_then(Value::as_str) {
-                state.parent = Parent::decode(p);
-            }
-            if let Some(d) = event.get(CLINE_DATA_EXTENSION).and_then(Value::as_str) {
-                state.cline_data = Some(d.to_string());
-            }
-        }
-        // A log from hooks without a delivery id (posted by hand): its last Event's time.
-        state.last_hook = state.last_hook.or(last_any);
-        if state.tracker.has_ended() {
-            state.ended = Some(Instant::now());
-        }
-        Ok(state)
-    }
-}
-
-/// When a hook fired: the payload's own `timestamp` (normalized to UTC milliseconds), else the
-/// shim's clock at the firing, else now (a body posted by hand).
-fn fired_at(payload: &HookPayload, firing: &Firing) -> String {
-    let stamped = payload
-        .timestamp
-        .as_deref()
-        .and_then(|t| aep_core::time::parse(t, true))
-        .map(aep_core::time::millis);
-    stamped
-        .or_else(|| firing.fired.map(crate::firing::rfc3339))
-        .unwrap_or_else(aep_core::id::now_rfc3339)
 }
 
 /// Milliseconds since the epoch, for the latency of a request this daemon dismisses.
@@ -767,166 +424,4 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// A guard's verdict on a hook's planned Events: its audit in the first Event's data, and a
-/// blocked call's `tool.denied` right after its `tool.requested`.
-fn apply(
-    verdict: &Verdict,
-    payload: &HookPayload,
-    tracker: &mut SessionTracker,
-    ctx: &MapContext,
-    planned: &mut Vec<Planned>,
-) {
-    if let Some(first) = planned.first_mut() {
-        let level = first.event.capture;
-        if let Some(data) = first.event.data.as_mut() {
-            data.extend(verdict.audit.clone());
-            // Content only where the Event may carry it, redacted below `full` (AEP-0003 §9.2).
-            if level > aep_core::Capture::Metadata {
-                for (k, v) in &verdict.audit_content {
-                    let v = match level {
-                        aep_core::Capture::Full => v.clone(),
-                        _ => ctx.redactor.redact_value(v),
-                    };
-                    data.insert(k.clone(), v);
-                }
-            }
-        }
-    }
-    planned.extend(verdict.planned.iter().cloned());
-    if let Some(rule) = &verdict.denied {
-        planned.extend(tracker.plan_denied(payload, rule.as_deref(), ctx, &mut aep_core::id::new_id));
-    }
-}
-
-/// The member of an Event's `data` that says what was taken out of it and why.
-pub const REMOVED_MEMBER: &str = "cline.removed";
-
-/// An Event made valid to keep: a number AEP refuses (an infinite cost, a negative count) is
-/// taken out with its member of `data`, and [`REMOVED_MEMBER`] says which and why, so the Event
-/// (a run's terminal among them) is never lost for a number. Returns the members taken out;
-/// an Event invalid for any other reason is the error. Pure: no I/O.
-fn kept(value: &mut Value) -> Result<Vec<String>, aep_core::validate::Violation> {
-    let removed = aep_core::validate::without_bad_numbers(value)?;
-    if removed.is_empty() {
-        return Ok(Vec::new());
-    }
-    let note: serde_json::Map<String, Value> = removed
-        .iter()
-        .map(|r| {
-            (
-                r.member.clone(),
-                Value::String(format!("removed to keep the Event: {}", r.why)),
-            )
-        })
-        .collect();
-    let mut noted = value.clone();
-    noted["data"][REMOVED_MEMBER] = Value::Object(note);
-    if aep_core::validate::validate_event(&noted).is_ok() {
-        *value = noted;
-    }
-    Ok(removed.into_iter().map(|r| r.member).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use aep_core::redact::RedactOptions;
-    use aep_core::Capture;
-    use cline_hooks::mapping::Mapped;
-    use cline_hooks::Link;
-
-    fn planned(ty: &str, data: Value) -> Planned {
-        Planned {
-            id: aep_core::id::new_id(),
-            run: None,
-            cause: None,
-            agent: None,
-            event: Mapped {
-                ty: ty.into(),
-                subject: None,
-                step: None,
-                severity: None,
-                capture: Capture::Metadata,
-                data: data.as_object().cloned(),
-                link: Link::None,
-            },
-        }
-    }
-
-    #[test]
-    fn a_refused_event_takes_no_position() {
-        let dir = tempfile::tempdir().unwrap();
-        let sessions = Sessions::new(
-            Journal::new(dir.path()),
-            "host".into(),
-            CapturePolicy::new(Capture::Metadata),
-            Redactor::new(RedactOptions::default()).unwrap(),
-            Bus::default(),
-        );
-        let ok = || planned("session.started", serde_json::json!({}));
-        // `tool.requested` without its required `tool` (AEP-0002): refused by the validator.
-        let bad = planned("tool.requested", serde_json::json!({}));
-        let written = sessions.append("s", || vec![ok(), bad, ok()]).unwrap();
-        let seqs: Vec<u64> = written.iter().map(|p| p.value["seq"].as_u64().unwrap()).collect();
-        assert_eq!(seqs, [0, 1], "the refused Event left no gap");
-        let next = sessions.append("s", || vec![ok()]).unwrap();
-        assert_eq!(next[0].value["seq"], 2);
-    }
-
-    #[test]
-    fn an_event_with_a_number_aep_refuses_is_kept_without_it_and_says_why() {
-        let dir = tempfile::tempdir().unwrap();
-        let sessions = Sessions::new(
-            Journal::new(dir.path()),
-            "host".into(),
-            CapturePolicy::new(Capture::Metadata),
-            Redactor::new(RedactOptions::default()).unwrap(),
-            Bus::default(),
-        );
-        let in_run = |mut p: Planned| {
-            p.run = Some("01JRUNRUNRUNRUNRUNRUNRUNRU".into());
-            p
-        };
-        let started = in_run(planned("run.started", serde_json::json!({"trigger": "user"})));
-        // An infinite cost (a price of 1e308) is `null` in JSON; a negative duration is out of range.
-        let finished = in_run(planned(
-            "run.finished",
-            serde_json::json!({"cost": {"currency": "USD", "total": f64::INFINITY}, "duration_ms": -5,
-                "gen_ai.usage.input_tokens": 10}),
-        ));
-        let written = sessions.append("s", || vec![started, finished]).unwrap();
-        assert_eq!(written.len(), 2, "the run's terminal is kept");
-        let data = &written[1].value["data"];
-        assert_eq!(written[1].value["type"], "run.finished");
-        assert!(
-            data.get("cost").is_none() && data.get("duration_ms").is_none(),
-            "{data}"
-        );
-        assert_eq!(data["gen_ai.usage.input_tokens"], 10, "the good numbers stay");
-        let note = &data[REMOVED_MEMBER];
-        assert!(
-            note["cost"]
-                .as_str()
-                .unwrap()
-                .contains("data/cost/total of `run.finished`"),
-            "{note}"
-        );
-        assert!(
-            note["duration_ms"]
-                .as_str()
-                .unwrap()
-                .contains("removed to keep the Event"),
-            "{note}"
-        );
-        let logged = std::fs::read_to_string(sessions.journal.path("s")).unwrap();
-        assert!(logged.contains(REMOVED_MEMBER), "it is in the log: {logged}");
-        // Anything else wrong is still refused: a broken envelope, a missing required member.
-        assert!(kept(&mut serde_json::json!({"aep": "0.1"})).is_err());
-        let mut no_tool = written[1].value.clone();
-        no_tool["type"] = "tool.requested".into();
-        no_tool["data"] = serde_json::json!({});
-        assert!(kept(&mut no_tool).is_err());
-    }
 }

@@ -3,13 +3,17 @@
 //! approval with its answer and resolution, a command with its ack). Content (arguments,
 //! results, prompts, messages) appears only where the log holds it: the capture level decided
 //! that when the Event was written, and nothing here adds any.
+//!
+//! A fold: each Event is read once into what it is ([`event::Happening`], from the type
+//! constants), then one function per family builds or completes its entry, with the open pairs
+//! indexed by what their ends name (a run's id, the `tool.requested` a result is caused by, the
+//! request an answer is about, the command an ack is caused by). Pure: no I/O.
 
+mod event;
+
+use super::numbers;
 use super::summary::short_id;
-use aep_core::types::{
-    ATTENTION_ANSWERED, ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT, CONTROL_ACCEPTED, CONTROL_REJECTED,
-    DELEGATION_SUBAGENT_STARTED, DELEGATION_SUBAGENT_STOPPED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, RUN_STARTED,
-    SESSION_COMPACTED, SESSION_ENDED, SESSION_STARTED, TOOL_COMPLETED, TOOL_DENIED, TOOL_FAILED, TOOL_REQUESTED,
-};
+use event::{Ack, Delegation, Happening, RunEnd, ToolEnd};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -73,232 +77,294 @@ impl Entry {
 
 /// Builds the timeline of one session's Events, in log order.
 pub fn timeline<'a>(events: impl IntoIterator<Item = &'a Value>) -> Vec<Entry> {
-    let mut out: Vec<Entry> = Vec::new();
-    // Where an open pair's entry is: run id, tool.requested id, attention id, command id.
-    let mut runs: HashMap<String, usize> = HashMap::new();
-    let mut tools: HashMap<String, usize> = HashMap::new();
-    let mut asks: HashMap<String, usize> = HashMap::new();
-    let mut commands: HashMap<String, usize> = HashMap::new();
-    for e in events {
-        let ty = s(e, "type").unwrap_or_default();
-        let data = e.get("data").unwrap_or(&Value::Null);
-        let subject = s(e, "subject");
-        let cause = s(e, "cause");
-        match ty {
-            SESSION_STARTED => {
-                let mut entry = Entry::new("session", e, "session", "started");
-                entry.detail("client", data.get("client"));
-                entry.detail("model", data.get("gen_ai.request.model"));
-                entry.content("cwd", data.get("cwd"));
-                entry.content("label", data.get("label"));
-                out.push(entry);
-            }
-            SESSION_ENDED => {
-                let mut entry = Entry::new("session", e, "session", "ended");
-                entry.detail("reason", data.get("reason"));
-                entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64);
-                out.push(entry);
-            }
-            RUN_STARTED => {
-                let trigger = s(data, "trigger").unwrap_or("user");
-                let mut entry = Entry::new("run", e, trigger, "running");
-                entry.content("prompt", data.get("prompt"));
-                if let Some(run) = s(e, "run") {
-                    runs.insert(run.to_string(), out.len());
-                }
-                out.push(entry);
-            }
-            RUN_FINISHED | RUN_FAILED | RUN_CANCELLED => {
-                let status = aep_core::types::outcome(ty);
-                let at = s(e, "run").and_then(|r| runs.remove(r));
-                let entry = match at {
-                    Some(i) => &mut out[i],
-                    None => {
-                        out.push(Entry::new("run", e, "run", status));
-                        out.last_mut().expect("just pushed")
-                    }
-                };
-                entry.status = status.to_string();
-                entry.detail("ended", e.get("time"));
-                entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64).or(entry.duration_ms);
-                entry.detail("by", data.get("by"));
-                entry.detail("reason", data.get("reason"));
-                entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
-                if data.get("by").and_then(Value::as_str) == Some("control") {
-                    entry.detail("command", e.get("cause"));
-                }
-                // The same names and meanings as the session's header (`views::summary`):
-                // input is what was not read from the cache, money as everywhere.
-                let count = |k: &str| data.get(k).and_then(Value::as_u64);
-                let cache_read = count("gen_ai.usage.cache_read.input_tokens");
-                if let Some(all) = count("gen_ai.usage.input_tokens") {
-                    let fresh = all.saturating_sub(cache_read.unwrap_or(0));
-                    entry
-                        .detail
-                        .insert("input".into(), Value::String(crate::views::numbers::tokens(fresh)));
-                }
-                if let Some(n) = cache_read.filter(|n| *n > 0) {
-                    entry
-                        .detail
-                        .insert("cache_read".into(), Value::String(crate::views::numbers::tokens(n)));
-                }
-                if let Some(n) = count("gen_ai.usage.output_tokens") {
-                    entry
-                        .detail
-                        .insert("output".into(), Value::String(crate::views::numbers::tokens(n)));
-                }
-                if let Some(total) = data.pointer("/cost/total").and_then(Value::as_f64) {
-                    let currency = data.pointer("/cost/currency").and_then(Value::as_str).unwrap_or("USD");
-                    entry.detail.insert(
-                        "cost".into(),
-                        Value::String(crate::views::numbers::money(total, currency)),
-                    );
-                }
-                entry.content("summary", data.get("summary"));
-                entry.content("message", data.get("error").and_then(|x| x.get("message")));
-                if ty == RUN_CANCELLED {
-                    entry.content("reason", data.get("reason"));
-                    entry.detail.remove("reason");
-                }
-            }
-            TOOL_REQUESTED => {
-                let name = data
-                    .get("tool")
-                    .and_then(|t| s(t, "name"))
-                    .or(subject)
-                    .unwrap_or("tool");
-                let mut entry = Entry::new("tool", e, name, "requested");
-                entry.detail("call_id", data.get("tool").and_then(|t| t.get("call_id")));
-                entry.content("args", data.get("args").or(data.get("args_redacted")));
-                tools.insert(entry.id.clone(), out.len());
-                out.push(entry);
-            }
-            TOOL_COMPLETED | TOOL_FAILED | TOOL_DENIED => {
-                let status = aep_core::types::outcome(ty);
-                let name = data
-                    .get("tool")
-                    .and_then(|t| s(t, "name"))
-                    .or(subject)
-                    .unwrap_or("tool");
-                let at = cause.and_then(|c| tools.remove(c));
-                let entry = match at {
-                    Some(i) => &mut out[i],
-                    None => {
-                        out.push(Entry::new("tool", e, name, status));
-                        out.last_mut().expect("just pushed")
-                    }
-                };
-                entry.status = status.to_string();
-                entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64);
-                entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
-                entry.content("result", data.get("result").or(data.get("result_redacted")));
-                entry.content("message", data.get("error").and_then(|x| x.get("message")));
-            }
-            // A budget's notice asks nobody (`respond_via: ["oob"]`, resolved `auto` at once):
-            // shown as what it is, its numbers in one place.
-            ATTENTION_REQUESTED if subject == Some("budget") && data.get("budget").is_some_and(Value::is_object) => {
-                let b = &data["budget"];
-                let name = format!("{} budget", s(b, "name").unwrap_or("a"));
-                let status = match (s(b, "action"), b.get("threshold").and_then(Value::as_f64)) {
-                    (Some(action), _) => action.to_string(),
-                    (None, Some(t)) => format!("{}%", (t * 100.0).round() as u32),
-                    (None, None) => "notice".to_string(),
-                };
-                let mut entry = Entry::new("budget", e, &name, &status);
-                if let (Some(cost), Some(limit)) = (
-                    b.get("cost").and_then(Value::as_f64),
-                    b.get("limit").and_then(Value::as_f64),
-                ) {
-                    let currency = s(b, "currency").unwrap_or("USD");
-                    entry.detail.insert(
-                        "spent".into(),
-                        Value::String(format!("{cost:.2}/{limit:.2} {currency}")),
-                    );
-                }
-                entry.detail("workspace", b.get("workspace"));
-                entry.detail("not_cancelled", b.get("not_cancelled"));
-                out.push(entry);
-            }
-            ATTENTION_REQUESTED => {
-                let mut entry = Entry::new("approval", e, subject.unwrap_or("approval"), "pending");
-                let id = entry.id.clone();
-                entry.detail.insert("short".into(), Value::String(short_id(&id)));
-                entry.detail("kind", data.get("kind"));
-                entry.detail("respond_via", data.get("respond_via"));
-                entry.detail("policy_rule", data.get("cline.policy_rule"));
-                entry.content("prompt", data.get("prompt"));
-                asks.insert(id, out.len());
-                out.push(entry);
-            }
-            ATTENTION_ANSWERED => {
-                if let Some(&i) = subject.and_then(|x| asks.get(x)) {
-                    let entry = &mut out[i];
-                    let option = data.get("answer").and_then(|a| a.get("option"));
-                    entry.detail("option", option);
-                    entry.detail("via", data.get("via"));
-                    entry.detail("by", data.get("by"));
-                    entry.detail("policy_rule", data.get("cline.policy_rule"));
-                    entry.detail("answered_by_command", e.get("cause"));
-                    entry.content("answer", data.get("answer").and_then(|a| a.get("text")));
-                    entry.status = match option.and_then(Value::as_str) {
-                        Some("approve") => "approved".into(),
-                        Some("deny") => "denied".into(),
-                        _ => "answered".into(),
-                    };
-                }
-            }
-            ATTENTION_RESOLVED | ATTENTION_TIMEOUT => {
-                if let Some(i) = subject.and_then(|x| asks.remove(x)) {
-                    let entry = &mut out[i];
-                    let waited = data.get("latency_ms").or(data.get("after_ms"));
-                    entry.detail("waited_ms", waited);
-                    entry.detail("resolution", data.get("resolution"));
-                    if ty == ATTENTION_TIMEOUT {
-                        entry.status = "timeout".into();
-                    } else if entry.status == "pending" {
-                        entry.status = s(data, "resolution").unwrap_or("resolved").to_string();
-                    }
-                }
-            }
-            CONTROL_ACCEPTED | CONTROL_REJECTED => {
-                let status = aep_core::types::outcome(ty);
-                let at = cause.and_then(|c| commands.get(c).copied());
-                match at {
-                    Some(i) => out[i].status = status.to_string(),
-                    None => {
-                        let mut entry = Entry::new("command", e, "command", status);
-                        entry.detail("command", e.get("cause"));
-                        entry.detail("reason", data.get("reason"));
-                        entry.content("detail", data.get("detail"));
-                        if let Some(c) = cause {
-                            commands.insert(c.to_string(), out.len());
-                        }
-                        out.push(entry);
-                    }
-                }
-            }
-            "x.cline.input.sent" => {
-                let mut entry = Entry::new("input", e, "input", "sent");
-                entry.detail("delivery", data.get("delivery"));
-                entry.detail("command", e.get("cause"));
-                out.push(entry);
-            }
-            "x.cline.prompt.submitted" => out.push(Entry::new("input", e, "prompt", "submitted")),
-            SESSION_COMPACTED => {
-                let mut entry = Entry::new("compaction", e, "compaction", "compacted");
-                entry.detail("strategy", data.get("strategy"));
-                out.push(entry);
-            }
-            DELEGATION_SUBAGENT_STARTED | DELEGATION_SUBAGENT_STOPPED => out.push(Entry::new(
-                "delegation",
-                e,
-                subject.unwrap_or("subagent"),
-                aep_core::types::outcome(ty),
-            )),
-            other => out.push(Entry::new("other", e, other, "")),
+    let mut fold = Fold::default();
+    for event in events {
+        fold.add(&Seen::of(event));
+    }
+    fold.out
+}
+
+/// One Event as the fold reads it: what it is, and the attributes every family looks at.
+struct Seen<'a> {
+    is: Happening<'a>,
+    event: &'a Value,
+    data: &'a Value,
+    subject: Option<&'a str>,
+    cause: Option<&'a str>,
+}
+
+impl<'a> Seen<'a> {
+    fn of(event: &'a Value) -> Self {
+        Seen {
+            is: Happening::of(event),
+            event,
+            data: event.get("data").unwrap_or(&Value::Null),
+            subject: s(event, "subject"),
+            cause: s(event, "cause"),
         }
     }
-    out
+
+    /// A tool Event's tool: `data.tool.name`, else its subject.
+    fn tool_name(&self) -> &'a str {
+        self.data
+            .get("tool")
+            .and_then(|t| s(t, "name"))
+            .or(self.subject)
+            .unwrap_or("tool")
+    }
+}
+
+/// The timeline so far, and where each open pair's entry is: run id, `tool.requested` id,
+/// attention id, command id.
+#[derive(Default)]
+struct Fold {
+    out: Vec<Entry>,
+    runs: HashMap<String, usize>,
+    tools: HashMap<String, usize>,
+    asks: HashMap<String, usize>,
+    commands: HashMap<String, usize>,
+}
+
+impl Fold {
+    fn add(&mut self, e: &Seen<'_>) {
+        match e.is {
+            Happening::SessionStarted | Happening::SessionEnded => self.session(e),
+            Happening::RunStarted => self.run_started(e),
+            Happening::RunEnded(end) => self.run_ended(e, end),
+            Happening::ToolRequested => self.tool_requested(e),
+            Happening::ToolEnded(end) => self.tool_ended(e, end),
+            Happening::BudgetNotice => self.budget_notice(e),
+            Happening::Asked => self.asked(e),
+            Happening::Answered => self.answered(e),
+            Happening::AskClosed { timeout } => self.ask_closed(e, timeout),
+            Happening::CommandAcked(ack) => self.command_acked(e, ack),
+            Happening::InputSent | Happening::PromptSubmitted => self.input(e),
+            Happening::Compacted => self.compacted(e),
+            Happening::Delegation(edge) => self.delegation(e, edge),
+            Happening::Other(ty) => self.out.push(Entry::new("other", e.event, ty, "")),
+        }
+    }
+
+    /// The entry at `at`, else a new one from `make` (an end whose start is not in the log).
+    fn at_or_new(&mut self, at: Option<usize>, make: impl FnOnce() -> Entry) -> &mut Entry {
+        let i = at.unwrap_or_else(|| {
+            self.out.push(make());
+            self.out.len() - 1
+        });
+        &mut self.out[i]
+    }
+
+    fn session(&mut self, e: &Seen<'_>) {
+        let data = e.data;
+        if e.is == Happening::SessionStarted {
+            let mut entry = Entry::new("session", e.event, "session", "started");
+            entry.detail("client", data.get("client"));
+            entry.detail("model", data.get("gen_ai.request.model"));
+            entry.content("cwd", data.get("cwd"));
+            entry.content("label", data.get("label"));
+            self.out.push(entry);
+        } else {
+            let mut entry = Entry::new("session", e.event, "session", "ended");
+            entry.detail("reason", data.get("reason"));
+            entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64);
+            self.out.push(entry);
+        }
+    }
+
+    fn run_started(&mut self, e: &Seen<'_>) {
+        let trigger = s(e.data, "trigger").unwrap_or("user");
+        let mut entry = Entry::new("run", e.event, trigger, "running");
+        entry.content("prompt", e.data.get("prompt"));
+        if let Some(run) = s(e.event, "run") {
+            self.runs.insert(run.to_string(), self.out.len());
+        }
+        self.out.push(entry);
+    }
+
+    /// A run's terminal, on its `run.started` entry (or alone when the log lacks that).
+    fn run_ended(&mut self, e: &Seen<'_>, end: RunEnd) {
+        let (data, status) = (e.data, end.status());
+        let at = s(e.event, "run").and_then(|r| self.runs.remove(r));
+        let entry = self.at_or_new(at, || Entry::new("run", e.event, "run", status));
+        entry.status = status.to_string();
+        entry.detail("ended", e.event.get("time"));
+        entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64).or(entry.duration_ms);
+        entry.detail("by", data.get("by"));
+        entry.detail("reason", data.get("reason"));
+        entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
+        if data.get("by").and_then(Value::as_str) == Some("control") {
+            entry.detail("command", e.event.get("cause"));
+        }
+        run_numbers(entry, data);
+        entry.content("summary", data.get("summary"));
+        entry.content("message", data.get("error").and_then(|x| x.get("message")));
+        if end == RunEnd::Cancelled {
+            entry.content("reason", data.get("reason"));
+            entry.detail.remove("reason");
+        }
+    }
+
+    fn tool_requested(&mut self, e: &Seen<'_>) {
+        let mut entry = Entry::new("tool", e.event, e.tool_name(), "requested");
+        entry.detail("call_id", e.data.get("tool").and_then(|t| t.get("call_id")));
+        entry.content("args", e.data.get("args").or(e.data.get("args_redacted")));
+        self.tools.insert(entry.id.clone(), self.out.len());
+        self.out.push(entry);
+    }
+
+    /// A tool call's outcome, on the entry of the `tool.requested` it is caused by.
+    fn tool_ended(&mut self, e: &Seen<'_>, end: ToolEnd) {
+        let (data, status) = (e.data, end.status());
+        let at = e.cause.and_then(|c| self.tools.remove(c));
+        let entry = self.at_or_new(at, || Entry::new("tool", e.event, e.tool_name(), status));
+        entry.status = status.to_string();
+        entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64);
+        entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
+        entry.content("result", data.get("result").or(data.get("result_redacted")));
+        entry.content("message", data.get("error").and_then(|x| x.get("message")));
+    }
+
+    /// A budget's notice asks nobody (`respond_via: ["oob"]`, resolved `auto` at once): shown
+    /// as what it is, its numbers in one place.
+    fn budget_notice(&mut self, e: &Seen<'_>) {
+        let b = &e.data["budget"];
+        let name = format!("{} budget", s(b, "name").unwrap_or("a"));
+        let status = match (s(b, "action"), b.get("threshold").and_then(Value::as_f64)) {
+            (Some(action), _) => action.to_string(),
+            (None, Some(t)) => format!("{}%", (t * 100.0).round() as u32),
+            (None, None) => "notice".to_string(),
+        };
+        let mut entry = Entry::new("budget", e.event, &name, &status);
+        if let (Some(cost), Some(limit)) = (
+            b.get("cost").and_then(Value::as_f64),
+            b.get("limit").and_then(Value::as_f64),
+        ) {
+            let currency = s(b, "currency").unwrap_or("USD");
+            entry.detail.insert(
+                "spent".into(),
+                Value::String(format!("{cost:.2}/{limit:.2} {currency}")),
+            );
+        }
+        entry.detail("workspace", b.get("workspace"));
+        entry.detail("not_cancelled", b.get("not_cancelled"));
+        self.out.push(entry);
+    }
+
+    fn asked(&mut self, e: &Seen<'_>) {
+        let data = e.data;
+        let mut entry = Entry::new("approval", e.event, e.subject.unwrap_or("approval"), "pending");
+        let id = entry.id.clone();
+        entry.detail.insert("short".into(), Value::String(short_id(&id)));
+        entry.detail("kind", data.get("kind"));
+        entry.detail("respond_via", data.get("respond_via"));
+        entry.detail("policy_rule", data.get("cline.policy_rule"));
+        entry.content("prompt", data.get("prompt"));
+        self.asks.insert(id, self.out.len());
+        self.out.push(entry);
+    }
+
+    /// An answer, on its request's entry (its subject); an answer to nothing shown is dropped.
+    fn answered(&mut self, e: &Seen<'_>) {
+        let Some(&i) = e.subject.and_then(|x| self.asks.get(x)) else {
+            return;
+        };
+        let (data, entry) = (e.data, &mut self.out[i]);
+        let option = data.get("answer").and_then(|a| a.get("option"));
+        entry.detail("option", option);
+        entry.detail("via", data.get("via"));
+        entry.detail("by", data.get("by"));
+        entry.detail("policy_rule", data.get("cline.policy_rule"));
+        entry.detail("answered_by_command", e.event.get("cause"));
+        entry.content("answer", data.get("answer").and_then(|a| a.get("text")));
+        entry.status = match option.and_then(Value::as_str) {
+            Some("approve") => "approved".into(),
+            Some("deny") => "denied".into(),
+            _ => "answered".into(),
+        };
+    }
+
+    /// A request's resolution or timeout, which closes its entry; an answer's status stays.
+    fn ask_closed(&mut self, e: &Seen<'_>, timeout: bool) {
+        let Some(i) = e.subject.and_then(|x| self.asks.remove(x)) else {
+            return;
+        };
+        let (data, entry) = (e.data, &mut self.out[i]);
+        let waited = data.get("latency_ms").or(data.get("after_ms"));
+        entry.detail("waited_ms", waited);
+        entry.detail("resolution", data.get("resolution"));
+        if timeout {
+            entry.status = "timeout".into();
+        } else if entry.status == "pending" {
+            entry.status = s(data, "resolution").unwrap_or("resolved").to_string();
+        }
+    }
+
+    /// A command's ack: one entry per command (its cause), a later ack only sets its status.
+    fn command_acked(&mut self, e: &Seen<'_>, ack: Ack) {
+        let status = ack.status();
+        if let Some(&i) = e.cause.and_then(|c| self.commands.get(c)) {
+            self.out[i].status = status.to_string();
+            return;
+        }
+        let mut entry = Entry::new("command", e.event, "command", status);
+        entry.detail("command", e.event.get("cause"));
+        entry.detail("reason", e.data.get("reason"));
+        entry.content("detail", e.data.get("detail"));
+        if let Some(c) = e.cause {
+            self.commands.insert(c.to_string(), self.out.len());
+        }
+        self.out.push(entry);
+    }
+
+    /// What a person sent the agent (`x.cline.input.sent`) or Cline took as a prompt.
+    fn input(&mut self, e: &Seen<'_>) {
+        if e.is == Happening::PromptSubmitted {
+            self.out.push(Entry::new("input", e.event, "prompt", "submitted"));
+            return;
+        }
+        let mut entry = Entry::new("input", e.event, "input", "sent");
+        entry.detail("delivery", e.data.get("delivery"));
+        entry.detail("command", e.event.get("cause"));
+        self.out.push(entry);
+    }
+
+    fn compacted(&mut self, e: &Seen<'_>) {
+        let mut entry = Entry::new("compaction", e.event, "compaction", "compacted");
+        entry.detail("strategy", e.data.get("strategy"));
+        self.out.push(entry);
+    }
+
+    fn delegation(&mut self, e: &Seen<'_>, edge: Delegation) {
+        let name = e.subject.unwrap_or("subagent");
+        self.out.push(Entry::new("delegation", e.event, name, edge.status()));
+    }
+}
+
+/// A run's tokens and cost, with the same names and meanings as the session's header
+/// (`views::summary`): input is what was not read from the cache, money as everywhere.
+fn run_numbers(entry: &mut Entry, data: &Value) {
+    let count = |k: &str| data.get(k).and_then(Value::as_u64);
+    let cache_read = count("gen_ai.usage.cache_read.input_tokens");
+    if let Some(all) = count("gen_ai.usage.input_tokens") {
+        let fresh = all.saturating_sub(cache_read.unwrap_or(0));
+        entry
+            .detail
+            .insert("input".into(), Value::String(numbers::tokens(fresh)));
+    }
+    if let Some(n) = cache_read.filter(|n| *n > 0) {
+        entry
+            .detail
+            .insert("cache_read".into(), Value::String(numbers::tokens(n)));
+    }
+    if let Some(n) = count("gen_ai.usage.output_tokens") {
+        entry.detail.insert("output".into(), Value::String(numbers::tokens(n)));
+    }
+    if let Some(total) = data.pointer("/cost/total").and_then(Value::as_f64) {
+        let currency = data.pointer("/cost/currency").and_then(Value::as_str).unwrap_or("USD");
+        entry
+            .detail
+            .insert("cost".into(), Value::String(numbers::money(total, currency)));
+    }
 }
 
 #[cfg(test)]
@@ -389,5 +455,114 @@ mod tests {
         assert_eq!(run.detail["output"], "90");
         assert_eq!(run.detail["cost"], "$0.43");
         assert!(!run.detail.contains_key("gen_ai.usage.input_tokens"));
+    }
+
+    /// Every family of Event, matched and unmatched, as JSON: the bytes `show --json`, the
+    /// dashboard and the fleet print, pinned (field order included).
+    #[test]
+    fn every_family_prints_the_same_bytes() {
+        let events = vec![
+            json!({"type": "session.started", "id": "S0", "time": "t0", "data": {"client": {"name": "cline"},
+                   "gen_ai.request.model": "m", "cwd": "/w", "label": "l"}}),
+            json!({"type": "run.started", "id": "R0", "run": "R1", "time": "t1", "data": {"prompt": "hi"}}),
+            json!({"type": "tool.requested", "id": "T0", "run": "R1", "time": "t2", "subject": "read_files",
+                   "data": {"tool": {"call_id": "c1"}, "args": {"path": "a"}}}),
+            json!({"type": "tool.requested", "id": "T1", "run": "R1", "time": "t2",
+                   "data": {"tool": {"name": "write"}, "args_redacted": "[r]"}}),
+            json!({"type": "tool.failed", "id": "T2", "run": "R1", "time": "t3", "cause": "T0",
+                   "data": {"duration_ms": 4, "error": {"type": "io", "message": "boom"}}}),
+            json!({"type": "tool.denied", "id": "T3", "run": "R1", "time": "t3", "cause": "nobody", "subject": "rm"}),
+            json!({"type": "tool.completed", "id": "T4", "time": "t3", "data": {"result": {"ok": true}}}),
+            json!({"type": "attention.requested", "id": "A0", "run": "R1", "time": "t4", "subject": "write",
+                   "data": {"kind": "permission", "respond_via": ["control"], "cline.policy_rule": "p1", "prompt": "may I"}}),
+            json!({"type": "attention.answered", "id": "A1", "time": "t5", "subject": "A0", "cause": "CMD1",
+                   "data": {"answer": {"option": "deny", "text": "no"}, "via": "control", "by": "me", "cline.policy_rule": "p1"}}),
+            json!({"type": "attention.resolved", "id": "A2", "time": "t6", "subject": "A0", "data": {"after_ms": 7, "resolution": "answered"}}),
+            json!({"type": "attention.requested", "id": "A3", "time": "t6", "data": {}}),
+            json!({"type": "attention.answered", "id": "A4", "time": "t6", "subject": "A3", "data": {"answer": {"option": "later"}}}),
+            json!({"type": "attention.timeout", "id": "A5", "time": "t7", "subject": "A3", "data": {"after_ms": 9}}),
+            json!({"type": "attention.requested", "id": "A6", "time": "t7", "subject": "x"}),
+            json!({"type": "attention.resolved", "id": "A7", "time": "t7", "subject": "A6", "data": {"resolution": "dismissed"}}),
+            json!({"type": "attention.requested", "id": "A8", "time": "t7", "subject": "y"}),
+            json!({"type": "attention.resolved", "id": "A9", "time": "t7", "subject": "A8"}),
+            json!({"type": "attention.answered", "id": "A10", "time": "t7", "subject": "nobody"}),
+            json!({"type": "attention.resolved", "id": "A11", "time": "t7", "subject": "nobody"}),
+            json!({"type": "attention.requested", "id": "B0", "time": "t8", "subject": "budget", "data": {"budget": {}}}),
+            json!({"type": "attention.requested", "id": "B1", "time": "t8", "subject": "budget",
+                   "data": {"budget": {"name": "day", "cost": 1.0, "limit": 2.0, "workspace": "/w",
+                            "not_cancelled": "not cancelled: the hub tap is off", "action": "notice"}}}),
+            json!({"type": "attention.requested", "id": "B2", "time": "t8", "subject": "budget", "data": {"budget": 3}}),
+            json!({"type": "control.accepted", "id": "C0", "time": "t9", "cause": "CMD1", "data": {"detail": "d"}}),
+            json!({"type": "control.rejected", "id": "C1", "time": "t9", "cause": "CMD1"}),
+            json!({"type": "control.rejected", "id": "C2", "time": "t9", "data": {"reason": "r"}}),
+            json!({"type": "control.accepted", "id": "C3", "time": "t9"}),
+            json!({"type": "x.cline.input.sent", "id": "I0", "time": "t10", "cause": "CMD4", "data": {"delivery": "steer"}}),
+            json!({"type": "x.cline.prompt.submitted", "id": "I1", "run": "R1", "time": "t10"}),
+            json!({"type": "session.compacted", "id": "K0", "time": "t11", "data": {"strategy": "summary"}}),
+            json!({"type": "delegation.subagent.started", "id": "D0", "run": "R1", "time": "t12", "subject": "helper"}),
+            json!({"type": "delegation.subagent.stopped", "id": "D1", "run": "R1", "time": "t13"}),
+            json!({"type": "run.finished", "id": "R2", "run": "R1", "time": "t14", "data": {"duration_ms": 50,
+                   "summary": "done", "gen_ai.usage.input_tokens": 1200, "gen_ai.usage.cache_read.input_tokens": 0,
+                   "cost": {"total": 2.5, "currency": "EUR"}}}),
+            json!({"type": "run.started", "id": "R3", "run": "R2", "time": "t15", "data": {"trigger": "resume"}}),
+            json!({"type": "run.failed", "id": "R4", "run": "R2", "time": "t16",
+                   "data": {"error": {"type": "api", "message": "rate limited"}, "reason": "r"}}),
+            json!({"type": "run.cancelled", "id": "R5", "run": "R9", "time": "t17", "cause": "CMD5",
+                   "data": {"by": "user", "reason": "stop", "duration_ms": 3}}),
+            json!({"type": "run.started", "id": "R6", "time": "t18"}),
+            json!({"type": "run.cancelled", "id": "R7", "time": "t18", "cause": "CMD6", "data": {"by": "control"}}),
+            json!({"type": "progress.status", "id": "P0", "run": "R1", "time": "t19"}),
+            json!({"id": "P1", "time": "t19", "data": 5}),
+            json!({"type": "session.ended", "id": "S1", "time": "t20", "data": {"reason": "exit", "duration_ms": 99}}),
+        ];
+        let printed = serde_json::to_string_pretty(&timeline(&events)).unwrap();
+        assert_eq!(
+            printed,
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/timeline.json"))
+        );
+    }
+
+    /// The families seen once (inputs, compactions, subagents, the rest) are one entry each,
+    /// an ack after the first only sets its command's status, and a timeout wins over an answer.
+    #[test]
+    fn single_events_are_one_entry_each_and_late_ends_complete_theirs() {
+        let events = vec![
+            json!({"type": "x.cline.input.sent", "id": "I0", "time": "t1", "cause": "CMD1", "data": {"delivery": "queue"}}),
+            json!({"type": "x.cline.prompt.submitted", "id": "I1", "time": "t1"}),
+            json!({"type": "session.compacted", "id": "K0", "time": "t2", "data": {"strategy": "auto"}}),
+            json!({"type": "delegation.subagent.started", "id": "D0", "time": "t3", "subject": "helper"}),
+            json!({"type": "delegation.subagent.stopped", "id": "D1", "time": "t4"}),
+            json!({"type": "progress.status", "id": "P0", "time": "t5"}),
+            json!({"type": "control.accepted", "id": "C0", "time": "t6", "cause": "CMD2"}),
+            json!({"type": "control.rejected", "id": "C1", "time": "t6", "cause": "CMD2"}),
+            json!({"type": "attention.requested", "id": "A0", "time": "t7", "subject": "write"}),
+            json!({"type": "attention.answered", "id": "A1", "time": "t7", "subject": "A0", "data": {"answer": {"option": "approve"}}}),
+            json!({"type": "attention.timeout", "id": "A2", "time": "t8", "subject": "A0", "data": {"after_ms": 30000}}),
+            json!({"type": "attention.answered", "id": "A3", "time": "t8", "subject": "nothing shown"}),
+        ];
+        let t = timeline(&events);
+        let lines: Vec<(&str, &str, &str)> = t.iter().map(|e| (e.kind, e.name.as_str(), e.status.as_str())).collect();
+        assert_eq!(
+            lines,
+            [
+                ("input", "input", "sent"),
+                ("input", "prompt", "submitted"),
+                ("compaction", "compaction", "compacted"),
+                ("delegation", "helper", "started"),
+                ("delegation", "subagent", "stopped"),
+                ("other", "progress.status", ""),
+                ("command", "command", "rejected"),
+                ("approval", "write", "timeout"),
+            ]
+        );
+        assert_eq!(
+            (t[0].detail["delivery"].as_str(), t[0].detail["command"].as_str()),
+            (Some("queue"), Some("CMD1"))
+        );
+        assert_eq!(t[2].detail["strategy"], "auto");
+        assert_eq!(
+            (t[7].detail["option"].as_str(), t[7].detail["waited_ms"].as_u64()),
+            (Some("approve"), Some(30000))
+        );
     }
 }

@@ -1,0 +1,253 @@
+//! A hook recorded: its body read, its session's store read off the lock when the mapping
+//! wants it, then under the session's lock its delivery checked (a hook that comes twice is
+//! recorded once), its firing's facts taken in (parent, Cline's data folder), its Events
+//! planned, a guard's verdict applied, the approvals its effects prove resolved first, and the
+//! whole written in one commit ([`super::commit`]).
+
+use super::{IngestError, Ingested, SessionState, Sessions};
+use crate::firing::Firing;
+use crate::lane::parent::Parent;
+use crate::lane::verdict::{Judging, Verdict};
+use crate::metrics::HookOutcome;
+use cline_hooks::mapping::MapContext;
+use cline_hooks::{HookPayload, Planned, SessionTracker};
+use cline_hub::AttentionContext;
+use std::time::Instant;
+
+impl Sessions {
+    /// Maps one hook body to Events and appends them to its session's log.
+    pub fn ingest_hook(&self, body: &[u8], firing: &Firing) -> Result<Ingested, IngestError> {
+        let payload = self.parsed(body)?;
+        let hook = payload.hook_name.clone();
+        let result = self.ingest_judged(payload, firing, None);
+        self.count(&hook, HookOutcome::Taken, &result);
+        result
+    }
+
+    /// [`Sessions::ingest_hook`] with a guard that may answer the hook ([`Judging`]), for a hook
+    /// Cline waits on.
+    pub fn ingest_hook_judged(
+        &self,
+        body: &[u8],
+        firing: &Firing,
+        judging: Judging<'_>,
+    ) -> Result<Ingested, IngestError> {
+        let payload = self.parsed(body)?;
+        let hook = payload.hook_name.clone();
+        let result = self.ingest_judged(payload, firing, Some(judging));
+        self.count(&hook, HookOutcome::Taken, &result);
+        result
+    }
+
+    /// A live hook's body read; a refusal is counted (by no name: none could be read).
+    fn parsed(&self, body: &[u8]) -> Result<HookPayload, IngestError> {
+        HookPayload::parse(body).map_err(|e| {
+            self.metrics.hook(None, HookOutcome::Refused);
+            e.into()
+        })
+    }
+
+    /// Counts what came of one hook for `/metrics`; `recorded` says how it came when it was
+    /// recorded (live or from the spool).
+    fn count(&self, hook: &str, recorded: HookOutcome, result: &Result<Ingested, IngestError>) {
+        let outcome = match result {
+            Ok(Ingested::Appended { .. }) => recorded,
+            Ok(Ingested::Duplicate { .. }) => HookOutcome::Duplicate,
+            Err(IngestError::Payload(_)) => HookOutcome::Refused,
+            Err(_) => HookOutcome::Failed,
+        };
+        self.metrics.hook(Some(hook), outcome);
+    }
+
+    /// Maps one parsed hook to Events and appends them to its session's log, once per
+    /// delivery id. Each Event's `time` is when the hook fired (the payload's `timestamp`, else
+    /// the shim's clock), not when it reached the daemon. The spool's door: a hook recorded
+    /// here is counted `spooled` in `/metrics`.
+    pub fn ingest(&self, payload: HookPayload, firing: &Firing) -> Result<Ingested, IngestError> {
+        let hook = payload.hook_name.clone();
+        let result = self.ingest_judged(payload, firing, None);
+        self.count(&hook, HookOutcome::Spooled, &result);
+        result
+    }
+
+    /// [`Sessions::ingest`], asking `judge` (when given) what to answer the hook, under the
+    /// session's lock, after its Events are planned and before they are written: the audit goes
+    /// on them, and a blocked tool call's `tool.denied` in the same write.
+    pub fn ingest_judged(
+        &self,
+        payload: HookPayload,
+        firing: &Firing,
+        judging: Option<Judging<'_>>,
+    ) -> Result<Ingested, IngestError> {
+        let session = payload.session_key().expect("parse checks the session key").to_string();
+        let delivery = firing.delivery.as_deref();
+        let time = fired_at(&payload, firing);
+        for field in &payload.dropped {
+            tracing::warn!(%session, field, "a hook payload field had the wrong type and was read as absent");
+        }
+        // Cline's store is read off the session's lock (`crate::lane::usage`): only whether to
+        // read, and where, is asked under it.
+        let store = self
+            .with(&session, |state| {
+                let judged = judging.is_some_and(|j| j.reads_store)
+                    && matches!(payload.hook_name.as_str(), "tool_call" | "prompt_submit");
+                let wanted = judged || crate::lane::usage::wanted(&payload, &state.tracker);
+                Ok(wanted.then(|| firing.cline_data.clone().or_else(|| state.cline_data.clone())))
+            })?
+            .flatten()
+            .and_then(|dir| crate::lane::usage::read_store(&dir, &session));
+        self.with(&session, |state| {
+            if let Some(d) = delivery {
+                if state.deliveries.contains(d) {
+                    return Ok(Ingested::Duplicate {
+                        session: session.clone(),
+                        control: state.verdicts.get(d).cloned(),
+                    });
+                }
+            }
+            let ctx = MapContext {
+                capture: &self.capture,
+                redactor: &self.redactor,
+            };
+            if firing.cline_data.is_some() && firing.cline_data != state.cline_data {
+                state.cline_data.clone_from(&firing.cline_data);
+                state.cline_data_logged = false;
+            }
+            if let Some(pid) = firing
+                .parent
+                .filter(|p| state.parent.is_none_or(|known| known.pid != *p))
+            {
+                // The shim's own reading of its parent's start time, taken while the hook ran:
+                // a pid reused by the time a spooled hook is ingested is not taken for Cline.
+                let started = firing.parent_started.or_else(|| crate::lane::parent::start_time(pid));
+                if let Some(parent) = Parent::new(pid, started) {
+                    state.parent = Some(parent);
+                    state.parent_logged = false;
+                }
+            }
+            // I/O at the edge: the store was read above, the mapping gets what it said as data.
+            let usage = crate::lane::usage::of(&payload, &state.tracker, store.as_ref());
+            let mut planned = state
+                .tracker
+                .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
+            let verdict = judging.and_then(|j| (j.judge)(&payload, &state.tracker, store.as_ref()));
+            if let Some(verdict) = &verdict {
+                apply(verdict, &payload, &mut state.tracker, &ctx, &mut planned);
+            }
+            let acks = self.answers_before_effects(&mut planned, state);
+            self.dismiss_before_end(&mut planned, state);
+            let events = self.commit(&session, state, &planned, delivery, &time)?;
+            for ack in acks {
+                if let Some(event) = events.iter().find(|e| e.value["id"] == ack.event.as_str()) {
+                    state.acks_first.insert(ack.command, event.clone());
+                }
+            }
+            let control = verdict.and_then(|v| v.control);
+            if let Some(d) = delivery {
+                state.deliveries.insert(d.to_string());
+                if let Some(control) = &control {
+                    state.verdicts.insert(d.to_string(), control.clone());
+                }
+            }
+            if state.last_hook.as_deref().is_none_or(|last| *last < *time) {
+                state.last_hook = Some(time.clone());
+            }
+            if state.tracker.has_ended() && state.ended.is_none() {
+                state.ended = Some(Instant::now());
+            }
+            match (state.tracker.holds_cancel(), state.held.is_some()) {
+                (true, false) => state.held = Some((Instant::now(), time.clone())),
+                (false, true) => state.held = None,
+                _ => {}
+            }
+            Ok(Ingested::Appended {
+                session: session.clone(),
+                events,
+                control,
+            })
+        })
+    }
+
+    /// What resolved an approval goes before the tool result that proves it: our answer in
+    /// flight, or a cancel's dismissal (#20, answers before their effects).
+    pub(super) fn answers_before_effects(
+        &self,
+        planned: &mut Vec<Planned>,
+        state: &mut SessionState,
+    ) -> Vec<cline_hub::AckFirst> {
+        let attention = AttentionContext {
+            capture: &self.capture,
+            redactor: &self.redactor,
+            control: false,
+        };
+        let tracker = &state.tracker;
+        cline_hub::answers_before_effects(
+            planned,
+            &mut state.approvals,
+            &|run| tracker.cancelling(run),
+            &attention,
+            super::now_ms(),
+            &mut aep_core::id::new_id,
+        )
+    }
+
+    /// Requests still pending when the plan ends the session are dismissed first (AEP-0002 §7.2).
+    pub(super) fn dismiss_before_end(&self, planned: &mut Vec<Planned>, state: &mut SessionState) {
+        let attention = AttentionContext {
+            capture: &self.capture,
+            redactor: &self.redactor,
+            control: false,
+        };
+        cline_hub::dismiss_before_end(
+            planned,
+            &mut state.approvals,
+            &attention,
+            super::now_ms(),
+            &mut aep_core::id::new_id,
+        );
+    }
+}
+
+/// When a hook fired: the payload's own `timestamp` (normalized to UTC milliseconds), else the
+/// shim's clock at the firing, else now (a body posted by hand).
+fn fired_at(payload: &HookPayload, firing: &Firing) -> String {
+    let stamped = payload
+        .timestamp
+        .as_deref()
+        .and_then(|t| aep_core::time::parse(t, true))
+        .map(aep_core::time::millis);
+    stamped
+        .or_else(|| firing.fired.map(crate::firing::rfc3339))
+        .unwrap_or_else(aep_core::id::now_rfc3339)
+}
+
+/// A guard's verdict on a hook's planned Events: its audit in the first Event's data, and a
+/// blocked call's `tool.denied` right after its `tool.requested`.
+fn apply(
+    verdict: &Verdict,
+    payload: &HookPayload,
+    tracker: &mut SessionTracker,
+    ctx: &MapContext,
+    planned: &mut Vec<Planned>,
+) {
+    if let Some(first) = planned.first_mut() {
+        let level = first.event.capture;
+        if let Some(data) = first.event.data.as_mut() {
+            data.extend(verdict.audit.clone());
+            // Content only where the Event may carry it, redacted below `full` (AEP-0003 §9.2).
+            if level > aep_core::Capture::Metadata {
+                for (k, v) in &verdict.audit_content {
+                    let v = match level {
+                        aep_core::Capture::Full => v.clone(),
+                        _ => ctx.redactor.redact_value(v),
+                    };
+                    data.insert(k.clone(), v);
+                }
+            }
+        }
+    }
+    planned.extend(verdict.planned.iter().cloned());
+    if let Some(rule) = &verdict.denied {
+        planned.extend(tracker.plan_denied(payload, rule.as_deref(), ctx, &mut aep_core::id::new_id));
+    }
+}
