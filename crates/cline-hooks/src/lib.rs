@@ -18,6 +18,7 @@ mod read;
 pub mod session;
 mod timestamp;
 mod tolerant;
+pub mod types;
 pub mod usage;
 
 pub use mapping::{map_hook, Link, Mapped};

@@ -202,7 +202,7 @@ pub fn map_hook(p: &HookPayload, ctx: &MapContext) -> Vec<Mapped> {
         "tool_call" => vec![tool_requested(p, ctx)],
         "tool_result" => vec![tool_resolved(p, ctx)],
         "prompt_submit" => {
-            let mut m = Builder::new("x.cline.prompt.submitted", ctx).done(Link::None);
+            let mut m = Builder::new(crate::types::PROMPT_SUBMITTED, ctx).done(Link::None);
             m.severity = Some(Severity::Debug);
             vec![m]
         }
@@ -383,7 +383,7 @@ fn session_compacted(p: &HookPayload, ctx: &MapContext) -> Mapped {
 /// `api_req_failed`, `ask`), kept at `metadata` when they look like tokens; its `message` (a
 /// completion result, an API error) is free text, `redacted`+. `info` when Cline waits for the
 /// user, `debug` otherwise (a `task_complete` repeats the run's end).
-pub const NOTIFICATION: &str = "x.cline.notification.sent";
+pub const NOTIFICATION: &str = crate::types::NOTIFICATION_SENT;
 
 fn notification(p: &HookPayload, ctx: &MapContext) -> Mapped {
     let n = p
@@ -480,14 +480,14 @@ pub fn fallback_type(hook_name: &str) -> String {
         .collect();
     let segments: Vec<&str> = cleaned.split('_').filter(|s| !s.is_empty()).collect();
     let ty = match segments.len() {
-        0 => "x.cline.hook.unknown".to_string(),
+        0 => crate::types::HOOK_UNKNOWN.to_string(),
         1 => format!("x.cline.hook.{}", segments[0]),
         _ => format!("x.cline.{}", segments.join(".")),
     };
     if EventType::parse(&ty).is_ok() {
         ty
     } else {
-        "x.cline.hook.unknown".to_string()
+        crate::types::HOOK_UNKNOWN.to_string()
     }
 }
 

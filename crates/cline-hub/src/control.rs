@@ -22,7 +22,7 @@ use serde_json::{json, Map, Value};
 
 pub const RESPOND: &str = CONTROL_ATTENTION_RESPOND;
 pub const CANCEL: &str = CONTROL_CANCEL;
-pub const SEND_INPUT: &str = "x.cline.control.send_input";
+pub const SEND_INPUT: &str = cline_hooks::types::CONTROL_SEND_INPUT;
 /// What the daemon declares with the control gate on (`control.accepts`, AEP-0004 §4.2).
 pub const ACCEPTS: [&str; 3] = [RESPOND, CANCEL, SEND_INPUT];
 /// The longest `send_input` text, in characters.
@@ -243,7 +243,7 @@ pub fn input_sent(delivery: Delivery, level: Capture) -> Mapped {
     let mut data = Map::new();
     data.insert("delivery".into(), json!(delivery.as_str()));
     Mapped {
-        ty: "x.cline.input.sent".into(),
+        ty: cline_hooks::types::INPUT_SENT.into(),
         subject: None,
         step: None,
         severity: None,

@@ -78,7 +78,7 @@ pub fn command(action: &Action, session: &str, sender: &str, host: &str) -> Valu
             (CONTROL_CANCEL, None, data)
         }
         Action::Send { text, steer } => (
-            "x.cline.control.send_input",
+            cline_hooks::types::CONTROL_SEND_INPUT,
             None,
             json!({"text": text, "delivery": if *steer { "steer" } else { "queue" }}),
         ),

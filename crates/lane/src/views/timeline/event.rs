@@ -9,10 +9,9 @@ use aep_core::types::{
 };
 use serde_json::Value;
 
-/// aep-cline's own types the timeline shows (`x.cline.*`, a producer's extension types:
-/// AEP-0002 §3); `aep_core::types` holds the core registry only.
-pub const INPUT_SENT: &str = "x.cline.input.sent";
-pub const PROMPT_SUBMITTED: &str = "x.cline.prompt.submitted";
+/// Cline's own types the timeline shows (`x.cline.*`: `cline_hooks::types`, beside the core
+/// registry in `aep_core::types`).
+use cline_hooks::types::{INPUT_SENT, PROMPT_SUBMITTED};
 
 /// The subject a budget's notice names ([`crate::budget::watch`] writes it).
 const BUDGET_SUBJECT: &str = "budget";
