@@ -5,8 +5,60 @@
 //! one-time link `aep-cline open` prints) or the discovery file's token as a bearer.
 
 use crate::http::auth::{authorized, same_token};
-use axum::http::{header, HeaderMap, HeaderValue};
+use crate::http::error::{error, Rejection};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// A page people sign in to: the dashboard and the fleet console. Each says who is signed in,
+/// how a request from the wrong place is refused and how to sign in; [`same_origin`],
+/// [`require_sign_in`] and [`json_body`] are the one guard both put in front of their routes.
+pub trait SignedPage: Send + Sync + 'static {
+    /// The request carries this page's sign-in.
+    fn signed_in(&self, headers: &HeaderMap) -> bool;
+    /// `Some(403)` when the request does not come from this page's own origin.
+    fn refuse(&self, headers: &HeaderMap, method: &Method) -> Option<Response>;
+    /// How to sign in, for a 401.
+    fn how_to_sign_in(&self) -> &'static str;
+}
+
+/// Every route of a page: its own `Host` and `Origin` only, and hardened headers.
+pub async fn same_origin<P: SignedPage>(State(p): State<Arc<P>>, request: Request, next: Next) -> Response {
+    if let Some(refused) = p.refuse(request.headers(), request.method()) {
+        return refused;
+    }
+    let mut response = next.run(request).await;
+    harden(response.headers_mut());
+    response
+}
+
+/// A page's API: signed in, or 401 with how to sign in.
+pub async fn require_sign_in<P: SignedPage>(State(p): State<Arc<P>>, request: Request, next: Next) -> Response {
+    if !p.signed_in(request.headers()) {
+        return error(StatusCode::UNAUTHORIZED, "unauthorized", p.how_to_sign_in());
+    }
+    next.run(request).await
+}
+
+/// A button's body is JSON by its `Content-Type` (415 otherwise): a form a foreign page posts
+/// cannot be.
+pub fn json_body(headers: &HeaderMap) -> Result<(), Rejection> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    match json {
+        true => Ok(()),
+        false => Err(Rejection::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "send application/json",
+        )),
+    }
+}
 
 /// The login cookie's name.
 pub const COOKIE: &str = "aep_cline_dashboard";

@@ -28,9 +28,8 @@ use crate::person::{self, Action};
 use crate::views::index::{Index, EVERYTHING};
 use crate::views::{local, logs, timeline};
 use axum::body::Bytes;
-use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::Next;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -166,7 +165,10 @@ pub fn routes(d: Arc<Dashboard>) -> Router {
         .route("/api/approvals", get(approvals))
         .route("/api/live", get(live))
         .route("/api/act", post(act_on))
-        .layer(axum::middleware::from_fn_with_state(d.clone(), signed_in));
+        .layer(axum::middleware::from_fn_with_state(
+            d.clone(),
+            guard::require_sign_in::<Dashboard>,
+        ));
     Router::new()
         .route("/", get(page))
         .route("/login", get(login))
@@ -184,30 +186,25 @@ pub fn routes(d: Arc<Dashboard>) -> Router {
             get(|| page::asset(APP_CSS, "text/css; charset=utf-8")),
         )
         .merge(api)
-        .layer(axum::middleware::from_fn_with_state(d.clone(), same_origin))
+        .layer(axum::middleware::from_fn_with_state(
+            d.clone(),
+            guard::same_origin::<Dashboard>,
+        ))
         .with_state(d)
 }
 
-/// Every dashboard route: the listener's own Host and Origin only, and hardened headers.
-async fn same_origin(State(d): State<Arc<Dashboard>>, request: Request, next: Next) -> Response {
-    if let Some(refused) = d.doors.refuse(request.headers(), Visitors::Pages) {
-        return refused;
+impl guard::SignedPage for Dashboard {
+    /// The login cookie or the discovery token.
+    fn signed_in(&self, headers: &HeaderMap) -> bool {
+        guard::signed_in(headers, &self.token, &self.cookie)
     }
-    let mut response = next.run(request).await;
-    crate::dashboard::guard::harden(response.headers_mut());
-    response
-}
-
-/// The API: the login cookie or the discovery token.
-async fn signed_in(State(d): State<Arc<Dashboard>>, request: Request, next: Next) -> Response {
-    if !guard::signed_in(request.headers(), &d.token, &d.cookie) {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "sign in with the link `aep-cline open` prints",
-        );
+    /// The listener's own `Host` and `Origin` only.
+    fn refuse(&self, headers: &HeaderMap, _: &axum::http::Method) -> Option<Response> {
+        self.doors.refuse(headers, Visitors::Pages)
     }
-    next.run(request).await
+    fn how_to_sign_in(&self) -> &'static str {
+        "sign in with the link `aep-cline open` prints"
+    }
 }
 
 async fn page(State(d): State<Arc<Dashboard>>, headers: HeaderMap) -> Response {
@@ -358,16 +355,8 @@ struct ActBody {
 /// A button: the AEP command is built here, submitted to the intake, and answered with its ack
 /// and (when it lands within a few seconds) its outcome.
 async fn act_on(State(d): State<Arc<Dashboard>>, headers: HeaderMap, body: Bytes) -> Response {
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !json_body {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "send application/json",
-        );
+    if let Err(refused) = guard::json_body(&headers) {
+        return refused.into_response();
     }
     let body: ActBody = match serde_json::from_slice(&body) {
         Ok(b) => b,

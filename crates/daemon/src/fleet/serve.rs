@@ -16,12 +16,12 @@ mod act;
 use super::catch_up::Source;
 use super::command::{self, Refusals};
 use super::follow::Shared;
-use crate::dashboard::{guard, page};
+use crate::dashboard::guard::{self, SignedPage};
+use crate::dashboard::page;
 use crate::http::auth::same_token;
 use crate::http::error::error;
-use axum::extract::{Query, Request, State};
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -88,9 +88,15 @@ impl Console {
         };
         (Arc::new(console), link)
     }
+}
 
+impl guard::SignedPage for Console {
     fn signed_in(&self, headers: &HeaderMap) -> bool {
         guard::cookie_of(headers, COOKIE).is_some_and(|c| same_token(c, &self.cookie))
+    }
+
+    fn how_to_sign_in(&self) -> &'static str {
+        "sign in with the link `aep-cline fleet serve` printed at start"
     }
 
     /// `None` when `Host` names the console and an `Origin` (required on a POST) is its own.
@@ -139,7 +145,10 @@ pub fn routes(c: Arc<Console>) -> Router {
         .route("/api/timeline", get(timeline))
         .route("/api/act", post(act::act_on))
         .route("/api/asks", get(asks))
-        .layer(axum::middleware::from_fn_with_state(c.clone(), signed_in));
+        .layer(axum::middleware::from_fn_with_state(
+            c.clone(),
+            guard::require_sign_in::<Console>,
+        ));
     Router::new()
         .route("/", get(page))
         .route("/metrics", get(metrics))
@@ -157,29 +166,11 @@ pub fn routes(c: Arc<Console>) -> Router {
             get(|| page::asset(APP_CSS, "text/css; charset=utf-8")),
         )
         .merge(api)
-        .layer(axum::middleware::from_fn_with_state(c.clone(), same_origin))
+        .layer(axum::middleware::from_fn_with_state(
+            c.clone(),
+            guard::same_origin::<Console>,
+        ))
         .with_state(c)
-}
-
-/// Every route: the console's own Host and Origin only, and hardened headers.
-async fn same_origin(State(c): State<Arc<Console>>, request: Request, next: Next) -> Response {
-    if let Some(refused) = c.refuse(request.headers(), request.method()) {
-        return refused;
-    }
-    let mut response = next.run(request).await;
-    crate::dashboard::guard::harden(response.headers_mut());
-    response
-}
-
-async fn signed_in(State(c): State<Arc<Console>>, request: Request, next: Next) -> Response {
-    if !c.signed_in(request.headers()) {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "sign in with the link `aep-cline fleet serve` printed at start",
-        );
-    }
-    next.run(request).await
 }
 
 async fn page(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {

@@ -13,7 +13,7 @@ use crate::http::error::{error, Rejection};
 use crate::person::{self, Action};
 use aep_core::types::CONTROL_ACCEPTED;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -73,17 +73,7 @@ pub(super) async fn act_on(State(c): State<Arc<Console>>, headers: HeaderMap, bo
 
 /// The body, JSON by its `Content-Type` (415 otherwise) and of the button's shape (400).
 fn read(headers: &HeaderMap, body: &[u8]) -> Result<ActBody, Rejection> {
-    let json_body = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !json_body {
-        return Err(Rejection::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "send application/json",
-        ));
-    }
+    crate::dashboard::guard::json_body(headers)?;
     serde_json::from_slice(body).map_err(|e| {
         Rejection::new(
             StatusCode::BAD_REQUEST,
