@@ -141,8 +141,11 @@ impl SessionTracker {
         Self::default()
     }
 
+    /// The session is over: `session.ended` was emitted and no run is open. A session Cline
+    /// takes up again after its end (`cline --id`) is open while its new run is (the end, once
+    /// emitted, stays: AEP-0002 §2 convention 5 allows later Events, never a second end).
     pub fn has_ended(&self) -> bool {
-        self.ended
+        self.ended && self.runs.is_empty()
     }
 
     /// Whether `session.started` was planned (or logged) already.

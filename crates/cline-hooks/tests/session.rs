@@ -593,3 +593,35 @@ fn the_tracker_keeps_the_workspace_the_hooks_name_and_a_logged_absolute_cwd() {
     recovered.recover(&json!({"type": "session.started", "id": "E1", "data": {"cwd": "/srv/billing-api"}}));
     assert_eq!(recovered.workspace(), Some("/srv/billing-api"));
 }
+
+#[test]
+fn a_session_taken_up_again_after_its_end_opens_a_run_that_its_next_end_closes() {
+    let mut h = Harness::new();
+    h.feed(real("hooks-cancel", "agent_start"));
+    let end = h.feed(real("hooks-cancel", "session_shutdown"));
+    assert_eq!(types(&end), ["run.cancelled", "session.ended"]);
+    assert!(h.tracker.has_ended());
+    // `cline --id` resumes it: a new firing of the agent's start opens a run past the end.
+    let again = h.feed(later(real("hooks-cancel", "agent_start"), 60_000));
+    assert_eq!(types(&again), ["run.started"]);
+    assert!(!h.tracker.has_ended(), "open again");
+    // Its end closes the run; the session, which ended once, does not end twice (AEP-0002 §2).
+    let end = h.feed(later(real("hooks-cancel", "session_shutdown"), 61_000));
+    assert_eq!(types(&end), ["run.cancelled"]);
+    assert!(h.tracker.has_ended());
+    assert!(h
+        .feed(later(real("hooks-cancel", "session_shutdown"), 62_000))
+        .is_empty());
+    h.assert_valid_stream();
+    // A tracker rebuilt from the log knows what it knew: over, or open with the new run.
+    let mut rebuilt = SessionTracker::new();
+    for e in &h.log {
+        rebuilt.recover(e);
+    }
+    assert!(rebuilt.has_ended());
+    let mut rebuilt = SessionTracker::new();
+    for e in &h.log[..h.log.len() - 1] {
+        rebuilt.recover(e);
+    }
+    assert!(!rebuilt.has_ended(), "the resumed run is open");
+}

@@ -326,3 +326,55 @@ fn sb_log_wait(path: &std::path::Path) -> Value {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A real hook of the session fired again later (`cline --id` resumes a session: its hooks are
+/// new firings, with their own times, so the delivery id differs).
+fn hook_later(sb: &Sandbox, name: &str, timestamp: &str) {
+    let mut payload: Value = serde_json::from_slice(&real_payload("hooks-local", name)).unwrap();
+    payload["timestamp"] = json!(timestamp);
+    sb.hook_recorded(&serde_json::to_vec(&payload).unwrap());
+}
+
+/// A session that ended (here by a person's `aep-cline end`; the reconciler's end of a session
+/// whose client left writes the same `session.ended`) and that Cline takes up again later
+/// (`cline --id`) goes on in the same log, past the old positions: a new run after the end,
+/// positions that only grow, no id twice, the session shown running and commandable again; its
+/// next end closes the run, and the session, ended once, never ends twice (AEP-0002 §2).
+#[test]
+fn a_session_cline_takes_up_again_after_its_end_goes_on_past_the_old_positions() {
+    let sb = Sandbox::new();
+    let _daemon = sb.start();
+    for name in ["agent_start", "tool_call", "tool_result", "agent_end"] {
+        hook(&sb, name);
+    }
+    let out = sb.run(&["end", SESSION], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ended = sb.log(SESSION);
+    assert_eq!(ended.last().unwrap()["type"], "session.ended", "{ended:?}");
+    assert_eq!(sb.sessions_json()[SESSION]["state"], "ended");
+    let last = ended.last().unwrap()["seq"].as_u64().unwrap();
+
+    hook_later(&sb, "agent_start", "2026-11-30T03:10:00.000Z");
+    let log = sb.log(SESSION);
+    let after = &log[ended.len()..];
+    assert_eq!(after[0]["type"], "run.started", "{after:?}");
+    assert!(after.iter().all(|e| e["seq"].as_u64() > Some(last)), "{after:?}");
+    assert_eq!(sb.sessions_json()[SESSION]["state"], "running");
+    // Open again, it takes commands again: ending it closes the resumed run.
+    let out = sb.run(&["end", SESSION], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = sb.log(SESSION);
+    let closed: Vec<&Value> = log[ended.len()..]
+        .iter()
+        .filter(|e| e["type"] == "run.cancelled")
+        .collect();
+    assert_eq!(closed.len(), 1, "{log:?}");
+    let ends = log.iter().filter(|e| e["type"] == "session.ended").count();
+    assert_eq!(ends, 1, "ended once, ever: {log:?}");
+    assert_eq!(sb.sessions_json()[SESSION]["state"], "ended");
+    let seqs: Vec<u64> = log.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "positions only grow: {seqs:?}");
+    let ids: std::collections::BTreeSet<&str> = log.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(ids.len(), log.len(), "no id twice");
+    support::daemon::assert_valid_stream(&log);
+}

@@ -249,7 +249,8 @@ impl SessionTracker {
     }
 
     /// `session.ended`: every open run is closed first, oldest first, with
-    /// `run.cancelled {by: "shutdown"}`, then the session ends, at most once (AEP-0002 §2).
+    /// `run.cancelled {by: "shutdown"}`, then the session ends, at most once (AEP-0002 §2): a
+    /// session taken up again after its end only has its runs closed.
     /// A hosted session only closes its runs: the hub's session goes on.
     fn end_session(
         &mut self,
@@ -260,7 +261,7 @@ impl SessionTracker {
         new_id: &mut dyn FnMut() -> String,
     ) -> Vec<Planned> {
         let mut out = Vec::new();
-        if self.ended {
+        if self.ended && self.runs.is_empty() {
             return out;
         }
         let mut open: Vec<(String, OpenRun)> = self.runs.drain().collect();
@@ -279,6 +280,11 @@ impl SessionTracker {
         }
         if self.hosted {
             return out; // the hub's session goes on; the next run opens in it
+        }
+        if self.ended {
+            // Taken up again after its end (`cline --id`): its runs close, and the session,
+            // which ended once, never ends twice (AEP-0002 §2 convention 5).
+            return out;
         }
         self.ended = true;
         out.push(self.stand_alone(with_usage(event, usage.session.as_ref()), new_id));

@@ -20,7 +20,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The index's format; another is rebuilt without a word.
-const VERSION: u32 = 1;
+/// 2: a run after `session.ended` (a session taken up again) no longer clears `ended`.
+const VERSION: u32 = 2;
 /// The largest index kept (beyond it the logs are read whole each time, and the user is told).
 const MAX_BYTES: u64 = 512 << 20;
 /// Bytes before the kept offset that must be unchanged for a grown log to be folded on.

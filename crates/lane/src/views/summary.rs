@@ -20,7 +20,8 @@ pub enum State {
     Running,
     /// No run is open, the session has not ended.
     Idle,
-    /// `session.ended` was logged (and no run started after it).
+    /// `session.ended` was logged and no run is open (a run Cline starts after it, taking the
+    /// session up again with `cline --id`, is running until it ends; the session ends once).
     Ended,
 }
 
@@ -290,7 +291,6 @@ impl Summary {
             }
             RUN_STARTED => {
                 self.runs += 1;
-                self.ended = false;
                 if let Some(run) = run {
                     self.open_runs.insert(run.to_string());
                 }

@@ -152,8 +152,11 @@ impl Sessions {
             if state.last_hook.as_deref().is_none_or(|last| *last < *time) {
                 state.last_hook = Some(time.clone());
             }
-            if state.tracker.has_ended() && state.ended.is_none() {
-                state.ended = Some(Instant::now());
+            match (state.tracker.has_ended(), state.ended.is_some()) {
+                (true, false) => state.ended = Some(Instant::now()),
+                // Taken up again after its end (a new run): open, watched and ended as any.
+                (false, true) => state.ended = None,
+                _ => {}
             }
             match (state.tracker.holds_cancel(), state.held.is_some()) {
                 (true, false) => state.held = Some((Instant::now(), time.clone())),
