@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::daemon::{http, project, real_payload, try_http, Sandbox};
+use support::wait::wait_until_seen;
 
 /// A real Cline 3.0.65 hook payload, moved to `session`.
 fn payload(dir: &str, hook: &str, session: &str) -> Vec<u8> {
@@ -56,6 +57,14 @@ fn post_hook(addr: &str, token: &str, body: &[u8], delivery: &str) -> u16 {
 
 fn healthz(addr: &str) -> Value {
     serde_json::from_str(&http(addr, "GET", "/healthz", &[], b"").1).unwrap()
+}
+
+/// For a wait: whether `/healthz` counts `n` sessions in memory, else what it counts.
+fn sessions_are(addr: &str, n: u64) -> Result<(), String> {
+    match &healthz(addr)["sessions"] {
+        now if *now == n => Ok(()),
+        now => Err(format!("/healthz counts {now} sessions")),
+    }
 }
 
 /// Asserts a log's positions never repeat and leave no gap: 0, 1, 2, ... in file order.
@@ -366,18 +375,19 @@ fn ended_and_idle_sessions_leave_memory_and_come_back_from_their_logs() {
         200
     );
     assert_eq!(healthz(&addr)["sessions"], 2);
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Every count /healthz gives on the way to none, in order.
     let mut counts = Vec::new();
-    while Instant::now() < deadline {
+    wait_until_seen("both sessions to leave memory", Duration::from_secs(30), || {
         let n = healthz(&addr)["sessions"].as_u64().unwrap();
         if counts.last() != Some(&n) {
             counts.push(n);
         }
         if n == 0 {
-            break;
+            Ok(())
+        } else {
+            Err(format!("counts so far {counts:?}"))
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    });
     assert_eq!(counts, [2, 1, 0], "the ended session leaves first, then the idle one");
 
     // The idle session speaks again: reloaded from its log, same run, next position.
@@ -633,11 +643,9 @@ fn a_session_whose_cline_exits_after_a_daemon_restart_ends_when_it_exits() {
     drop(daemon.stop());
     let daemon = sb.start();
     // The reconciler's first pass judged it alive (its Cline runs) and keeps watching it.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while healthz(&daemon.addr())["sessions"] != 1 {
-        assert!(Instant::now() < deadline, "the open session was never taken up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_seen("the open session to be taken up", Duration::from_secs(15), || {
+        sessions_are(&daemon.addr(), 1)
+    });
     assert_eq!(project(&sb.log(session)), (false, 1), "alive: left open");
     cline.exit();
     support::daemon::assert_ended_late(&sb, session, "process_gone");
@@ -748,11 +756,9 @@ fn a_session_that_left_memory_idle_still_ends_when_its_cline_exits() {
     let mut cline = Cline::start();
     let session = "idle-then-gone";
     feed_open_run(&daemon.addr(), &daemon.token, session, &cline, None);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while healthz(&daemon.addr())["sessions"] != 0 {
-        assert!(Instant::now() < deadline, "the idle session never left memory");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_seen("the idle session to leave memory", Duration::from_secs(15), || {
+        sessions_are(&daemon.addr(), 0)
+    });
     cline.exit();
     support::daemon::assert_ended_late(&sb, session, "process_gone");
 }
@@ -775,11 +781,9 @@ fn a_hub_run_session_that_left_memory_idle_still_ends_as_clines_store_says() {
     let session = "hub-run-idle";
     store_record(&data, session, "running", "");
     feed_open_run(&daemon.addr(), &daemon.token, session, &hub, Some(&data));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while healthz(&daemon.addr())["sessions"] != 0 {
-        assert!(Instant::now() < deadline, "the idle session never left memory");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_seen("the idle session to leave memory", Duration::from_secs(15), || {
+        sessions_are(&daemon.addr(), 0)
+    });
     assert_eq!(project(&sb.log(session)), (false, 1), "open when it left memory");
     store_record(&data, session, "completed", "2026-11-30T02:53:40.5Z");
     let events = sb.wait_log(session, "session.ended", Duration::from_secs(30), |e| {
@@ -941,15 +945,13 @@ fn desktop_notifications_run_notify_send_or_say_once_that_there_is_none() {
     for (i, hook) in run_hooks("desk-1").into_iter().enumerate() {
         assert_eq!(post_hook(&daemon.addr(), &daemon.token, &hook, &format!("d-{i}")), 200);
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !said.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "notify-send never ran: {}",
-            healthz(&daemon.addr())
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_seen("notify-send to run", Duration::from_secs(30), || {
+        if said.exists() {
+            Ok(())
+        } else {
+            Err(format!("/healthz: {}", healthz(&daemon.addr())))
+        }
+    });
     let args = std::fs::read_to_string(&said).unwrap();
     let args: Vec<&str> = args.lines().collect();
     assert_eq!(
@@ -1005,29 +1007,27 @@ fn the_policy_files_budget_tables_set_the_budgets_and_a_bad_one_keeps_the_last_g
     });
     // Two tables now: read at the next poll.
     write("[[budget]]\nworkspace = \"**/billing-*\"\nrun = 0.5\n\n[[budget]]\nworkspace = \"/srv/**\"\nday = 5\n");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while overrides(&healthz(&daemon.addr())) != 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the rewritten file's budgets were never used"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_seen(
+        "the rewritten file's budgets to be used",
+        Duration::from_secs(20),
+        || {
+            let health = healthz(&daemon.addr());
+            match overrides(&health) {
+                2 => Ok(()),
+                _ => Err(format!("budget: {}", health["budget"])),
+            }
+        },
+    );
     // A bad table makes the file bad: the last good budgets stay, and the policy says why.
     write("[[budget]]\nworkspace = \"**/billing-*\"\nrun = -1\n");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let health = loop {
+    let health = wait_until_seen("the bad file to be reported", Duration::from_secs(20), || {
         let health = healthz(&daemon.addr());
         if health["policy"]["last_error"].is_string() {
-            break health;
+            Ok(health)
+        } else {
+            Err(format!("policy: {}", health["policy"]))
         }
-        assert!(
-            Instant::now() < deadline,
-            "the bad file was never reported: {}",
-            health["policy"]
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    });
     assert!(
         health["policy"]["last_error"]
             .as_str()

@@ -14,7 +14,7 @@ use support::daemon::{assert_valid_stream, of, project, types, Sandbox};
 use support::fake_model::{FakeModel, Script, MODEL_ID};
 use support::real_hub::RealHub;
 use support::tmux::Tmux;
-use support::wait::wait_until;
+use support::wait::{wait_until, wait_until_seen};
 
 /// How long after its client is gone a session may take to end: the store is read every 5 s
 /// once the session is quiet, its hooks settle 3 s, and the machine is shared.
@@ -134,21 +134,21 @@ fn tui_left_with(aep: &Sandbox, cline: &ClineSandbox, hub: &RealHub, keys: &[&st
         store_record(cline, &session).and_then(|r| r["pid"].as_u64())
     });
     eprintln!("the session file names pid {pid} (alive: {})", runs(pid));
-    // Left as a person does; Ctrl+C may want a second press.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    'left: while Instant::now() < deadline {
+    // Left as a person does; Ctrl+C may want a second press: each look presses the keys, then
+    // watches the TUI for two seconds.
+    wait_until_seen("the TUI to exit", Duration::from_secs(30), || {
         for k in keys {
             tmux.keys(k);
             std::thread::sleep(Duration::from_millis(300));
         }
         for _ in 0..20 {
             if tmux.exited() {
-                break 'left;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-    }
-    assert!(tmux.exited(), "the TUI did not exit; it shows:\n{}", tmux.screen());
+        Err(format!("it shows:\n{}", tmux.screen()))
+    });
     let gone = Instant::now();
     let record = store_record(cline, &session).unwrap();
     eprintln!(

@@ -14,6 +14,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::daemon::{assert_valid_stream, of, project, types, BIN};
+use support::wait::wait_until_seen_every;
 
 fn cli() -> PathBuf {
     let path = std::env::var_os("AEP_CLINE2_TEST_CLI")
@@ -241,18 +242,23 @@ fn real_cline_2_18_runs_the_installed_hooks_into_one_valid_session_per_task() {
     daemon.env("AEP_LISTEN", "127.0.0.1:0");
     let mut daemon = Stopped(daemon.stderr(std::process::Stdio::null()).spawn().unwrap());
     let session = sessions[0][0]["session"].as_str().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let shown = loop {
-        let mut show = Command::new(BIN);
-        env(show.args(["show", session]));
-        let out = show.output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if text.contains("title ") || std::time::Instant::now() > deadline {
-            break text;
-        }
-        assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon exited");
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
+    // Each look runs `aep-cline show`: every 200 ms.
+    let shown = wait_until_seen_every(
+        "`show` to give the session's title",
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(200),
+        || {
+            let mut show = Command::new(BIN);
+            env(show.args(["show", session]));
+            let out = show.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if text.contains("title ") {
+                return Ok(text);
+            }
+            assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon exited");
+            Err(format!("it shows:\n{text}"))
+        },
+    );
     assert!(shown.contains("title     Run the command. CMD:echo hi\n"), "{shown}");
     assert!(shown.contains(&format!("folder    {folder}\n")), "{shown}");
     drop(daemon);

@@ -15,6 +15,7 @@ use support::daemon::{of, types, Sandbox, BIN};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
 use support::real_hub::{tapped_sandbox, RealHub};
+use support::wait::wait_until_seen_every_async;
 
 fn setup() -> (FakeModel, ClineSandbox, Sandbox) {
     let model = FakeModel::start(Script::default());
@@ -245,18 +246,24 @@ async fn the_owner_sees_what_an_approval_asks_and_the_log_does_not() {
     aep.env.retain(|(k, _)| k != "AEP_CLINE_LOCAL_DETAIL");
     let daemon = aep.start();
     let expected = format!(" asks (run_commands):\n  $ {command}\n");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let listed = loop {
-        let listed = shown(&aep, &["approvals"]);
-        if listed.contains(&expected) || std::time::Instant::now() > deadline {
-            break listed;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    if !listed.contains(&expected) {
-        let (_, err) = daemon.stop();
-        panic!("{listed}\n{:?}\n{err}", types(&aep.log(&session)));
-    }
+    // Each look runs `aep-cline approvals`: every 200 ms.
+    wait_until_seen_every_async(
+        "the pending approval listed",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        async || {
+            let listed = shown(&aep, &["approvals"]);
+            if listed.contains(&expected) {
+                return Ok(());
+            }
+            let (log, err) = (aep.log(&session), daemon.stderr());
+            Err(format!(
+                "`approvals` lists:\n{listed}\nthe log: {:?}\nthe daemon said:\n{err}",
+                types(&log)
+            ))
+        },
+    )
+    .await;
     let show = shown(&aep, &["show", &session]);
     assert!(show.contains(&format!("folder    {folder}\n")), "{show}");
     assert!(show.contains("title     show me CMD:"), "{show}");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
 use support::daemon::{assert_ended_late, assert_valid_stream, http, project, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
-use support::wait::wait_until;
+use support::wait::{wait_until, wait_until_seen};
 
 /// A Cline sandbox whose hook folder runs the real shim, plus a daemon sandbox beside it.
 struct Rig {
@@ -144,11 +144,12 @@ fn with_the_daemon_down_cline_finishes_and_the_spooled_hooks_arrive_later() {
     let result = rig.run();
     assert_eq!(result["finishReason"], "completed");
     // Wait for the detached hooks to have spooled too.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while rig.aep.spooled() < 4 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(rig.aep.spooled() >= 4, "every hook was spooled");
+    wait_until_seen("every hook to be spooled (4)", Duration::from_secs(30), || {
+        match rig.aep.spooled() {
+            n if n >= 4 => Ok(()),
+            n => Err(format!("{n} spooled")),
+        }
+    });
     let daemon = rig.aep.start();
     let (session, events) = rig.session_log(6);
     assert_completed_run(&session, &events);

@@ -23,6 +23,7 @@ use support::daemon::{assert_valid_stream, http, of, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
 use support::real_hub::{tapped_sandbox, RealHub};
+use support::wait::wait_until_seen;
 use support::webhook::Receiver;
 
 /// A Cline sandbox whose hooks run the real shim, and the daemon's sandbox with the hub gates on.
@@ -793,8 +794,7 @@ async fn a_notification_link_approves_the_real_tool_once_and_dead_receivers_dela
     assert!(page.contains("Nothing waits"), "{page}");
 
     // The dead and hung receivers cost retries, counted, and delayed nothing above.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let health = loop {
+    let health = wait_until_seen("the retries counted", Duration::from_secs(60), || {
         let health = healthz(&daemon);
         let targets = health["notify"]["targets"].as_array().cloned().unwrap_or_default();
         // Shown without their paths (a webhook's secret, an ntfy topic).
@@ -804,11 +804,11 @@ async fn a_notification_link_approves_the_real_tool_once_and_dead_receivers_dela
             && of_target(&hook).is_some_and(|t| t["sent"] == 1)
             && of_target(&ntfy).is_some_and(|t| t["sent"] == 1)
         {
-            break health;
+            Ok(health)
+        } else {
+            Err(format!("no retries counted: {health}"))
         }
-        assert!(std::time::Instant::now() < deadline, "no retries counted: {health}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    });
     eprintln!("notify health: {}", health["notify"]);
     assert!(
         !health.to_string().contains("cline_e2e"),
@@ -847,19 +847,15 @@ mod policy {
 
     /// Polls `/healthz` until `done` holds of its `policy` (60 s at most).
     fn wait_policy(daemon: &Daemon, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
+        wait_until_seen(what, Duration::from_secs(60), || {
             let (_, body) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
             let policy = serde_json::from_str::<Value>(&body).unwrap()["policy"].clone();
             if done(&policy) {
-                return policy;
+                Ok(policy)
+            } else {
+                Err(format!("/healthz policy is {policy}"))
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{what}: /healthz policy is {policy}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        })
     }
 
     /// The daemon's log without its terminal colours.

@@ -13,13 +13,13 @@ use crate::support;
 
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::cline::{ClineSandbox, RUN_TIMEOUT};
 use support::daemon::{assert_valid_stream, has, of, project, types, Daemon, Sandbox};
 use support::fake_model::{FakeModel, Script, MODEL_ID};
 use support::real_hub::{tapped_sandbox, RealHub};
 use support::tmux::Tmux;
-use support::wait::wait_until;
+use support::wait::{wait_until, wait_until_seen_every};
 
 /// The session ids Cline's store holds (`$CLINE_DIR/data/sessions/<id>/`).
 fn store_sessions(cline: &ClineSandbox) -> BTreeSet<String> {
@@ -242,24 +242,30 @@ fn ctrl_c_in_the_tui(aep: &Sandbox, cline: &ClineSandbox, hub: &RealHub) -> (Dae
         let store = store_record(cline, &session).map(|r| (r["status"].clone(), r["ended_at"].clone()));
         format!("the TUI shows:\n{}\nstore (status, ended_at): {store:?}", tmux.screen())
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !marker.exists() {
-        assert!(Instant::now() < deadline, "the command never started; {}", shown());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Each look that fails asks tmux for its screen (`shown`): these look less often.
+    wait_until_seen_every(
+        "the command to start",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || {
+            if marker.exists() {
+                Ok(())
+            } else {
+                Err(shown())
+            }
+        },
+    );
     tmux.keys("C-c");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let record = loop {
-        if let Some(r) = store_record(cline, &session).filter(|r| r["ended_at"].is_string()) {
-            break r;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Cline's store never recorded the end; {}",
-            shown()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let record = wait_until_seen_every(
+        "Cline's store to record the end",
+        Duration::from_secs(90),
+        Duration::from_millis(100),
+        || {
+            store_record(cline, &session)
+                .filter(|r| r["ended_at"].is_string())
+                .ok_or_else(shown)
+        },
+    );
     eprintln!("after Ctrl+C: {}", shown());
     (daemon, session, record)
 }

@@ -8,12 +8,13 @@ use crate::support;
 
 use serde_json::Value;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::cline::ClineSandbox;
 use support::daemon::{assert_valid_stream, of, Sandbox};
 use support::fake_model::{FakeModel, Reported, Script};
 use support::hub_client::HubClient;
 use support::real_hub::{tapped_sandbox, RealHub};
+use support::wait::wait_until_seen;
 
 struct Rig {
     model: FakeModel,
@@ -33,8 +34,7 @@ impl Rig {
     /// The one session's log once `done` holds of it.
     fn log_until(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> (String, Vec<Value>) {
         let dir = self.aep.log_dir.join("cline");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        wait_until_seen(what, Duration::from_secs(30), || {
             let files: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
                 .unwrap_or_default();
@@ -42,15 +42,11 @@ impl Rig {
                 let session = file.file_stem().unwrap().to_str().unwrap().to_string();
                 let events = self.aep.log(&session);
                 if done(&events) {
-                    return (session, events);
+                    return Ok((session, events));
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "{what} did not happen within 30 s: {files:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            Err(format!("the session logs: {files:?}"))
+        })
     }
 }
 

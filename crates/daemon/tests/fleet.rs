@@ -17,7 +17,7 @@ use crate::support::browser::Browser;
 use crate::support::console::Console;
 use crate::support::daemon::{Sandbox, BIN};
 use crate::support::endpoint::request;
-use crate::support::wait::wait_until;
+use crate::support::wait::{wait_until, wait_until_seen};
 
 use aep_cline::fleet::checkpoint;
 use aep_cline::nats_contract::machine::{self, Machine};
@@ -1042,14 +1042,14 @@ fn a_console_starts_from_the_checkpoint_and_a_bad_or_older_one_is_not_used() {
     let sandbox = Sandbox::new();
     let (js, console) = serve_the_fleet(&rt, &url);
     let caught_up = fleet_events().len() as u64;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let written = loop {
-        match rt.block_on(checkpoint_of(&js)) {
-            Some(c) if c.seq == caught_up => break c,
-            other => assert!(std::time::Instant::now() < deadline, "no checkpoint: {other:?}"),
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let written = wait_until_seen(
+        "the checkpoint of the caught-up stream",
+        Duration::from_secs(60),
+        || match rt.block_on(checkpoint_of(&js)) {
+            Some(c) if c.seq == caught_up => Ok(c),
+            other => Err(format!("no checkpoint: {other:?}")),
+        },
+    );
     let (replayed, _) = listed(&sandbox, &url);
     assert_eq!(replayed.len(), 5, "{replayed:?}");
     drop(console);

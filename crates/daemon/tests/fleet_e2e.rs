@@ -14,7 +14,7 @@ use crate::support;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::cline::ClineSandbox;
 use support::console::Console;
 use support::daemon::{of, real_payload, types, Daemon, Sandbox};
@@ -22,6 +22,7 @@ use support::fake_model::{FakeModel, Script};
 use support::hub_client::HubClient;
 use support::nats_server::Server;
 use support::real_hub::{tapped_sandbox, RealHub};
+use support::wait::wait_until_seen_every;
 
 /// host-b's session: the one of the real hook payloads (`cline-hooks/tests/data/hooks-local`).
 const B_SESSION: &str = "1796007203184_6l7jh";
@@ -61,16 +62,16 @@ fn view(console: &Sandbox, url: &str, args: &[&str]) -> Value {
 
 /// Runs `fleet ARGS --json` until `done` holds of its answer (the daemons publish and beat on
 /// their own time).
+/// Each look runs the command: every 500 ms.
 fn wait_view(console: &Sandbox, url: &str, args: &[&str], what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_until_seen_every(what, WAIT, Duration::from_millis(500), || {
         let now = view(console, url, args);
         if done(&now) {
-            return now;
+            Ok(now)
+        } else {
+            Err(format!("`fleet {}` says {now:#}", args.join(" ")))
         }
-        assert!(Instant::now() < deadline, "{what}: {now:#}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    })
 }
 
 fn status_of(machines: &Value, host: &str) -> Option<String> {

@@ -17,12 +17,13 @@ use crate::support::console::Console;
 use support::daemon::{real_payload, Sandbox};
 use support::nats_server::fleet_conf_file;
 use support::stub_hub::{real_frame, StubHub};
+use support::wait::wait_until_seen_every;
 
 use aep_cline::nats_contract::subject;
 use aep_cline::sinks::nats::message;
 use async_nats::jetstream;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// host-b's session, as its hooks' real payloads name it.
 const SESSION: &str = "1796007217803_dxv4z";
@@ -84,8 +85,8 @@ fn wait_approvals(
     what: &str,
     done: impl Fn(&[(String, String, String)]) -> bool,
 ) -> Vec<(String, String, String)> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    // Each look runs the command: every 300 ms.
+    wait_until_seen_every(what, WAIT, Duration::from_millis(300), || {
         let (list, err) = fleet_json(url, &["fleet", "approvals"]);
         let all: Vec<(String, String, String)> = list
             .as_array()
@@ -97,11 +98,11 @@ fn wait_approvals(
             })
             .collect();
         if done(&all) {
-            return all;
+            Ok(all)
+        } else {
+            Err(format!("it lists {all:?}\n{err}"))
         }
-        assert!(Instant::now() < deadline, "{what}: {all:?}\n{err}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    })
 }
 
 /// The stub hub asks host-b for approval `nth`; returns its `attention.requested` Event.

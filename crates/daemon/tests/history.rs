@@ -5,9 +5,10 @@
 use crate::support;
 
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::daemon::{http, real_payload, Daemon, Sandbox};
 use support::endpoint::{enc, parse_sse, request, Sse, Ws};
+use support::wait::{wait_until, wait_until_seen};
 
 const SESSION: &str = "1796007203184_6l7jh";
 const WAIT: Duration = Duration::from_secs(30);
@@ -138,15 +139,10 @@ fn a_quiet_session_the_registry_let_go_resumes_from_its_log() {
     }
     let log = sb.log(SESSION);
     // The registry lets the idle session go, and the endpoint forgets it with it.
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_until("the session to leave memory", WAIT, || {
         let (_, health) = http(&daemon.addr(), "GET", "/healthz", &[], b"");
-        if serde_json::from_str::<Value>(&health).unwrap()["sessions"] == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the session never left memory");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        (serde_json::from_str::<Value>(&health).unwrap()["sessions"] == 0).then_some(())
+    });
     let (mut ws, _) = Ws::hello(&daemon.addr(), None, "consumer");
     ws.send(&json!({"type": "subscribe", "id": "q", "from": [{"session": SESSION, "epoch": 0, "seq": 0}]}));
     let frames = ws.recv_until(WAIT, |f| f["id"] == log.last().unwrap()["id"]);
@@ -273,11 +269,9 @@ fn log_retention_removes_only_ended_sessions_logs_older_than_the_period() {
         ..sb
     };
     let running = daemon.start();
-    let deadline = Instant::now() + WAIT;
-    while dir.join("old-ended.jsonl").exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(!dir.join("old-ended.jsonl").exists(), "checked at start");
+    wait_until("old-ended.jsonl removed (checked at start)", WAIT, || {
+        (!dir.join("old-ended.jsonl").exists()).then_some(())
+    });
     assert!(dir.join("new-ended.jsonl").exists(), "younger than the period");
     assert!(
         dir.join("old-open.jsonl").exists(),
@@ -314,17 +308,13 @@ fn log_retention_removes_only_ended_sessions_logs_older_than_the_period() {
 
 /// Waits for a log to end with `session.ended` and returns that Event.
 fn sb_log_wait(path: &std::path::Path) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_until_seen(&format!("{} to end", path.display()), WAIT, || {
         let text = std::fs::read_to_string(path).unwrap_or_default();
-        if let Some(last) = text.lines().last().and_then(|l| serde_json::from_str::<Value>(l).ok()) {
-            if last["type"] == "session.ended" {
-                return last;
-            }
+        match text.lines().last().and_then(|l| serde_json::from_str::<Value>(l).ok()) {
+            Some(last) if last["type"] == "session.ended" => Ok(last),
+            _ => Err(format!("it holds: {text}")),
         }
-        assert!(Instant::now() < deadline, "{} never ended: {text}", path.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }
 
 /// A real hook of the session fired again later (`cline --id` resumes a session: its hooks are

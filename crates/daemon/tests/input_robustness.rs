@@ -13,6 +13,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::daemon::{real_payload, types, Daemon, Sandbox};
+use support::wait::wait_until;
 
 const SESSION: &str = "1796007203184_6l7jh";
 
@@ -49,18 +50,10 @@ fn assert_recorded(sb: &Sandbox, out: &std::process::Output) {
 /// SIGTERM, and the daemon is gone within `within` (else it is killed and the test fails).
 fn stops_promptly(mut daemon: Daemon, within: Duration) {
     daemon.signal("-TERM");
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
-            assert!(status.success(), "the daemon stopped with {status}");
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the daemon did not stop within {within:?} of SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = wait_until("the daemon to stop after SIGTERM", within, || {
+        daemon.child.try_wait().unwrap()
+    });
+    assert!(status.success(), "the daemon stopped with {status}");
 }
 
 #[test]

@@ -11,8 +11,9 @@ use crate::support::free_port;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::daemon::{http, real_payload, Sandbox};
+use support::wait::wait_until_seen;
 
 const WAIT: Duration = Duration::from_secs(30);
 /// The session of the `hooks-local` payloads.
@@ -128,18 +129,17 @@ fn counters_move_as_hooks_events_spooled_hooks_and_sink_failures_happen() {
     assert_eq!(status, 400);
 
     // The collector is down: wait until the exporter has retried.
-    let deadline = Instant::now() + WAIT;
-    let (head, text) = loop {
+    let (head, text) = wait_until_seen("the OTLP exporter to retry", WAIT, || {
         let (head, text) = get(&daemon.addr(), "/metrics", None);
         if samples(&text)
             .get(r#"aep_cline_sink_retries_total{sink="otlp"}"#)
             .is_some_and(|r| *r >= 1.0)
         {
-            break (head, text);
+            Ok((head, text))
+        } else {
+            Err(format!("/metrics:\n{text}"))
         }
-        assert!(Instant::now() < deadline, "the OTLP exporter never retried:\n{text}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    });
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
     let s = samples(&text);
     assert_eq!(
@@ -291,22 +291,13 @@ fn a_real_prometheus_scrapes_the_daemon_and_queries_its_counters() {
     let said = || std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
 
     let query = "/api/v1/query?query=sum(aep_cline_hooks_total)";
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let answer = loop {
-        let answer = support::daemon::try_http(&web, "GET", query, &[], b"")
+    let answer = wait_until_seen("Prometheus to have the hooks counted", Duration::from_secs(60), || {
+        support::daemon::try_http(&web, "GET", query, &[], b"")
             .filter(|(status, _)| *status == 200)
             .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
-            .filter(|a| a["data"]["result"].as_array().is_some_and(|r| !r.is_empty()));
-        if let Some(answer) = answer {
-            break answer;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never had the hooks counted:\n{}",
-            said()
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    };
+            .filter(|a| a["data"]["result"].as_array().is_some_and(|r| !r.is_empty()))
+            .ok_or_else(|| format!("its log:\n{}", said()))
+    });
     let hooks: f64 = answer["data"]["result"][0]["value"][1]
         .as_str()
         .unwrap()

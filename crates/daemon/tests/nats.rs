@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::daemon::{http, real_payload, Daemon, Sandbox};
 pub use support::nats_server::{free_port, runtime, Server};
+use support::wait::{wait_until_seen, wait_until_seen_every};
 
 pub const SESSION: &str = "1796007203184_6l7jh";
 pub const WAIT: Duration = Duration::from_secs(40);
@@ -68,20 +69,18 @@ fn stored(url: &str) -> Vec<Stored> {
 }
 
 /// Polls the stream until it holds a message for every id in `want`.
+/// Each look connects and reads the whole stream: every 200 ms.
 fn wait_stream(url: &str, want: &HashSet<String>, within: Duration) -> Vec<Stored> {
-    let deadline = Instant::now() + within;
-    loop {
+    let what = format!("the stream to hold {} Events", want.len());
+    wait_until_seen_every(&what, within, Duration::from_millis(200), || {
         let have = stored(url);
         let ids: HashSet<String> = have.iter().map(|m| m.ce["id"].as_str().unwrap().to_string()).collect();
         if ids.is_superset(want) {
-            return have;
+            return Ok(have);
         }
-        if Instant::now() > deadline {
-            let missing: Vec<&String> = want.difference(&ids).collect();
-            panic!("the stream lacks {} Events: {missing:?}", missing.len());
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        let missing: Vec<&String> = want.difference(&ids).collect();
+        Err(format!("the stream lacks {} Events: {missing:?}", missing.len()))
+    })
 }
 
 fn ids(events: &[Value]) -> HashSet<String> {
@@ -124,15 +123,14 @@ pub fn health(daemon: &Daemon) -> Value {
 }
 
 fn wait_health(daemon: &Daemon, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_until_seen(what, WAIT, || {
         let h = health(daemon);
         if done(&h["nats"]) {
-            return h;
+            Ok(h)
+        } else {
+            Err(format!("/healthz nats: {}", h["nats"]))
         }
-        assert!(Instant::now() < deadline, "{what}: {}", h["nats"]);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    })
 }
 
 #[test]

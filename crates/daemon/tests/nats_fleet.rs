@@ -10,13 +10,12 @@
 use crate::nats::{free_port, health, runtime, vendor_hook, Server, SESSION, WAIT};
 use crate::support;
 use support::nats_server::fleet_conf_file;
-use support::wait::wait_until_seen;
+use support::wait::{wait_until, wait_until_seen, wait_until_seen_async, wait_until_seen_every};
 
 use aep_cline::nats_contract::machine::{self, Machine};
 use async_nats::jetstream;
 use serde_json::{json, Value};
-use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::daemon::Sandbox;
 use support::endpoint::command;
 
@@ -36,17 +35,13 @@ fn wait_record(
     what: &str,
     done: impl Fn(&Machine, u64) -> bool,
 ) -> (Machine, u64) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let now = record(url_user, host);
-        if let Some((m, rev)) = &now {
-            if done(m, *rev) {
-                return (m.clone(), *rev);
-            }
+    // Each look connects anew: every 200 ms.
+    wait_until_seen_every(what, WAIT, Duration::from_millis(200), || {
+        match record(url_user, host) {
+            Some((m, rev)) if done(&m, rev) => Ok((m, rev)),
+            now => Err(format!("the record is {now:?}")),
         }
-        assert!(Instant::now() < deadline, "{what}: {now:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    })
 }
 
 /// A client, as `user` when given; the server's errors (permission violations) go to `errors`.
@@ -70,18 +65,6 @@ async fn connect(
         })
         .connect(url)
         .await
-}
-
-/// The exit status, if the process exits within `within`.
-fn exited_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
 }
 
 #[test]
@@ -179,11 +162,13 @@ fn a_dead_server_is_counted_caught_up_with_and_never_holds_the_shutdown() {
         .with_env("RUST_LOG", "warn");
     let daemon = sandbox.start();
     vendor_hook(&daemon, SESSION, 0);
-    let deadline = Instant::now() + WAIT;
-    while health(&daemon)["nats"]["heartbeat"]["failures"].as_u64().unwrap_or(0) == 0 {
-        assert!(Instant::now() < deadline, "{}", health(&daemon)["nats"]);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_seen("a heartbeat failure counted", WAIT, || {
+        let nats = health(&daemon)["nats"].clone();
+        match nats["heartbeat"]["failures"].as_u64().unwrap_or(0) {
+            0 => Err(nats.to_string()),
+            _ => Ok(()),
+        }
+    });
     let h = health(&daemon);
     assert!(
         h["nats"]["heartbeat"]["last_error"]
@@ -199,18 +184,24 @@ fn a_dead_server_is_counted_caught_up_with_and_never_holds_the_shutdown() {
     wait_record((&url, None), "host-a", "the record once the server is up", |m, _| {
         m.state == "running"
     });
-    let deadline = Instant::now() + WAIT;
-    while !health(&daemon)["nats"]["heartbeat"]["last_error"].is_null() {
-        assert!(Instant::now() < deadline, "{}", health(&daemon)["nats"]);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_seen("the heartbeat's error cleared", WAIT, || {
+        let nats = health(&daemon)["nats"].clone();
+        if nats["heartbeat"]["last_error"].is_null() {
+            Ok(())
+        } else {
+            Err(nats.to_string())
+        }
+    });
 
     // The server dies; a clean shutdown still ends (the last record is given a bounded try).
     server.kill();
     let mut daemon = daemon;
     daemon.signal("-TERM");
-    let status =
-        exited_within(&mut daemon.child, Duration::from_secs(30)).expect("the daemon stops with the server dead");
+    let status = wait_until(
+        "the daemon to stop with the server dead",
+        Duration::from_secs(30),
+        || daemon.child.try_wait().unwrap(),
+    );
     assert!(status.success());
 }
 
@@ -279,11 +270,14 @@ fn commands_over_nats_go_through_the_intake_and_the_servers_permissions_decide_w
         m.state == "running"
     });
     assert!(ra.control && !rb.control, "{ra:?} {rb:?}");
-    let deadline = Instant::now() + WAIT;
-    while health(&daemon_a)["nats"]["control"]["subscribed"] != true {
-        assert!(Instant::now() < deadline, "{}", health(&daemon_a)["nats"]);
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_seen("host-a to take commands over NATS", WAIT, || {
+        let nats = health(&daemon_a)["nats"].clone();
+        if nats["control"]["subscribed"] == true {
+            Ok(())
+        } else {
+            Err(nats.to_string())
+        }
+    });
 
     let operator = ("operator", "operator-secret");
     let ask = |user, host, c: &Value| request(&url, user, host, c.to_string().into_bytes(), Duration::from_secs(20));
@@ -395,19 +389,18 @@ fn commands_over_nats_go_through_the_intake_and_the_servers_permissions_decide_w
     // on host-c) says so in /healthz, in the server's words.
     let c = host_box("host-c", "daemon-b", true);
     let daemon_c = c.start();
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_until_seen("host-c's permission errors in /healthz", WAIT, || {
         let nats = health(&daemon_c)["nats"].clone();
         let said = |part: &str, what: &str| nats[part]["last_error"].as_str().is_some_and(|e| e.contains(what));
         if said("control", "Permissions Violation for Subscription")
             && nats["control"]["subscribed"] == false
             && said("heartbeat", "Permissions Violation for Publish")
         {
-            break;
+            Ok(())
+        } else {
+            Err(nats.to_string())
         }
-        assert!(Instant::now() < deadline, "{nats}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    });
     assert!(
         record((&url, Some(viewer)), "host-c").is_none(),
         "no record under another host's key"
@@ -466,22 +459,22 @@ fn a_consumer_pointed_at_a_control_subject_delivers_no_command_and_a_viewer_touc
             .unwrap();
         let js = jetstream::new(a);
         // The daemons' sinks make the stream as they start: stored once it exists.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let stored = js
-                .publish("aep.host-a.cline.planted", planted.to_string().into())
-                .await
-                .unwrap()
-                .await;
-            match stored {
-                Ok(_) => break,
-                Err(e) if Instant::now() < deadline => {
+        wait_until_seen_async(
+            "the stream to store it: inside daemon-a's grant",
+            Duration::from_secs(30),
+            async || {
+                let stored = js
+                    .publish("aep.host-a.cline.planted", planted.to_string().into())
+                    .await
+                    .unwrap()
+                    .await;
+                stored.map(drop).map_err(|e| {
                     eprintln!("not stored yet ({e}); again");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("the stream stores it: inside daemon-a's grant: {e}"),
-            }
-        }
+                    format!("not stored: {e}")
+                })
+            },
+        )
+        .await;
         // The viewer points consumers at host-b's control subject.
         let v = connect(&url, Some(viewer), Some(errors_to.clone())).await.unwrap();
         for ack_policy in ["explicit", "none"] {
@@ -629,20 +622,18 @@ fn with_the_hub_control_gate_off_every_command_over_nats_is_rejected_unsupported
     let end = command("control.cancel", SESSION, json!({"scope": "session"}));
     let reply = runtime().block_on(async {
         let client = connect(&url, None, None).await.unwrap();
-        let deadline = Instant::now() + WAIT;
-        loop {
+        wait_until_seen_async("host-a's control door to answer", WAIT, async || {
             let asked = client
                 .request(machine::control_subject("host-a"), end.to_string().into())
                 .await;
             match asked {
-                Ok(m) => return serde_json::from_slice::<Value>(&m.payload).unwrap(),
+                Ok(m) => Ok(serde_json::from_slice::<Value>(&m.payload).unwrap()),
                 // The door subscribes after the start: until then nobody answers.
-                Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
+                Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => Err(e.to_string()),
                 Err(e) => panic!("{e}"),
             }
-        }
+        })
+        .await
     });
     assert_eq!(
         (reply["type"].as_str(), reply["data"]["reason"].as_str()),

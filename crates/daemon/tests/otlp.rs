@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
 use support::daemon::{http, real_payload, Sandbox};
 use support::fake_model::{FakeModel, Script};
+use support::wait::wait_until_seen;
 
 const SESSION: &str = "1796007203184_6l7jh";
 const WAIT: Duration = Duration::from_secs(30);
@@ -248,15 +249,13 @@ impl Collector {
     }
 
     fn wait(&self, what: &str, done: impl Fn(&Collector) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        while !done(self) {
-            assert!(
-                Instant::now() < deadline,
-                "the collector never got {what}: {:?}",
-                self.ids()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until_seen(&format!("the collector to get {what}"), WAIT, || {
+            if done(self) {
+                Ok(())
+            } else {
+                Err(format!("it has {:?}", self.ids()))
+            }
+        });
     }
 }
 
@@ -427,15 +426,14 @@ pub(crate) fn health(addr: &str) -> Value {
 }
 
 pub(crate) fn wait_health(addr: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_until_seen(&format!("/healthz to show {what}"), WAIT, || {
         let h = health(addr);
         if done(&h["otlp"]) {
-            return h["otlp"].clone();
+            Ok(h["otlp"].clone())
+        } else {
+            Err(format!("its otlp is {}", h["otlp"]))
         }
-        assert!(Instant::now() < deadline, "/healthz never showed {what}: {}", h["otlp"]);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }
 
 #[test]
@@ -908,11 +906,10 @@ fn an_https_collector_is_reached_through_a_private_ca_and_a_bad_certificate_is_n
     // With AEP_OTLP_CA: the same Events (kept meanwhile) go over TLS.
     let sb = sb.with_env("AEP_OTLP_CA", ca.to_str().unwrap());
     let daemon = sb.start();
-    let deadline = Instant::now() + WAIT;
-    while names.lock().unwrap().len() < 2 {
-        assert!(Instant::now() < deadline, "nothing arrived over TLS");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_seen("two Events over TLS", WAIT, || match names.lock().unwrap().len() {
+        n if n >= 2 => Ok(()),
+        n => Err(format!("{n} arrived")),
+    });
     assert_eq!(
         *names.lock().unwrap(),
         ["dev.aep.session.started", "dev.aep.run.started"]

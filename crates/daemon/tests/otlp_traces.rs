@@ -11,10 +11,11 @@ use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use opentelemetry_proto::tonic::metrics::v1::number_data_point;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::cline::ClineSandbox;
 use support::daemon::Sandbox;
 use support::fake_model::{FakeModel, Script};
+use support::wait::wait_until_seen;
 
 const SESSION: &str = "1796007203184_6l7jh";
 const WAIT: Duration = Duration::from_secs(30);
@@ -43,15 +44,14 @@ fn spans(collector: &Collector) -> Vec<Value> {
 }
 
 fn wait_spans(collector: &Collector, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_until_seen(&format!("the collector to get {what}"), WAIT, || {
         let got = spans(collector);
         if done(&got) {
-            return got;
+            Ok(got)
+        } else {
+            Err(format!("it has {got:#?}"))
         }
-        assert!(Instant::now() < deadline, "the collector never got {what}: {got:#?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }
 
 fn named<'a>(spans: &'a [Value], prefix: &str) -> Vec<&'a Value> {
@@ -200,8 +200,7 @@ fn a_real_cline_run_is_one_trace_of_invoke_agent_and_its_tools_as_the_genai_conv
         .sum();
     assert!(output > 0, "the fake model reports tokens: {terminals:#?}");
     let completed = of(&log, "tool.completed").len() as i64;
-    let deadline = Instant::now() + WAIT;
-    let (tokens, calls) = loop {
+    let (tokens, calls) = wait_until_seen("the metrics to count the run", WAIT, || {
         let last = collector.metrics().last().cloned();
         let found = last.map(|request| {
             let metrics = &request.resource_metrics[0].scope_metrics[0].metrics;
@@ -227,12 +226,10 @@ fn a_real_cline_run_is_one_trace_of_invoke_agent_and_its_tools_as_the_genai_conv
                 sum("aep.tool.calls", "outcome", "completed"),
             )
         });
-        if let Some(found) = found.filter(|(t, c)| *t == output as i64 && *c == completed) {
-            break found;
-        }
-        assert!(Instant::now() < deadline, "metrics never counted the run: {found:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        found
+            .filter(|(t, c)| *t == output as i64 && *c == completed)
+            .ok_or_else(|| format!("they count (output tokens, completed tools) {found:?}"))
+    });
     assert_eq!((tokens, calls), (output as i64, completed));
     let h = health(&daemon.addr());
     assert!(h["otlp"]["metrics"]["exports"].as_u64() >= Some(1), "{h}");
@@ -320,15 +317,14 @@ fn a_collector_without_a_traces_route_never_holds_the_logs_back_and_the_gate_tur
     one_run(&sb);
     let log = sb.log(SESSION);
     collector.wait_records(log.len());
-    let deadline = Instant::now() + WAIT;
-    let traces = loop {
+    let traces = wait_until_seen("a refused trace batch and nothing pending", WAIT, || {
         let h = health(&daemon.addr());
         if h["otlp"]["traces"]["dropped"]["refused_batches"].as_u64() >= Some(1) && h["otlp"]["pending"] == 0 {
-            break h["otlp"]["traces"].clone();
+            Ok(h["otlp"]["traces"].clone())
+        } else {
+            Err(format!("/healthz: {h}"))
         }
-        assert!(Instant::now() < deadline, "{h}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    });
     let error = traces["last_error"].as_str().unwrap_or_default();
     assert!(
         error.contains("HTTP 404") && error.contains("AEP_OTLP_TRACES=0"),

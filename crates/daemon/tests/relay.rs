@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::daemon::{http, real_payload, Sandbox};
 use support::endpoint::{command, Ws};
+use support::wait::wait_until_seen;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::{self, Message, WebSocket};
 
@@ -388,16 +389,16 @@ fn what_the_relay_lacked_when_the_daemon_stopped_is_resent_after_a_restart() {
     assert_eq!(next.last(), sb.log(SESSION).last());
     // Once the relay confirms everything (a pong), a restart resends nothing more.
     let log = sb.log(SESSION);
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_until_seen("the relay's confirmation of the last Event", WAIT, || {
         let marks: Value =
             serde_json::from_str(&std::fs::read_to_string(sb.log_dir.join("cline/.relay.json")).unwrap()).unwrap();
         if marks["sessions"][SESSION]["confirmed"]["seq"] == log.last().unwrap()["seq"] {
-            break;
+            return Ok(());
         }
-        assert!(Instant::now() < deadline, "never confirmed: {marks}");
+        // The relay is served meanwhile (pings answered) for 200 ms before the next look.
         relay.events_until(Duration::from_millis(200), |_| false);
-    }
+        Err(format!("never confirmed: {marks}"))
+    });
     drop(relay);
     let (status, _) = daemon.stop();
     assert!(status.success());
@@ -467,16 +468,14 @@ fn a_wss_relay_is_reached_through_a_private_ca_and_a_bad_certificate_names_the_h
         "the daemon refused the certificate"
     );
     // `/healthz` and `doctor` say the real cause, not the token.
-    let deadline = Instant::now() + WAIT;
-    let why = loop {
+    let why = wait_until_seen("the relay error in /healthz", WAIT, || {
         let (_, health) = http(&running.addr(), "GET", "/healthz", &[], b"");
         let health: Value = serde_json::from_str(&health).unwrap();
-        if let Some(why) = health["relay"]["last_error"].as_str() {
-            break why.to_string();
+        match health["relay"]["last_error"].as_str() {
+            Some(why) => Ok(why.to_string()),
+            None => Err(format!("no relay error in /healthz: {health}")),
         }
-        assert!(Instant::now() < deadline, "no relay error in /healthz: {health}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    });
     assert!(why.contains("TLS certificate of the relay at localhost"), "{why}");
     let doctor = String::from_utf8_lossy(&daemon.run(&["doctor"], &[]).stdout).into_owned();
     assert!(

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::daemon::{real_payload, Sandbox, BIN};
 use support::endpoint::{command, enc, Ws};
+use support::wait::{wait_until, wait_until_seen};
 use tokio_tungstenite::tungstenite;
 
 /// A raw HTTP/1.0 request with exactly these headers (no `Host` unless given): the status.
@@ -186,14 +187,12 @@ fn no_token_reaches_the_log_even_at_trace() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let discovery = loop {
-        if let Some(d) = sb.discovery().filter(|d| d["pid"].as_u64() == Some(child.id() as u64)) {
-            break d;
-        }
-        assert!(Instant::now() < deadline, "the daemon did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // One budget of 20 s for the start and the handshakes below.
+    let started = Instant::now();
+    let left = || Duration::from_secs(20).saturating_sub(started.elapsed());
+    let discovery = wait_until("the daemon to start", left(), || {
+        sb.discovery().filter(|d| d["pid"].as_u64() == Some(child.id() as u64))
+    });
     let addr = discovery["url"]
         .as_str()
         .unwrap()
@@ -228,18 +227,17 @@ fn no_token_reaches_the_log_even_at_trace() {
         .recv_until(Duration::from_secs(20), |f| f.get("aep").is_some())
         .is_empty());
     let sent = |seen: &Arc<Mutex<Vec<String>>>, token: &str| seen.lock().unwrap().iter().any(|h| h.contains(token));
-    while !(sent(&relay_seen, relay_token) && sent(&hub_seen, hub_token)) {
-        assert!(
-            Instant::now() < deadline,
-            "the relay and hub handshakes were never sent"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_seen("the relay and hub handshakes to be sent", left(), || {
+        match (sent(&relay_seen, relay_token), sent(&hub_seen, hub_token)) {
+            (true, true) => Ok(()),
+            (relay, hub) => Err(format!("sent: relay {relay}, hub {hub}")),
+        }
+    });
     // The hub keeps failing the same way: the second failure is logged at debug.
-    while sent_count(&hub_seen) < 3 {
-        assert!(Instant::now() < deadline, "the hub tap did not retry");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_seen("the hub tap to retry", left(), || match sent_count(&hub_seen) {
+        n if n >= 3 => Ok(()),
+        n => Err(format!("{n} hub handshake(s)")),
+    });
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let _ = child.wait();
     let text = std::fs::read_to_string(&log).unwrap();

@@ -6,12 +6,13 @@
 //! `AEP_CLINE_TEST_CHROMEDRIVER` and `AEP_CLINE_TEST_CHROMIUM` name other binaries.
 
 use super::free_port;
+use super::wait::{wait_until_async, wait_until_seen_every_async};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn binary(env: &str, default: &str) -> PathBuf {
     let path = std::env::var_os(env)
@@ -48,11 +49,12 @@ impl Browser {
             .process_group(0)
             .spawn()
             .expect("start chromedriver");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until_async(
+            &format!("chromedriver to listen on {port}"),
+            Duration::from_secs(20),
+            async || std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(drop),
+        )
+        .await;
         let profile = tempfile::tempdir().unwrap();
         let mut caps = serde_json::Map::new();
         caps.insert(
@@ -82,27 +84,27 @@ impl Browser {
     }
 
     /// Waits (up to `secs`) until `script` returns a truthy value; panics naming `what`.
+    /// Each look that fails also reads the page's text (what the panic shows): every 100 ms.
     pub async fn until(&self, what: &str, secs: u64, script: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let v = self.client.execute(script, vec![]).await.unwrap_or(Value::Null);
-            let truthy = !matches!(&v, Value::Null | Value::Bool(false)) && v != json!("") && v != json!(0);
-            if truthy {
-                return v;
-            }
-            if Instant::now() > deadline {
+        wait_until_seen_every_async(
+            what,
+            Duration::from_secs(secs),
+            Duration::from_millis(100),
+            async || {
+                let v = self.client.execute(script, vec![]).await.unwrap_or(Value::Null);
+                let truthy = !matches!(&v, Value::Null | Value::Bool(false)) && v != json!("") && v != json!(0);
+                if truthy {
+                    return Ok(v);
+                }
                 let body = self
                     .client
                     .execute("return document.body ? document.body.innerText : ''", vec![])
                     .await
                     .unwrap_or_default();
-                panic!(
-                    "waited {secs} s for {what}; the page shows:\n{}",
-                    body.as_str().unwrap_or_default()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+                Err(format!("the page shows:\n{}", body.as_str().unwrap_or_default()))
+            },
+        )
+        .await
     }
 
     /// Clicks the first element matching the CSS selector (found again if the page redrew it

@@ -3,6 +3,7 @@
 
 use super::daemon::BIN;
 use super::endpoint::request;
+use super::wait::wait_until_seen;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -76,15 +77,14 @@ impl Console {
 
     /// Reads `path` until `done` holds (the console follows the stream and the records).
     pub fn wait_for(&self, path: &str, cookie: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
+        wait_until_seen(&format!("{path} to show it"), Duration::from_secs(60), || {
             let v = self.api(path, cookie);
             if done(&v) {
-                return v;
+                Ok(v)
+            } else {
+                Err(format!("it shows {v:#}"))
             }
-            assert!(std::time::Instant::now() < deadline, "{path} never showed it: {v:#}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        })
     }
 }
 

@@ -3,9 +3,10 @@
 //! and the end-to-end suites.
 
 pub use super::free_port;
+use super::wait::wait_until;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One `nats-server -js`, killed when dropped.
 pub struct Server {
@@ -82,11 +83,11 @@ fn spawn_server(port: u16, store: &std::path::Path, args: &[String]) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("nats-server is installed (apt-get install nats-server; .ci/run does it)");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        &format!("nats-server to listen on {port}"),
+        Duration::from_secs(10),
+        || std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(drop),
+    );
     child
 }
 
