@@ -228,53 +228,14 @@ impl TaskStore {
             if session.started_ms.is_none() {
                 session.started_ms = ts;
             }
-            if m.say.as_deref() != Some("api_req_started") {
-                continue;
-            }
-            // A text that is not JSON is no record (yet); a record whose counts are not numbers
-            // in an object is damage, named.
-            let req = match m.text.as_deref().map(serde_json::from_str::<Object<ApiReq>>) {
-                Some(Ok(Object(req))) => req,
-                Some(Err(e)) if e.is_data() => {
-                    session.problems.push(Problem::new(
-                        &path,
-                        ProblemKind::Corrupt(format!("an api_req_started record's counts: {e}")),
-                    ));
+            match call_of(m, ts, &metadata, fallback_model) {
+                Ok(Some(call)) => calls.push(call),
+                Ok(None) => {}
+                Err(kind) => {
+                    session.problems.push(Problem::new(&path, kind));
                     return session;
                 }
-                _ => continue,
-            };
-            let (tokens_in, tokens_out) = (req.tokens_in.unwrap_or(0), req.tokens_out.unwrap_or(0));
-            let (reads, writes) = (req.cache_reads.unwrap_or(0), req.cache_writes.unwrap_or(0));
-            if tokens_in == 0 && tokens_out == 0 && reads == 0 && writes == 0 {
-                continue;
             }
-            let used = metadata
-                .model_usage
-                .iter()
-                .rev()
-                .find(|u| u.ts.zip(ts).is_none_or(|(u, t)| u <= t));
-            let info = m.model_info.as_ref();
-            let provider = info
-                .and_then(|i| i.provider_id.as_deref())
-                .or_else(|| used.and_then(|u| u.model_provider_id.as_deref()));
-            let model = info
-                .and_then(|i| i.model_id.as_deref())
-                .or_else(|| used.and_then(|u| u.model_id.as_deref()))
-                .or(fallback_model);
-            let most = tokens_in.max(tokens_out).max(reads).max(writes);
-            if most > MAX_CALL_TOKENS {
-                session
-                    .problems
-                    .push(Problem::new(&path, ProblemKind::Implausible(most)));
-                return session;
-            }
-            calls.push(CallRef {
-                time_ms: ts,
-                provider: provider.map(task_tokens::provider_name),
-                model,
-                tokens: task_tokens::tokens(provider, tokens_in, tokens_out, reads, writes),
-            });
         }
         // Handed on only once the whole file is known good: none of a damaged file's calls count.
         for call in &calls {
@@ -290,6 +251,56 @@ impl TaskStore {
         }
         session
     }
+}
+
+/// The model call an `api_req_started` message records, if it records one: `None` for another
+/// message, a text that is not JSON (no record yet) or counts all zero; the damage named when
+/// its counts are not numbers in an object or past [`MAX_CALL_TOKENS`]. Its model: the
+/// message's, else the task's model at that time (`task_metadata.json`), else the history's.
+fn call_of<'a>(
+    m: &'a UiMessage<'a>,
+    ts: Option<i64>,
+    metadata: &'a TaskMetadata,
+    fallback_model: Option<&'a str>,
+) -> Result<Option<CallRef<'a>>, ProblemKind> {
+    if m.say.as_deref() != Some("api_req_started") {
+        return Ok(None);
+    }
+    let req = match m.text.as_deref().map(serde_json::from_str::<Object<ApiReq>>) {
+        Some(Ok(Object(req))) => req,
+        Some(Err(e)) if e.is_data() => {
+            return Err(ProblemKind::Corrupt(format!("an api_req_started record's counts: {e}")))
+        }
+        _ => return Ok(None),
+    };
+    let (tokens_in, tokens_out) = (req.tokens_in.unwrap_or(0), req.tokens_out.unwrap_or(0));
+    let (reads, writes) = (req.cache_reads.unwrap_or(0), req.cache_writes.unwrap_or(0));
+    if tokens_in == 0 && tokens_out == 0 && reads == 0 && writes == 0 {
+        return Ok(None);
+    }
+    let used = metadata
+        .model_usage
+        .iter()
+        .rev()
+        .find(|u| u.ts.zip(ts).is_none_or(|(u, t)| u <= t));
+    let info = m.model_info.as_ref();
+    let provider = info
+        .and_then(|i| i.provider_id.as_deref())
+        .or_else(|| used.and_then(|u| u.model_provider_id.as_deref()));
+    let model = info
+        .and_then(|i| i.model_id.as_deref())
+        .or_else(|| used.and_then(|u| u.model_id.as_deref()))
+        .or(fallback_model);
+    let most = tokens_in.max(tokens_out).max(reads).max(writes);
+    if most > MAX_CALL_TOKENS {
+        return Err(ProblemKind::Implausible(most));
+    }
+    Ok(Some(CallRef {
+        time_ms: ts,
+        provider: provider.map(task_tokens::provider_name),
+        model,
+        tokens: task_tokens::tokens(provider, tokens_in, tokens_out, reads, writes),
+    }))
 }
 
 /// `task_metadata.json`; absent or unreadable gives none (it only fills in a provider).
