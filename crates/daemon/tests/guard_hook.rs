@@ -33,6 +33,7 @@ fn policy(sb: &Sandbox) -> Sandbox {
         log_dir: sb.log_dir.clone(),
         state_dir: sb.state_dir.clone(),
         env: vec![("AEP_CLINE_POLICY".into(), path.to_str().unwrap().into())],
+        bin: sb.bin.clone(),
     }
 }
 

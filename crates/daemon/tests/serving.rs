@@ -11,6 +11,7 @@ mod endpoint_backpressure;
 mod endpoint_http;
 mod endpoint_socket;
 mod fleet;
+mod fleet_scale;
 mod fleet_trust;
 mod metrics;
 mod nats;

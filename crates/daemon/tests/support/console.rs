@@ -22,6 +22,11 @@ impl Console {
 
     /// [`Console::start`] with more of the environment (a NATS user) and its stderr to `stderr`.
     pub fn start_with(url: &str, env: &[(&str, &str)], stderr: std::process::Stdio) -> Console {
+        Console::start_bin(std::path::Path::new(BIN), url, env, stderr)
+    }
+
+    /// [`Console::start_with`] running `bin` (a benchmark's release build).
+    pub fn start_bin(bin: &std::path::Path, url: &str, env: &[(&str, &str)], stderr: std::process::Stdio) -> Console {
         use std::io::BufRead;
         let addr = format!(
             "127.0.0.1:{}",
@@ -31,7 +36,7 @@ impl Console {
                 .unwrap()
                 .port()
         );
-        let mut child = std::process::Command::new(BIN)
+        let mut child = std::process::Command::new(bin)
             .args(["fleet", "serve", "--listen", &addr])
             .env("AEP_NATS_URL", url)
             .envs(env.iter().copied())
@@ -50,7 +55,7 @@ impl Console {
             let _ = std::io::copy(&mut reader, &mut std::io::sink());
         });
         let line = rx
-            .recv_timeout(Duration::from_secs(60))
+            .recv_timeout(Duration::from_secs(180))
             .expect("the console prints its link");
         let link = line.trim().to_string();
         assert!(link.starts_with(&format!("http://{addr}/login?code=")), "{link:?}");

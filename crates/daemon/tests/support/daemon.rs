@@ -17,6 +17,9 @@ pub struct Sandbox {
     pub state_dir: PathBuf,
     /// Extra environment for the daemon (e.g. AEP_CAPTURE).
     pub env: Vec<(String, String)>,
+    /// The binary the daemon, the shim and the commands run: this build's, or a release build a
+    /// benchmark names ([`Sandbox::with_bin`]).
+    pub bin: PathBuf,
 }
 
 impl Sandbox {
@@ -29,7 +32,14 @@ impl Sandbox {
             log_dir,
             state_dir,
             env: Vec::new(),
+            bin: PathBuf::from(BIN),
         }
+    }
+
+    /// Runs `bin` instead of this build's binary (a benchmark's release build).
+    pub fn with_bin(mut self, bin: impl Into<PathBuf>) -> Self {
+        self.bin = bin.into();
+        self
     }
 
     pub fn with_env(mut self, key: &str, value: &str) -> Self {
@@ -38,7 +48,7 @@ impl Sandbox {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(&self.bin);
         cmd.args(args)
             .env_remove("AEP_LISTEN")
             .env("HOME", self.root.path())
