@@ -3,7 +3,7 @@
 # a run of 24 tool calls with an approval, the shape of a real session's log), then hyperfine:
 # a whole read (`--no-cache`, what every run did before the index), the first run with the index
 # (reads everything and keeps the index), and runs with the index warm, unchanged and after 100
-# sessions grew. Prints wall times and their ratios to the whole read; numbers go in
+# sessions grew, and `approvals`. Prints wall times and their ratios to the whole read; numbers go in
 # docs/benchmarks.md.
 #
 #   crates/daemon/bench/views.sh [SESSIONS] [EVENTS_PER_SESSION]     # default 10000 100
@@ -56,6 +56,7 @@ hyperfine -N --runs 1 --export-json "$WORK/first.json" "$BIN sessions --all --js
 hyperfine -N --warmup 1 --runs 10 --export-json "$WORK/warm.json" "$BIN sessions --all --json" >/dev/null
 hyperfine --shell=bash --runs 5 --prepare grow --export-json "$WORK/grown.json" "$BIN sessions --all --json" >/dev/null
 hyperfine -N --warmup 1 --runs 10 --export-json "$WORK/table.json" "$BIN sessions" >/dev/null
+hyperfine -N --warmup 1 --runs 10 --export-json "$WORK/approvals.json" "$BIN approvals --json" >/dev/null
 [ "$("$BIN" sessions --all --json)" = "$("$BIN" sessions --all --json --no-cache)" ] && same=yes || same=NO
 python3 - "$WORK" "$same" <<'PY'
 import json, sys
@@ -64,7 +65,8 @@ m = lambda k: json.load(open(f"{w}/{k}.json"))["results"][0]["median"] * 1000
 whole = m("whole")
 for k, what in [("whole", "whole read (--no-cache)"), ("first", "first run, building the index"),
                 ("warm", "index warm, nothing changed"), ("grown", "index warm, 100 sessions grew"),
-                ("table", "`sessions` (the table, index warm)")]:
+                ("table", "`sessions` (the table, index warm)"),
+                ("approvals", "`approvals --json` (index warm)")]:
     print(f"{what:40s} {m(k):8.1f} ms   {m(k) / whole:5.2f}x the whole read")
 print(f"index answer identical to the whole read: {sys.argv[2]}")
 PY

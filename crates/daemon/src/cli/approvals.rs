@@ -3,7 +3,7 @@
 
 use super::client::LogArgs;
 use super::out;
-use crate::views::{logs, Pending};
+use crate::views::Pending;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -30,9 +30,17 @@ pub struct ApprovalsArgs {
     logs: LogArgs,
 }
 
-/// Every pending approval of a live session, oldest first.
+/// Every pending approval of a live session, oldest first: from the index of the logs that
+/// `sessions` keeps (a log that grew is folded on from where it was read; one that did not is
+/// not read at all), so a store of ten thousand sessions answers at once.
 pub fn pending(journal: &crate::lane::Journal) -> Vec<Pending> {
-    let mut all: Vec<Pending> = logs::summaries(journal)
+    let cache = cline_usage::index_file::folder();
+    let (read, note) = crate::views::logs_index::read_all(journal, cache.as_deref());
+    if let Some(note) = note {
+        eprintln!("aep-cline approvals: {note}");
+    }
+    let mut all: Vec<Pending> = read
+        .sessions
         .into_iter()
         .filter(|s| s.live())
         .flat_map(|s| s.pending)
