@@ -258,13 +258,8 @@ struct ListQuery {
 }
 
 async fn list(State(d): State<Arc<Dashboard>>, Query(q): Query<ListQuery>) -> Response {
-    let all = d.index.list();
-    let total = all.len();
-    let with_ended = q.ended != Some(0);
-    let kept: Vec<_> = all.into_iter().filter(|s| with_ended || s.live()).collect();
-    let matching = kept.len();
     let limit = q.limit.unwrap_or(LIST_PAGE).clamp(1, 1000);
-    let page: Vec<_> = kept.into_iter().skip(q.offset.unwrap_or(0)).take(limit).collect();
+    let (total, matching, page) = d.index.page(q.ended != Some(0), q.offset.unwrap_or(0), limit);
     let about = local::about(&d.sessions, page.iter().map(|s| s.session.clone()).collect()).await;
     Json(json!({
         "total": total,

@@ -215,22 +215,16 @@ async fn machines(State(c): State<Arc<Console>>) -> Response {
 }
 
 async fn sessions(State(c): State<Arc<Console>>, Query(f): Query<Filter>) -> Response {
-    let (all, hosts) = {
+    let ((total, matching, page), hosts) = {
         let v = c.view.read();
         let hosts: Vec<String> = v
             .machines(SystemTime::now(), c.offline_after)
             .into_iter()
             .map(|m| m.host)
             .collect();
-        (v.sessions(), hosts)
+        let keep = |host: &str, s: &crate::views::Summary| f.host(host) && (f.ended != Some(0) || s.live());
+        (v.page(keep, LIST_PAGE), hosts)
     };
-    let total = all.len();
-    let kept: Vec<_> = all
-        .into_iter()
-        .filter(|s| f.host(&s.host) && (f.ended != Some(0) || s.summary.live()))
-        .collect();
-    let matching = kept.len();
-    let page: Vec<_> = kept.into_iter().take(LIST_PAGE).collect();
     Json(json!({"total": total, "matching": matching, "hosts": hosts, "sessions": page})).into_response()
 }
 

@@ -322,6 +322,29 @@ impl View {
         all
     }
 
+    /// One page of [`View::sessions`]: how many sessions there are, how many `keep` keeps
+    /// (given each one's host), and copies of the first `limit` of those alone: ten thousand
+    /// sessions are sorted by reference, never copied, for the console's page.
+    pub fn page(&self, keep: impl Fn(&str, &Summary) -> bool, limit: usize) -> (usize, usize, Vec<Session>) {
+        let mut kept: Vec<(&str, &Summary)> = self
+            .sessions
+            .iter()
+            .map(|((host, _), s)| (host.as_str(), s))
+            .filter(|(host, s)| keep(host, s))
+            .collect();
+        let matching = kept.len();
+        kept.sort_by(|(ha, a), (hb, b)| (b.last.as_str(), ha, &a.session).cmp(&(a.last.as_str(), hb, &b.session)));
+        let page = kept
+            .into_iter()
+            .take(limit)
+            .map(|(host, s)| Session {
+                host: host.to_string(),
+                summary: s.clone(),
+            })
+            .collect();
+        (self.sessions.len(), matching, page)
+    }
+
     /// Every pending approval of a live session, the oldest first.
     pub fn approvals(&self) -> Vec<Approval> {
         let mut all: Vec<Approval> = self

@@ -115,6 +115,18 @@ impl Index {
         all
     }
 
+    /// One page of [`Index::list`]: how many sessions there are, how many match (`with_ended`,
+    /// or live only), and copies of the `limit` from `offset` on alone (ten thousand sessions
+    /// are sorted by reference, never copied, for a page of a hundred).
+    pub fn page(&self, with_ended: bool, offset: usize, limit: usize) -> (usize, usize, Vec<Summary>) {
+        let all = self.sessions.lock();
+        let mut kept: Vec<&Summary> = all.values().filter(|s| with_ended || s.live()).collect();
+        let matching = kept.len();
+        kept.sort_by(|a, b| logs::order(a, b));
+        let page = kept.into_iter().skip(offset).take(limit).cloned().collect();
+        (all.len(), matching, page)
+    }
+
     /// How many sessions are live, and of them running and waiting (for the machine record).
     pub fn states(&self) -> (u64, u64, u64) {
         let all = self.sessions.lock();

@@ -174,7 +174,12 @@ pub fn summaries(journal: &Journal) -> Vec<Summary> {
 
 /// The most recently moved first.
 pub fn sort(all: &mut [Summary]) {
-    all.sort_by(|a, b| b.last.cmp(&a.last).then_with(|| a.session.cmp(&b.session)));
+    all.sort_by(order);
+}
+
+/// The list's order: the most recently moved first, then by id.
+pub fn order(a: &Summary, b: &Summary) -> std::cmp::Ordering {
+    b.last.cmp(&a.last).then_with(|| a.session.cmp(&b.session))
 }
 
 /// A session's Events, from its log.
