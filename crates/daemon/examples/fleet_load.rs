@@ -65,8 +65,61 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     anyhow::ensure!(!daemons.is_empty(), "no daemons in {}", args.daemons.display());
 
-    // The follower first, from new messages on (the stream made here if no daemon made it yet,
-    // as the sink would: subjects aep.>, file storage).
+    let stored: Stored = Default::default();
+    let expected = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+    let follower = follow(&args, stored.clone(), expected.clone()).await?;
+
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(args.connections)
+        .build_http();
+    let start = Instant::now();
+    let stop = start + Duration::from_secs(args.seconds);
+    let mut tasks = Vec::new();
+    for (d, (url, token)) in daemons.iter().enumerate() {
+        for c in 0..args.connections {
+            let (client, url, token) = (client.clone(), url.clone(), token.clone());
+            let sessions: Vec<String> = (0..args.sessions)
+                .map(|s| format!("{}-d{d}c{c}s{s}", args.label))
+                .collect();
+            tasks.push(tokio::spawn(send(client, url, token, sessions, stop)));
+        }
+    }
+    let mut sent: Sent = Vec::new();
+    let mut errors = 0;
+    let mut sessions = 0;
+    for task in tasks {
+        let (s, e, n) = task.await?;
+        sent.extend(s);
+        errors += e;
+        sessions += n;
+    }
+    let sending = start.elapsed();
+    // Every hook's Event, and one session.started per session.
+    let want = sent.len() as u64 + sessions;
+    expected.store(want, std::sync::atomic::Ordering::Relaxed);
+    let _ = tokio::time::timeout(Duration::from_secs(60), follower).await;
+    let run = Run {
+        daemons: daemons.len(),
+        sent: &sent,
+        errors,
+        sending,
+        want,
+        start,
+    };
+    report(&args, &run, &stored.lock());
+    Ok(())
+}
+
+type Stored = Arc<parking_lot::Mutex<Vec<(String, u64, Instant)>>>;
+
+/// The follower, from new messages on (the stream made here if no daemon made it yet, as the
+/// sink would: subjects aep.>, file storage): each of this run's Events stored, with when it
+/// arrived, until `expected` are or an hour has passed.
+async fn follow(
+    args: &Args,
+    stored: Stored,
+    expected: Arc<std::sync::atomic::AtomicU64>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let js = jetstream::new(async_nats::connect(&args.nats).await?);
     let stream = js
         .get_or_create_stream(stream::Config {
@@ -85,93 +138,90 @@ async fn main() -> anyhow::Result<()> {
         .await?
         .messages()
         .await?;
-    let stored: Arc<parking_lot::Mutex<Vec<(String, u64, Instant)>>> = Default::default();
-    let expected = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
-    let follower = {
-        let stored = stored.clone();
-        let expected = expected.clone();
-        let label = format!("{}-", args.label);
-        tokio::spawn(async move {
-            let deadline = tokio::time::sleep(Duration::from_secs(3600));
-            tokio::pin!(deadline);
-            loop {
-                let got = stored.lock().len() as u64;
-                if got >= expected.load(std::sync::atomic::Ordering::Relaxed) {
-                    return;
-                }
-                tokio::select! {
-                    m = messages.next() => {
-                        let Some(Ok(m)) = m else { return };
-                        let at = Instant::now();
-                        let ce: serde_json::Value = match serde_json::from_slice(&m.payload) { Ok(v) => v, Err(_) => continue };
-                        let (Some(session), Some(seq)) = (ce["aepsessionid"].as_str(), ce["aepsequence"].as_u64()) else { continue };
-                        if session.starts_with(&label) {
-                            stored.lock().push((session.to_string(), seq, at));
-                        }
-                    }
-                    _ = &mut deadline => return,
-                }
+    let label = format!("{}-", args.label);
+    Ok(tokio::spawn(async move {
+        let deadline = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(deadline);
+        loop {
+            let got = stored.lock().len() as u64;
+            if got >= expected.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
             }
-        })
-    };
-
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(args.connections)
-        .build_http();
-    let start = Instant::now();
-    let stop = start + Duration::from_secs(args.seconds);
-    let mut tasks = Vec::new();
-    for (d, (url, token)) in daemons.iter().enumerate() {
-        for c in 0..args.connections {
-            let (client, url, token) = (client.clone(), url.clone(), token.clone());
-            let sessions: Vec<String> = (0..args.sessions)
-                .map(|s| format!("{}-d{d}c{c}s{s}", args.label))
-                .collect();
-            tasks.push(tokio::spawn(async move {
-                let mut sent: Sent = Vec::new();
-                let mut errors = 0u64;
-                let mut next = vec![0u64; sessions.len()];
-                let mut i = 0usize;
-                while Instant::now() < stop {
-                    let s = i % sessions.len();
-                    i += 1;
-                    let body = format!(
-                        r#"{{"hookName":"fleet_load","taskId":"t","sessionContext":{{"rootSessionId":"{}"}},"n":{}}}"#,
-                        sessions[s], next[s]
-                    );
-                    let request = hyper::Request::post(format!("{url}/hook"))
-                        .header("authorization", format!("Bearer {token}"))
-                        .header("content-type", "application/json")
-                        .body(Full::new(Bytes::from(body)))
-                        .expect("a request");
+            tokio::select! {
+                m = messages.next() => {
+                    let Some(Ok(m)) = m else { return };
                     let at = Instant::now();
-                    match client.request(request).await {
-                        Ok(response) if response.status() == 200 => {
-                            sent.push((sessions[s].clone(), next[s] + 1, at));
-                            next[s] += 1;
-                        }
-                        _ => errors += 1,
+                    let ce: serde_json::Value = match serde_json::from_slice(&m.payload) { Ok(v) => v, Err(_) => continue };
+                    let (Some(session), Some(seq)) = (ce["aepsessionid"].as_str(), ce["aepsequence"].as_u64()) else { continue };
+                    if session.starts_with(&label) {
+                        stored.lock().push((session.to_string(), seq, at));
                     }
                 }
-                (sent, errors, next.iter().filter(|n| **n > 0).count() as u64)
-            }));
+                _ = &mut deadline => return,
+            }
+        }
+    }))
+}
+
+/// One connection's load: hooks round-robin over its sessions until `stop`; what it sent (and
+/// when), its errors, and how many sessions it started.
+async fn send(
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    url: String,
+    token: String,
+    sessions: Vec<String>,
+    stop: Instant,
+) -> (Sent, u64, u64) {
+    let mut sent: Sent = Vec::new();
+    let mut errors = 0u64;
+    let mut next = vec![0u64; sessions.len()];
+    let mut i = 0usize;
+    while Instant::now() < stop {
+        let s = i % sessions.len();
+        i += 1;
+        let body = format!(
+            r#"{{"hookName":"fleet_load","taskId":"t","sessionContext":{{"rootSessionId":"{}"}},"n":{}}}"#,
+            sessions[s], next[s]
+        );
+        let request = hyper::Request::post(format!("{url}/hook"))
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .expect("a request");
+        let at = Instant::now();
+        match client.request(request).await {
+            Ok(response) if response.status() == 200 => {
+                sent.push((sessions[s].clone(), next[s] + 1, at));
+                next[s] += 1;
+            }
+            _ => errors += 1,
         }
     }
-    let mut sent: Sent = Vec::new();
-    let mut errors = 0;
-    let mut sessions = 0;
-    for task in tasks {
-        let (s, e, n) = task.await?;
-        sent.extend(s);
-        errors += e;
-        sessions += n;
-    }
-    let sending = start.elapsed();
-    // Every hook's Event, and one session.started per session.
-    let want = sent.len() as u64 + sessions;
-    expected.store(want, std::sync::atomic::Ordering::Relaxed);
-    let _ = tokio::time::timeout(Duration::from_secs(60), follower).await;
-    let stored = stored.lock().clone();
+    (sent, errors, next.iter().filter(|n| **n > 0).count() as u64)
+}
+
+/// What the senders did: to how many daemons, each hook sent and when, the errors, how long
+/// sending took, the Events expected, and when it started.
+struct Run<'a> {
+    daemons: usize,
+    sent: &'a Sent,
+    errors: u64,
+    sending: Duration,
+    want: u64,
+    start: Instant,
+}
+
+/// The run's JSON line: hooks sent per second, Events stored end to end, the latency from a
+/// hook's send to its Event stored.
+fn report(args: &Args, run: &Run<'_>, stored: &[(String, u64, Instant)]) {
+    let Run {
+        daemons,
+        sent,
+        errors,
+        sending,
+        want,
+        start,
+    } = *run;
     let last = stored.iter().map(|(_, _, at)| *at).max().unwrap_or(start);
     let at: HashMap<(&str, u64), Instant> = stored.iter().map(|(s, q, t)| ((s.as_str(), *q), *t)).collect();
     let mut latencies: Vec<Duration> = sent
@@ -190,7 +240,7 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "{}",
         serde_json::json!({
-            "daemons": daemons.len(),
+            "daemons": daemons,
             "connections_per_daemon": args.connections,
             "hooks_sent": sent.len(),
             "hook_errors": errors,
@@ -202,7 +252,6 @@ async fn main() -> anyhow::Result<()> {
             "latency_ms": {"p50": pct(0.50), "p99": pct(0.99), "max": pct(1.0)},
         })
     );
-    Ok(())
 }
 
 /// Polls the stream until it holds `want` messages: the first one's arrival to the last's.

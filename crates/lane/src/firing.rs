@@ -33,7 +33,7 @@ pub const PARENT_HEADER: &str = "x-aep-cline-parent";
 /// `CLINE_DATA_DIR`, else `$CLINE_DIR/data`, else `~/.cline/data`; and the SDK's
 /// `CLINE_SESSION_DATA_DIR` and `CLINE_DB_DATA_DIR` when set: `cline_usage::Layout::to_text`),
 /// percent-encoded: where the daemon reads the session's usage from Cline's own store
-/// ([`crate::lane::usage`]).
+/// ([`crate::lane::run_usage`]).
 pub const CLINE_DATA_HEADER: &str = "x-aep-cline-data";
 /// Response header proving the daemon holds the discovery token.
 pub const PROOF_HEADER: &str = "x-aep-cline-proof";

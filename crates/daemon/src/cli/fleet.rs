@@ -10,7 +10,7 @@ use super::fleet_serve;
 use super::out;
 use crate::fleet::command::Asked;
 use crate::fleet::health::Status;
-use crate::fleet::usage::{self, Group, Point, Tally};
+use crate::fleet::spend::{self, Group, Point, Tally};
 use crate::fleet::view::{Approval, Session};
 use crate::views::State;
 use clap::{Subcommand, ValueEnum};
@@ -495,7 +495,7 @@ fn usage_(args: UsageArgs) -> anyhow::Result<()> {
             .filter(|(_, t)| t.runs > 0 || t.total_tokens > 0)
             .collect(),
     };
-    let totals = usage::total(rows.iter().map(|r| &r.1));
+    let totals = spend::total(rows.iter().map(|r| &r.1));
     let name = args
         .group
         .to_possible_value()

@@ -19,7 +19,7 @@
 //! redeliveries.
 
 use super::health::{self, Status};
-use super::usage::{Point, Usage};
+use super::spend::{Point, Usage};
 use crate::nats_contract::{machine, machine::Machine, subject};
 use crate::views::summary::position;
 use crate::views::summary::Saved as SavedSummary;
@@ -573,8 +573,8 @@ mod tests {
             serde_json::to_value(view.sessions()).unwrap()
         );
         assert_eq!(
-            again.usage.rows(super::super::usage::Group::Host, |_| true),
-            view.usage.rows(super::super::usage::Group::Host, |_| true)
+            again.usage.rows(super::super::spend::Group::Host, |_| true),
+            view.usage.rows(super::super::spend::Group::Host, |_| true)
         );
     }
 

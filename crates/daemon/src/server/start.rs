@@ -44,7 +44,7 @@ impl Plan {
             tracing::warn!(variable = %name, "an AEP_* variable that no setting reads (a typo?); see `aep-cline daemon --help`");
         }
         let config = args.core.config()?;
-        crate::lane::usage::use_prices(crate::prices::load(args.core.prices.as_deref())?);
+        crate::lane::run_usage::use_prices(crate::prices::load(args.core.prices.as_deref())?);
         let endpoint_settings = args.endpoint.settings();
         let relay_settings = args.relay.settings(&args.endpoint)?;
         let otlp_settings = args.otlp.settings()?;

@@ -9,7 +9,7 @@
 //!   is stopped at the first call that takes it past a limit. Cline's own `totalCost` is used
 //!   only for a model the table does not price.
 //! - Any other run (`cline` without the hub): Cline's store, read at the run's terminal hook
-//!   ([`crate::lane::usage`]), so its cost is known when the run is over: it counts in the
+//!   ([`crate::lane::run_usage`]), so its cost is known when the run is over: it counts in the
 //!   session and the day, and crossing a limit gives the notice only.
 //!
 //! Acting: each threshold crossed is an `attention.requested {kind: "other", respond_via:
@@ -166,7 +166,7 @@ impl Watch {
             tracing::warn!(%session, "hub usage.updated without a usable delta: not counted in the budgets");
             return;
         };
-        let priced = crate::lane::usage::prices().cost(
+        let priced = crate::lane::run_usage::prices().cost(
             facts.provider.as_deref(),
             facts.model.as_deref(),
             &TokenClasses::from_cline(&delta),

@@ -93,7 +93,7 @@ impl Guard {
         let over = match hosted && self.hub.tapped {
             true => None,
             false => {
-                if let Some(total) = store.and_then(crate::lane::usage::session_cost) {
+                if let Some(total) = store.and_then(crate::lane::run_usage::session_cost) {
                     let level = self.capture.ceiling(ATTENTION_REQUESTED);
                     // A prompt starts a run not yet known: its spend counts in the session and day.
                     notices = self.budget.store_spend(session, run, total, tracker.workspace(), level);

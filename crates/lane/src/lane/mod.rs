@@ -8,7 +8,7 @@
 //! - [`bus`]: what the live sinks hear after the log has it.
 //! - [`reconcile`], [`task_record`]: whether a session no hook ended is over (Cline 2.x's task
 //!   record as evidence).
-//! - [`usage`]: a run's tokens and cost, read from Cline's own store for the mapping.
+//! - [`run_usage`]: a run's tokens and cost, read from Cline's own store for the mapping.
 //! - [`local`]: what only the owner sees, from memory: what an approval asks, a session's title.
 
 pub mod bus;
@@ -17,10 +17,10 @@ pub mod journal;
 pub mod local;
 pub mod parent;
 pub mod reconcile;
+pub mod run_usage;
 pub mod sessions;
 pub mod spool;
 pub mod task_record;
-pub mod usage;
 pub mod verdict;
 
 pub use bus::{Bus, Note, Published};

@@ -123,7 +123,7 @@ struct SessionState {
     /// Since when the tracker holds a 2.x `TaskCancel`, and that hook's time.
     held: Option<(Instant, String)>,
     /// Cline's data folder its last hook named: where the usage of a session the daemon ends
-    /// itself is read ([`crate::lane::usage`]).
+    /// itself is read ([`crate::lane::run_usage`]).
     cline_data: Option<String>,
 }
 

@@ -60,7 +60,7 @@ impl Sessions {
             capture: &self.capture,
             redactor: &self.redactor,
         };
-        let usage = crate::lane::usage::read(&payload, &state.tracker, state.cline_data.as_deref());
+        let usage = crate::lane::run_usage::read(&payload, &state.tracker, state.cline_data.as_deref());
         let mut planned = state
             .tracker
             .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);

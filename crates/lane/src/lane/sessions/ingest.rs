@@ -85,17 +85,17 @@ impl Sessions {
         for field in &payload.dropped {
             tracing::warn!(%session, field, "a hook payload field had the wrong type and was read as absent");
         }
-        // Cline's store is read off the session's lock (`crate::lane::usage`): only whether to
+        // Cline's store is read off the session's lock (`crate::lane::run_usage`): only whether to
         // read, and where, is asked under it.
         let store = self
             .with(&session, |state| {
                 let judged = judging.is_some_and(|j| j.reads_store)
                     && matches!(payload.hook_name.as_str(), "tool_call" | "prompt_submit");
-                let wanted = judged || crate::lane::usage::wanted(&payload, &state.tracker);
+                let wanted = judged || crate::lane::run_usage::wanted(&payload, &state.tracker);
                 Ok(wanted.then(|| firing.cline_data.clone().or_else(|| state.cline_data.clone())))
             })?
             .flatten()
-            .and_then(|dir| crate::lane::usage::read_store(&dir, &session));
+            .and_then(|dir| crate::lane::run_usage::read_store(&dir, &session));
         self.with(&session, |state| {
             if let Some(d) = delivery {
                 if state.deliveries.contains(d) {
@@ -126,7 +126,7 @@ impl Sessions {
                 }
             }
             // I/O at the edge: the store was read above, the mapping gets what it said as data.
-            let usage = crate::lane::usage::of(&payload, &state.tracker, store.as_ref());
+            let usage = crate::lane::run_usage::of(&payload, &state.tracker, store.as_ref());
             let mut planned = state
                 .tracker
                 .plan_with(&payload, &ctx, &usage, &mut aep_core::id::new_id);
