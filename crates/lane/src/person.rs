@@ -216,18 +216,6 @@ pub async fn submit_through(
             deadline = deadline.min(Instant::now() + outcome_wait);
         }
     }
-    // A caller that waits for outcomes waits for a cancel's effect too (NATS control answers
-    // with the ack alone: its sender follows the stream).
-    if run_cancel && accepted(&waited) && !outcome_wait.is_zero() {
-        let ended = waited.outcome.as_ref().filter(|o| ends_run(o)).cloned();
-        waited.effect = Some(match ended {
-            Some(e) => e["type"].as_str().unwrap_or_default().to_string(),
-            None => run_end(&mut bus, &session, CANCEL_WAIT).await,
-        });
-        if waited.effect.as_deref() == Some(NO_EFFECT) {
-            waited.detail = Some(nothing_happened(&session, CANCEL_WAIT));
-        }
-    }
     if lagged && (waited.ack.is_none() || waited.outcome.is_none()) {
         let (sessions, s) = (sessions.clone(), session.clone());
         let logged = tokio::task::spawn_blocking(move || crate::views::logs::events(sessions.journal(), &s))
@@ -237,6 +225,19 @@ pub async fn submit_through(
             .unwrap_or_default();
         for e in logged.iter().filter(|e| e["cause"] == id.as_str()) {
             note_event(&mut waited, e);
+        }
+    }
+    // A caller that waits for outcomes waits for a cancel's effect too (NATS control answers
+    // with the ack alone: its sender follows the stream); after the log was read for what the
+    // bus dropped, so an ack or an end heard only there counts.
+    if run_cancel && accepted(&waited) && !outcome_wait.is_zero() {
+        let ended = waited.outcome.as_ref().filter(|o| ends_run(o)).cloned();
+        waited.effect = Some(match ended {
+            Some(e) => e["type"].as_str().unwrap_or_default().to_string(),
+            None => run_end(&mut bus, &session, CANCEL_WAIT).await,
+        });
+        if waited.effect.as_deref() == Some(NO_EFFECT) {
+            waited.detail = Some(nothing_happened(&session, CANCEL_WAIT));
         }
     }
     let unexplained = waited

@@ -37,7 +37,7 @@ pub fn pending(journal: &crate::lane::Journal) -> Vec<Pending> {
     let cache = cline_usage::index_file::folder();
     let (read, note) = crate::views::logs_index::read_all(journal, cache.as_deref());
     if let Some(note) = note {
-        eprintln!("aep-cline approvals: {note}");
+        eprintln!("aep-cline: {note}"); // approvals, or approve finding its id
     }
     let mut all: Vec<Pending> = read
         .sessions

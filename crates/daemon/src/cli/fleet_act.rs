@@ -207,7 +207,8 @@ async fn send(
     // A run cancel's effect is read from the stream, followed from before the command is sent.
     let watch = match action {
         Action::Cancel => {
-            let stream = common.conn.source()?.stream;
+            // Not `source()`: that would read the credentials file again for a name.
+            let stream = common.conn.stream()?;
             Some(crate::fleet::effect::Watch::start(client, &stream, &host, &session).await?)
         }
         _ => None,

@@ -23,6 +23,11 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// The stream the daemons publish to, checked (what a command follows beside its client).
+    pub(super) fn stream(&self) -> anyhow::Result<String> {
+        self.server.stream.checked()
+    }
+
     pub(super) fn source(&self) -> anyhow::Result<Source> {
         let (connect, stream) = self.server.resolve()?.ok_or_else(|| {
             anyhow!("no NATS server named: set AEP_NATS_URL (or --nats-url) to the server the daemons publish to")

@@ -304,22 +304,12 @@ impl View {
 
     /// Every session, the most recently moved first.
     pub fn sessions(&self) -> Vec<Session> {
-        let mut all: Vec<Session> = self
-            .sessions
-            .iter()
-            .map(|((host, _), s)| Session {
-                host: host.clone(),
-                summary: s.clone(),
-            })
-            .collect();
-        all.sort_by(|a, b| {
-            (b.summary.last.as_str(), &a.host, &a.summary.session).cmp(&(
-                a.summary.last.as_str(),
-                &b.host,
-                &b.summary.session,
-            ))
-        });
-        all
+        self.page(|_, _| true, usize::MAX).2
+    }
+
+    /// Whether the view holds session `session` of `host`.
+    pub fn has_session(&self, host: &str, session: &str) -> bool {
+        self.sessions.contains_key(&(host.to_string(), session.to_string()))
     }
 
     /// One page of [`View::sessions`]: how many sessions there are, how many `keep` keeps

@@ -108,16 +108,10 @@ impl Index {
         self.loaded.load(Ordering::SeqCst)
     }
 
-    /// Every session, the most recently moved first.
-    pub fn list(&self) -> Vec<Summary> {
-        let mut all: Vec<Summary> = self.sessions.lock().values().cloned().collect();
-        logs::sort(&mut all);
-        all
-    }
-
-    /// One page of [`Index::list`]: how many sessions there are, how many match (`with_ended`,
-    /// or live only), and copies of the `limit` from `offset` on alone (ten thousand sessions
-    /// are sorted by reference, never copied, for a page of a hundred).
+    /// One page of the sessions, the most recently moved first ([`logs::order`]): how many
+    /// there are, how many match (`with_ended`, or live only), and copies of the `limit` from
+    /// `offset` on alone (ten thousand sessions are sorted by reference, never copied, for a
+    /// page of a hundred).
     pub fn page(&self, with_ended: bool, offset: usize, limit: usize) -> (usize, usize, Vec<Summary>) {
         let all = self.sessions.lock();
         let mut kept: Vec<&Summary> = all.values().filter(|s| with_ended || s.live()).collect();
@@ -236,7 +230,7 @@ mod tests {
         let s = index.get("s1").unwrap();
         assert_eq!((s.events, s.tool_calls, s.runs), (4, 2, 1));
         assert!(index.loaded());
-        assert_eq!(index.list().len(), 1);
+        assert_eq!(index.page(true, 0, 100).0, 1);
         assert!(changes.try_recv().is_err(), "a repeat announces nothing");
         task.abort();
     }

@@ -93,10 +93,7 @@ fn target(v: &View, host: &str, session: &str, action: &Action) -> Result<(), Re
         _ => None,
     };
     let Some(request) = request else {
-        if v.sessions()
-            .iter()
-            .any(|s| s.host == host && s.summary.session == session)
-        {
+        if v.has_session(host, session) {
             return Ok(());
         }
         return Err(Rejection::new(

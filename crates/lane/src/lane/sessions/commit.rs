@@ -140,16 +140,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_refused_event_takes_no_position() {
-        let dir = tempfile::tempdir().unwrap();
-        let sessions = Sessions::new(
-            Journal::new(dir.path()),
+    fn sessions_in(dir: &std::path::Path) -> Sessions {
+        Sessions::new(
+            Journal::new(dir),
             "host".into(),
             CapturePolicy::new(Capture::Metadata),
             Redactor::new(RedactOptions::default()).unwrap(),
             Bus::default(),
-        );
+        )
+    }
+
+    #[test]
+    fn a_refused_event_takes_no_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = sessions_in(dir.path());
         let ok = || planned("session.started", serde_json::json!({}));
         // `tool.requested` without its required `tool` (AEP-0002): refused by the validator.
         let bad = planned("tool.requested", serde_json::json!({}));
@@ -163,13 +167,7 @@ mod tests {
     #[test]
     fn an_event_with_a_number_aep_refuses_is_kept_without_it_and_says_why() {
         let dir = tempfile::tempdir().unwrap();
-        let sessions = Sessions::new(
-            Journal::new(dir.path()),
-            "host".into(),
-            CapturePolicy::new(Capture::Metadata),
-            Redactor::new(RedactOptions::default()).unwrap(),
-            Bus::default(),
-        );
+        let sessions = sessions_in(dir.path());
         let in_run = |mut p: Planned| {
             p.run = Some("01JRUNRUNRUNRUNRUNRUNRUNRU".into());
             p
