@@ -217,12 +217,7 @@ pub async fn submit_through(
         }
     }
     if lagged && (waited.ack.is_none() || waited.outcome.is_none()) {
-        let (sessions, s) = (sessions.clone(), session.clone());
-        let logged = tokio::task::spawn_blocking(move || crate::views::logs::events(sessions.journal(), &s))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let logged = logged(sessions, &session).await;
         for e in logged.iter().filter(|e| e["cause"] == id.as_str()) {
             note_event(&mut waited, e);
         }
@@ -232,10 +227,18 @@ pub async fn submit_through(
     // bus dropped, so an ack or an end heard only there counts.
     if run_cancel && accepted(&waited) && !outcome_wait.is_zero() {
         let ended = waited.outcome.as_ref().filter(|o| ends_run(o)).cloned();
-        waited.effect = Some(match ended {
+        let mut effect = match ended {
             Some(e) => e["type"].as_str().unwrap_or_default().to_string(),
             None => run_end(&mut bus, &session, CANCEL_WAIT).await,
-        });
+        };
+        // "Nothing happened" is said only after the log agrees: a bus that lagged past the
+        // run's end dropped the very Event the wait was for.
+        if effect == NO_EFFECT {
+            if let Some(ty) = end_after(&logged(sessions, &session).await, &id) {
+                effect = ty;
+            }
+        }
+        waited.effect = Some(effect);
         if waited.effect.as_deref() == Some(NO_EFFECT) {
             waited.detail = Some(nothing_happened(&session, CANCEL_WAIT));
         }
@@ -287,6 +290,29 @@ async fn run_end(bus: &mut tokio::sync::broadcast::Receiver<Note>, session: &str
     }
 }
 
+/// The Events of `session`'s log (none when it cannot be read), read off the runtime's threads.
+async fn logged(sessions: &Arc<Sessions>, session: &str) -> Vec<Value> {
+    let (sessions, session) = (sessions.clone(), session.to_string());
+    tokio::task::spawn_blocking(move || crate::views::logs::events(sessions.journal(), &session))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default()
+}
+
+/// The type of the first Event in a session's `logged` Events that ends a run or the session
+/// after the ack of `command`; `None` when the log holds no such end (or no such ack).
+fn end_after(logged: &[Value], command: &str) -> Option<String> {
+    let ack = logged.iter().position(|e| {
+        e["cause"] == command && matches!(e["type"].as_str(), Some(CONTROL_ACCEPTED | CONTROL_REJECTED))
+    })?;
+    logged[ack + 1..]
+        .iter()
+        .find(|e| ends_run(e))
+        .and_then(|e| e["type"].as_str())
+        .map(str::to_string)
+}
+
 fn note_event(waited: &mut Waited, e: &Value) {
     let ty = e["type"].as_str().unwrap_or_default();
     if ty == CONTROL_ACCEPTED || ty == CONTROL_REJECTED {
@@ -321,6 +347,31 @@ mod tests {
             said.contains("nothing happened") && said.contains("aep-cline end s1") && said.contains("10s"),
             "{said}"
         );
+    }
+
+    #[test]
+    fn a_run_end_the_bus_dropped_is_read_from_the_log_after_the_cancels_ack() {
+        let ack = json!({"type": CONTROL_ACCEPTED, "cause": "c1"});
+        let earlier_end = json!({"type": RUN_FINISHED});
+        let later = json!({"type": "tool.requested"});
+        let cancelled = json!({"type": RUN_CANCELLED, "cause": "c1"});
+        // An end before the ack is an earlier run's, never this cancel's effect.
+        assert_eq!(
+            end_after(&[earlier_end.clone(), ack.clone(), later.clone()], "c1"),
+            None
+        );
+        assert_eq!(
+            end_after(&[earlier_end, ack.clone(), later, cancelled], "c1").as_deref(),
+            Some(RUN_CANCELLED)
+        );
+        // Cline may end the run on its own; that is what became of it too.
+        assert_eq!(
+            end_after(&[ack.clone(), json!({"type": SESSION_ENDED})], "c1").as_deref(),
+            Some(SESSION_ENDED)
+        );
+        // Another command's ack does not count, nor does a log without the ack.
+        assert_eq!(end_after(&[ack, json!({"type": RUN_FAILED})], "c2"), None);
+        assert_eq!(end_after(&[], "c1"), None);
     }
 
     #[test]
