@@ -10,6 +10,9 @@
 #   AEP_CLINE_CACHE   cache folder (default <repo>/target/cline-cli)
 #   AEP_CLINE2_VERSION the 2.x version (default 2.18.0); AEP_CLINE2_CACHE its cache folder
 #                     (default <repo>/target/cline2-cli), where node_modules/.bin/cline is the CLI
+#   AEP_CLINE_SDK_VERSION, AEP_CLINE_SDK_NODE, AEP_CLINE_SDK_CACHE: Cline's SDK (@cline/core,
+#                     default 0.0.86), the Node.js it runs on (default 22.23.3) and their cache
+#                     (default <repo>/target/cline-sdk), for the test of an app other than the CLI
 #
 # Notes on what npm does here (npm 11, Node 20):
 # - EBADENGINE warnings ("node >= 22 wanted") are harmless, the CLI being a Bun single-file binary;
@@ -55,6 +58,34 @@ if [[ ! -x "$cache2/node_modules/.bin/cline" || "$(installed_version2)" != "$ver
   fi
 fi
 echo "install-cline: cline@$version2 is $cache2/node_modules/.bin/cline" >&2
+
+# An app on Cline's SDK other than the CLI (crates/daemon/tests/e2e_sdk_host.rs): the SDK the
+# CLI, VS Code 4.x, JetBrains and the desktop app share, `@cline/core`, wants Node >= 22.5, and
+# the npm registry carries Node itself (package `node`, which brings the platform binary). Both
+# pinned, into their own cache; the test's host is crates/daemon/tests/support/sdk_host.mjs.
+sdk_core="${AEP_CLINE_SDK_VERSION:-0.0.86}"
+sdk_node="${AEP_CLINE_SDK_NODE:-22.23.3}"
+sdk_cache="${AEP_CLINE_SDK_CACHE:-$repo/target/cline-sdk}"
+installed_sdk() {
+  node -e 'try { const r = (p) => require(p).version; process.stdout.write(r(process.argv[1]) + " " + r(process.argv[2])) } catch { }' \
+    "$sdk_cache/node_modules/@cline/core/package.json" "$sdk_cache/node_modules/node/package.json" 2>/dev/null || true
+}
+if [[ ! -x "$sdk_cache/node_modules/node/bin/node" || "$(installed_sdk)" != "$sdk_core $sdk_node" ]]; then
+  command -v npm >/dev/null || { echo "install-cline: npm not found; install Node.js (>= 20) and npm first" >&2; exit 1; }
+  mkdir -p "$sdk_cache"
+  if [[ ! -f "$sdk_cache/package.json" ]]; then
+    printf '{"name":"aep-cline-e2e-sdk","private":true}\n' >"$sdk_cache/package.json"
+  fi
+  echo "install-cline: installing @cline/core@$sdk_core and node@$sdk_node into $sdk_cache" >&2
+  npm install --prefix "$sdk_cache" --no-audit --no-fund --loglevel=error --save-exact \
+    "@cline/core@$sdk_core" "node@$sdk_node" >&2
+  got_sdk="$(installed_sdk)"
+  if [[ "$got_sdk" != "$sdk_core $sdk_node" || ! -x "$sdk_cache/node_modules/node/bin/node" ]]; then
+    echo "install-cline: expected @cline/core@$sdk_core and node@$sdk_node in $sdk_cache, found '$got_sdk'" >&2
+    exit 1
+  fi
+fi
+echo "install-cline: the SDK host runs on $sdk_cache/node_modules/node/bin/node ($("$sdk_cache/node_modules/node/bin/node" --version))" >&2
 
 installed_version() {
   # The platform package's own package.json carries the CLI version.

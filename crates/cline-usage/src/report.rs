@@ -92,8 +92,10 @@ pub struct Row {
     pub calls: u64,
     pub tokens: Tokens,
     pub models: Vec<ModelPart>,
-    /// Session rows: the session's workspace, start and subagents.
+    /// Session rows: the session's workspace, start and subagents, and the app on Cline's SDK
+    /// that ran it (its session file's `source`: `cli`, `vscode`, `jetbrains`, ...).
     pub workspace: Option<String>,
+    pub app: Option<String>,
     pub started_ms: Option<i64>,
     pub subagents: Vec<SubagentPart>,
     /// What Cline itself recorded (2.x `totalCost`), summed over the sessions that say; session
@@ -135,6 +137,7 @@ struct Acc {
     /// Few per row: a linear search on borrowed names costs no allocation per call.
     models: Vec<(Option<String>, Option<String>, u64, Tokens)>,
     workspace: Option<String>,
+    app: Option<String>,
     started_ms: Option<i64>,
     subagents: Vec<SubagentPart>,
     cline_cost: Option<f64>,
@@ -162,6 +165,9 @@ impl Acc {
     fn merge(&mut self, o: Acc) {
         if self.workspace.is_none() {
             self.workspace = o.workspace;
+        }
+        if self.app.is_none() {
+            self.app = o.app;
         }
         self.started_ms = self.started_ms.or(o.started_ms);
         self.cline_cost = match (self.cline_cost, o.cline_cost) {
@@ -335,6 +341,7 @@ fn scan(
             session_acc.sessions = 1;
             session_acc.running = running;
             session_acc.workspace = session.workspace.clone();
+            session_acc.app = session.app.clone();
             session_acc.started_ms = session.started_ms;
             session_acc.cline_cost = session.cline_cost;
             session_acc.subagents = agents
@@ -388,6 +395,7 @@ fn finish(rows: Partial, mut problems: Vec<Problem>, read: u64, prices: &PriceTa
         out.push(to_row(key, &acc, prices, &mut unpriced));
         acc.subagents.clear();
         acc.workspace = None;
+        acc.app = None;
         total.started_ms = match (total.started_ms, acc.started_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -454,6 +462,7 @@ fn to_row(key: String, acc: &Acc, prices: &PriceTable, unpriced: &mut Unpriced) 
         tokens: acc.tokens,
         models,
         workspace: acc.workspace.clone(),
+        app: acc.app.clone(),
         started_ms: acc.started_ms,
         subagents: acc.subagents.clone(),
         cline_cost: acc.cline_cost,

@@ -11,6 +11,7 @@ mod e2e_endpoint;
 mod e2e_guard;
 mod e2e_hooks;
 mod e2e_hub;
+mod e2e_sdk_host;
 mod e2e_session_end;
 mod e2e_usage;
 mod fleet_e2e;

@@ -49,6 +49,8 @@ fn the_real_capture_reports_exact_totals() {
     let row = &v["rows"][0];
     assert_eq!(row["key"], "1796101551589_u7fdi");
     assert_eq!(row["workspace"], "/home/dev/proj");
+    assert_eq!(row["app"], "cli", "the session file's source: the app that ran it");
+    assert_eq!(v["totals"]["app"], Value::Null, "the totals row is no one app's");
     assert_eq!(row["running"], 0);
     assert_eq!(
         row["tokens"],

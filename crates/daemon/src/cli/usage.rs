@@ -49,7 +49,7 @@ JSON (--json), stable: {{\"group\", \"timezone\", \"since\", \"until\", \"prices
   \"unpriced\": [{{\"provider\", \"model\", \"note\"}}]}}
 ROW: {{\"key\", \"sessions\", \"running\", \"model_calls\", \"tokens\": TOKENS, \"cost_usd\": number|null,
   \"priced_cost_usd\", \"models\": [{{\"provider\", \"model\", \"model_calls\", \"tokens\", \"cost_usd\"}}],
-  session rows also \"workspace\", \"started\", \"subagents\": [{{\"agent\", \"parent_agent\", \"model_calls\", \"tokens\"}}],
+  session rows also \"workspace\", \"app\" (the app on Cline's SDK: \"cli\", \"vscode\", \"jetbrains\", ...; null for 2.x), \"started\", \"subagents\": [{{\"agent\", \"parent_agent\", \"model_calls\", \"tokens\"}}],
   \"cline_cost_usd\": number|null (what Cline 2.x itself recorded, its totalCost; never in cost_usd)}}
 TOKENS: {{\"input\", \"uncached_input\", \"cache_read\", \"cache_write\", \"output\", \"total\"}}
 
@@ -321,6 +321,7 @@ fn row_json(r: &Row, group: Group) -> Value {
     });
     if group == Group::Session {
         v["workspace"] = json!(r.workspace);
+        v["app"] = json!(r.app);
         v["started"] = json!(r
             .started_ms
             .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
@@ -474,6 +475,9 @@ fn write_table(
         };
         line(out, &key, &r.tokens, &row_cost(r))?;
         if breakdown && group != Group::Model {
+            if let Some(app) = &r.app {
+                writeln!(out, "  app {}", super::show::app_name(app))?;
+            }
             for m in &r.models {
                 line(
                     out,

@@ -17,6 +17,7 @@ pub mod fake_model;
 pub mod hub_client;
 pub mod nats_server;
 pub mod real_hub;
+pub mod sdk_host;
 pub mod stub_hub;
 pub mod tmux;
 pub mod wait;
