@@ -256,6 +256,13 @@ impl<'a> Lookup<'a> {
         Lookup::new(None, 0, false)
     }
 
+    /// Whether a file's identity can matter: there is an index to consult, or this run's
+    /// findings are kept. Without either (`--no-cache`) a reader skips the `stat` it would
+    /// take only to look the file up.
+    pub fn wants_identity(&self) -> bool {
+        self.old.is_some() || self.keep
+    }
+
     /// What `name` counted when it had identity `id`, if it still has it.
     pub fn get(&mut self, name: &str, id: &Identity) -> Option<&'a Counted> {
         let (was, counted) = self.old?.get(name)?;

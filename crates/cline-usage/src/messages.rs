@@ -37,12 +37,6 @@ impl<F: FnMut(CallRef<'_>)> CallSink for F {
 }
 
 #[derive(Deserialize)]
-struct File<'a> {
-    #[serde(borrow, default)]
-    messages: Vec<Message<'a>>,
-}
-
-#[derive(Deserialize)]
 struct Message<'a> {
     #[serde(default)]
     ts: Option<serde_json::Number>,
@@ -109,43 +103,127 @@ pub(crate) fn hand_on(calls: &Calls, sink: &mut dyn FnMut(CallRef<'_>)) {
 }
 
 /// The calls a messages file's bytes record (pure). Not whole JSON, or a count no call can
-/// have, is [`Bad`] and no calls at all.
+/// have, is [`Bad`] and no calls at all. The messages are counted as they are parsed, none kept.
 pub fn count(bytes: &[u8]) -> Result<Calls, Bad> {
-    let file: File<'_> = serde_json::from_slice(bytes).map_err(|e| Bad::Corrupt(e.to_string()))?;
     let mut out = Calls::default();
-    for m in &file.messages {
-        let Some(Object(metrics)) = m.metrics.as_ref() else {
-            continue;
-        };
-        let info = m.model_info.as_ref();
-        let provider = info.and_then(|i| i.provider.as_deref());
-        let model = info.and_then(|i| i.id.as_deref());
-        let tokens = Tokens {
-            input: metrics.input_tokens.unwrap_or(0),
-            output: metrics.output_tokens.unwrap_or(0),
-            cache_read: metrics.cache_read_tokens.unwrap_or(0),
-            cache_write: metrics.cache_write_tokens.unwrap_or(0),
-        };
-        // A file with an impossible count gives none.
-        if tokens.largest() > MAX_CALL_TOKENS {
-            return Err(Bad::Implausible(tokens.largest()));
-        }
-        let found = out
-            .models
-            .iter()
-            .position(|(p, m)| p.as_deref() == provider && m.as_deref() == model);
-        let index = found.unwrap_or_else(|| {
-            out.models
-                .push((provider.map(str::to_string), model.map(str::to_string)));
-            out.models.len() - 1
-        });
-        out.calls.push(Call {
-            time_ms: m.ts.as_ref().and_then(epoch_ms),
-            model: index as u32,
-            tokens,
-        });
+    let mut implausible = None;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde::de::DeserializeSeed::deserialize(
+        FileSeed {
+            out: &mut out,
+            implausible: &mut implausible,
+        },
+        &mut de,
+    )
+    .and_then(|()| de.end());
+    if let Some(n) = implausible {
+        return Err(Bad::Implausible(n));
     }
+    parsed.map_err(|e| Bad::Corrupt(e.to_string()))?;
     Ok(out)
+}
+
+/// One message's call into `out`; an impossible count is `Err` with the count.
+fn add(out: &mut Calls, m: &Message<'_>) -> Result<(), u64> {
+    let Some(Object(metrics)) = m.metrics.as_ref() else {
+        return Ok(());
+    };
+    let info = m.model_info.as_ref();
+    let provider = info.and_then(|i| i.provider.as_deref());
+    let model = info.and_then(|i| i.id.as_deref());
+    let tokens = Tokens {
+        input: metrics.input_tokens.unwrap_or(0),
+        output: metrics.output_tokens.unwrap_or(0),
+        cache_read: metrics.cache_read_tokens.unwrap_or(0),
+        cache_write: metrics.cache_write_tokens.unwrap_or(0),
+    };
+    // A file with an impossible count gives none.
+    if tokens.largest() > MAX_CALL_TOKENS {
+        return Err(tokens.largest());
+    }
+    let found = out
+        .models
+        .iter()
+        .position(|(p, m)| p.as_deref() == provider && m.as_deref() == model);
+    let index = found.unwrap_or_else(|| {
+        out.models
+            .push((provider.map(str::to_string), model.map(str::to_string)));
+        out.models.len() - 1
+    });
+    out.calls.push(Call {
+        time_ms: m.ts.as_ref().and_then(epoch_ms),
+        model: index as u32,
+        tokens,
+    });
+    Ok(())
+}
+
+/// The file's object: `{"messages": [...], ...}`, its other fields skipped; `messages` once at
+/// most (as a derived struct would insist), absent meaning none.
+struct FileSeed<'o> {
+    out: &'o mut Calls,
+    implausible: &'o mut Option<u64>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for FileSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FileSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a messages file (an object with `messages`)")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = false;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if key != "messages" {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
+            if seen {
+                return Err(serde::de::Error::duplicate_field("messages"));
+            }
+            seen = true;
+            map.next_value_seed(MessagesSeed {
+                out: &mut *self.out,
+                implausible: &mut *self.implausible,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// `messages`: each message counted as it is read.
+struct MessagesSeed<'o> {
+    out: &'o mut Calls,
+    implausible: &'o mut Option<u64>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for MessagesSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MessagesSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of messages")
+    }
+    fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+        while let Some(m) = seq.next_element::<Message<'de>>()? {
+            if let Err(n) = add(self.out, &m) {
+                *self.implausible = Some(n);
+                return Err(serde::de::Error::custom("an impossible token count"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// More tokens in one count of one model call than any model can take or give (context
@@ -181,4 +259,57 @@ pub(crate) fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<()> {
 fn epoch_ms(n: &serde_json::Number) -> Option<i64> {
     n.as_i64()
         .or_else(|| n.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(text: &str) -> Result<Vec<(Option<String>, u64)>, Bad> {
+        count(text.as_bytes()).map(|c| {
+            c.calls
+                .iter()
+                .map(|call| (c.models[call.model as usize].1.clone(), call.tokens.input))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn each_assistant_messages_metrics_is_one_call_and_nothing_else_counts() {
+        let text = r#"{"version": 1, "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi \"metrics\": {}"}], "ts": 1},
+            {"role": "assistant", "ts": 2, "modelInfo": {"id": "m1", "provider": "p"},
+             "content": [{"type": "tool_use", "input": {"metrics": {"inputTokens": 999}}}],
+             "metrics": {"inputTokens": 10, "outputTokens": 2}},
+            {"role": "assistant", "metrics": {"inputTokens": 5}, "modelInfo": {"id": "m\u0032"}}
+        ], "after": {"messages": "not these"}}"#;
+        assert_eq!(
+            calls(text).unwrap(),
+            [(Some("m1".to_string()), 10), (Some("m2".to_string()), 5)]
+        );
+        assert_eq!(calls(r#"{"version": 1}"#).unwrap(), [], "no messages: no calls");
+    }
+
+    #[test]
+    fn a_file_that_is_not_one_whole_messages_object_gives_no_calls() {
+        for bad in [
+            r#"{"messages": [{"metrics": {"inputTokens": 1}}]"#,
+            r#"{"messages": []} trailing"#,
+            r#"{"messages": [], "messages": [{"metrics": {"inputTokens": 1}}]}"#,
+            r#"[[{"metrics": {"inputTokens": 1}}]]"#,
+            r#"{"messages": null}"#,
+            r#"{"messages": [{"metrics": [1, 2]}]}"#,
+            "",
+        ] {
+            assert!(matches!(count(bad.as_bytes()), Err(Bad::Corrupt(_))), "{bad}");
+        }
+        let huge = format!(
+            r#"{{"messages": [{{"metrics": {{"outputTokens": {}}}}}]}}"#,
+            MAX_CALL_TOKENS + 1
+        );
+        assert_eq!(
+            count(huge.as_bytes()).unwrap_err(),
+            Bad::Implausible(MAX_CALL_TOKENS + 1)
+        );
+    }
 }

@@ -343,10 +343,12 @@ fn counted<'a>(
     look: &mut Lookup<'a>,
     parse: impl FnOnce(&[u8]) -> Counted,
 ) -> std::io::Result<std::borrow::Cow<'a, Counted>> {
-    if let Ok(meta) = std::fs::metadata(path) {
-        if meta.is_file() {
-            if let Some(c) = look.get(&name, &Identity::of(&meta)) {
-                return Ok(std::borrow::Cow::Borrowed(c));
+    if look.wants_identity() {
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.is_file() {
+                if let Some(c) = look.get(&name, &Identity::of(&meta)) {
+                    return Ok(std::borrow::Cow::Borrowed(c));
+                }
             }
         }
     }
@@ -359,7 +361,7 @@ fn counted<'a>(
 /// A session folder's subagents (`agent_<…>`, sorted): the index's while the folder's identity
 /// (its mtime moves with every entry added, removed or renamed) is unchanged.
 fn subagents(dir: &Path, name: String, look: &mut Lookup<'_>) -> Vec<String> {
-    let meta = std::fs::metadata(dir).ok();
+    let meta = look.wants_identity().then(|| std::fs::metadata(dir).ok()).flatten();
     if let Some(meta) = &meta {
         if let Some(Counted::Agents(a)) = look.get(&name, &Identity::of(meta)) {
             return a.clone();
