@@ -19,8 +19,7 @@ if ! { command -v hyperfine >/dev/null && hyperfine --help | grep -q -- '--input
   HF=target/tools/bin/hyperfine
 fi
 
-cargo build --release -q -p aep-cline
-BIN="$PWD/target/release/aep-cline"
+BIN="$(bash tools/release.sh)"   # as it ships: static on Linux
 PAYLOAD="$PWD/crates/cline-hooks/tests/data/hooks-local/tool_call-global.json"
 WORK="$(mktemp -d)"
 trap 'kill $DAEMON 2>/dev/null || true; rm -rf "$WORK"' EXIT

@@ -34,8 +34,7 @@ need npm npm
 [ -x /usr/bin/time ] || need /usr/bin/time time
 
 echo "building aep-cline (release)..."
-cargo build --release -q -p aep-cline
-BIN="$ROOT/target/release/aep-cline"
+BIN="$(bash tools/release.sh)"
 
 # ccusage 20.0.24 from npm, into target/ (its native linux binary comes as an optional
 # dependency; 20.0.26 ships none, so the version is pinned).

@@ -47,6 +47,9 @@ fn daemon_wait(body_len: usize) -> Duration {
         .max(SHIM_WAIT / 4)
 }
 
+/// The room the payload is first read into; a larger one grows as it comes.
+const STDIN_START: usize = 64 << 10;
+
 /// The largest control the shim prints (a cancel with its reason is a few hundred bytes).
 const MAX_CONTROL: usize = 64 << 10;
 
@@ -73,8 +76,10 @@ pub fn run() -> std::process::ExitCode {
     let fired = firing::now_ns();
     // What orders it in the spool: a clock that never steps within a boot.
     let fired_boot = firing::boot_ns();
-    let mut body = Vec::new();
-    if let Err(e) = std::io::stdin().read_to_end(&mut body) {
+    // Room for a usual payload (a few KiB) up front: one read, where growing from empty reads
+    // 32 bytes, then 64, ...
+    let mut body = Vec::with_capacity(STDIN_START);
+    if let Err(e) = std::io::stdin().lock().read_to_end(&mut body) {
         eprintln!("aep-cline hook: cannot read the payload from stdin: {e}");
         return std::process::ExitCode::SUCCESS;
     }

@@ -71,7 +71,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 /// hook files itself, and a shell there may well be the long-lived runner, so it is kept.
 /// Costs one more `/proc` read, and only then.
 pub fn hook_runner(parent: u32, legacy: bool) -> (u32, Option<u64>) {
-    let text = std::fs::read_to_string(format!("/proc/{parent}/stat")).ok();
+    let text = proc_stat(parent);
     let fields = text.as_deref().and_then(stat_fields);
     if let (true, Some((comm, ppid, _))) = (legacy, fields) {
         if SHELLS.contains(&comm) && ppid > 1 {
@@ -79,6 +79,18 @@ pub fn hook_runner(parent: u32, legacy: bool) -> (u32, Option<u64>) {
         }
     }
     (parent, fields.map(|(_, _, started)| started))
+}
+
+/// `/proc/<pid>/stat`, read in one go: the file says its size is 0, so a plain read to the end
+/// starts with 32-byte reads and grows (six reads where one does; the shim pays this per firing).
+/// The line is a few hundred bytes (the command name is at most 64).
+fn proc_stat(pid: u32) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(1024);
+    std::fs::File::open(format!("/proc/{pid}/stat"))
+        .and_then(|mut f| f.read_to_string(&mut text))
+        .ok()?;
+    Some(text)
 }
 
 /// What `sh -c` may be on a system.
@@ -104,7 +116,7 @@ pub fn state_and_start(pid: u32) -> Option<(char, u64)> {
 /// `(state, starttime)` from `/proc/<pid>/stat`. The command name (field 2) may hold spaces and
 /// parentheses, so fields are counted after its closing parenthesis.
 fn stat(pid: u32) -> Option<(char, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text = proc_stat(pid)?;
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
