@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use support::cline::ClineSandbox;
-use support::daemon::{assert_ended_late, assert_valid_stream, http, project, types, Daemon, Sandbox};
+use support::daemon::{assert_ended_late, assert_valid_stream, http, project, types, Daemon, Sandbox, COMPLETED_RUN};
 use support::fake_model::{FakeModel, Script};
 use support::wait::{wait_until, wait_until_seen};
 
@@ -63,16 +63,6 @@ impl Rig {
         }
     }
 }
-
-/// A `cline --json` run with one tool call, from its session's start to its end.
-const COMPLETED_RUN: [&str; 6] = [
-    "session.started",
-    "run.started",
-    "tool.requested",
-    "tool.completed",
-    "run.finished",
-    "session.ended",
-];
 
 /// The lifecycle of one completed run with one tool call, cause-linked, in a session that
 /// ended when `cline --json` exited.

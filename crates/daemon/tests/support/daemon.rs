@@ -486,6 +486,17 @@ pub fn real_payload(dir: &str, hook: &str) -> Vec<u8> {
     std::fs::read(path).expect("real payload")
 }
 
+/// A run with one tool call, from its session's start to its end: what one prompt to Cline
+/// (the CLI, or another app on its SDK) records.
+pub const COMPLETED_RUN: [&str; 6] = [
+    "session.started",
+    "run.started",
+    "tool.requested",
+    "tool.completed",
+    "run.finished",
+    "session.ended",
+];
+
 /// The `type` of each Event.
 pub fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
