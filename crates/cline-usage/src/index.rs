@@ -152,6 +152,13 @@ struct OnDisk {
     stores: Vec<(String, Fresh)>,
 }
 
+/// [`OnDisk`] as written: the same bytes, from the index's own entries.
+#[derive(Serialize)]
+#[allow(clippy::type_complexity)]
+struct OnDiskRef<'a> {
+    stores: Vec<(&'a str, Vec<(&'a String, &'a Identity, &'a Counted)>)>,
+}
+
 impl Index {
     /// The entries of the store at `data`.
     pub fn store(&self, data: &Path) -> Option<&Entries> {
@@ -180,15 +187,16 @@ impl Index {
 
     /// The index as bytes: [`MAGIC`], [`VERSION`], then postcard (compact, fast both ways).
     pub fn encode(&self) -> Vec<u8> {
-        let disk = OnDisk {
+        // Borrowed, not copied: postcard writes a tuple of references as the tuple itself.
+        let disk = OnDiskRef {
             stores: self
                 .stores
                 .iter()
                 .filter_map(|(p, e)| {
-                    let mut files: Vec<(String, Identity, Counted)> =
-                        e.iter().map(|(k, (i, c))| (k.clone(), *i, c.clone())).collect();
-                    files.sort_by(|a, b| a.0.cmp(&b.0));
-                    Some((p.to_str()?.to_string(), files))
+                    let mut files: Vec<(&String, &Identity, &Counted)> =
+                        e.iter().map(|(k, (i, c))| (k, i, c)).collect();
+                    files.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    Some((p.to_str()?, files))
                 })
                 .collect(),
         };
@@ -275,10 +283,11 @@ impl<'a> Lookup<'a> {
         Some(counted)
     }
 
-    /// Records what `name`, read with identity `id`, counted (kept only once settled).
-    pub fn put(&mut self, name: String, id: Identity, counted: &Counted) {
+    /// Records what `name`, read with identity `id`, counted (kept only once settled); taken,
+    /// not copied: a first run records every call of the history.
+    pub fn put(&mut self, name: String, id: Identity, counted: Counted) {
         if self.keep && id.settled(self.now_ns) {
-            self.fresh.push((name, id, counted.clone()));
+            self.fresh.push((name, id, counted));
         }
     }
 }
@@ -339,12 +348,12 @@ mod tests {
         let mut look = Lookup::new(Some(&old), SETTLED_NS + 1, true);
         assert!(look.get("f", &id(6)).is_none(), "another size is another file");
         assert!(look.get("f", &id(5)).is_some());
-        look.put("new".into(), id(1), &Counted::Agents(vec![]));
+        look.put("new".into(), id(1), Counted::Agents(vec![]));
         let racy = Identity {
             mtime_ns: SETTLED_NS,
             ..id(1)
         };
-        look.put("racy".into(), racy, &Counted::Agents(vec![]));
+        look.put("racy".into(), racy, Counted::Agents(vec![]));
         let looks = vec![(look.hits, look.fresh)];
         let next = next_entries(old, looks);
         let mut keys: Vec<_> = next.keys().cloned().collect();

@@ -259,7 +259,7 @@ impl Store {
                 Err(e) => Counted::Bad(Bad::Corrupt(e.to_string())),
             },
         );
-        match facts.as_deref() {
+        match facts.as_ref().map(Read::get) {
             Ok(Counted::Head(f)) => {
                 session.running =
                     !f.ended && f.status.as_deref().is_none_or(|s| s == "running") && f.pid.is_none_or(alive);
@@ -278,6 +278,9 @@ impl Store {
             Err(e) => session
                 .problems
                 .push(Problem::new(&head, ProblemKind::Unreadable(e.to_string()))),
+        }
+        if let Ok(read) = facts {
+            read.keep(look);
         }
         let lead = dir.join(format!("{id}.messages.json"));
         calls_of(
@@ -323,7 +326,7 @@ fn calls_of(
         Ok(calls) => Counted::Calls(calls),
         Err(bad) => Counted::Bad(bad),
     });
-    match calls.as_deref() {
+    match calls.as_ref().map(Read::get) {
         Ok(Counted::Calls(calls)) => hand_on(calls, &mut |c| sink(agent, c)),
         Ok(Counted::Bad(b)) => session.problems.push(Problem::new(path, b.kind())),
         Ok(_) => session
@@ -331,31 +334,55 @@ fn calls_of(
             .push(Problem::new(path, ProblemKind::Corrupt("not a messages file".into()))),
         Err(e) => session.problems.push(io_problem(path, e)),
     }
+    if let Ok(read) = calls {
+        read.keep(look);
+    }
+}
+
+/// What a file counted: the index's, or read now (to be kept for the next index once used).
+enum Read<'a> {
+    Indexed(&'a Counted),
+    Fresh(String, Identity, Counted),
+}
+
+impl Read<'_> {
+    fn get(&self) -> &Counted {
+        match self {
+            Read::Indexed(c) => c,
+            Read::Fresh(_, _, c) => c,
+        }
+    }
+
+    /// Hands a fresh count to the index being built (an indexed one is already there).
+    fn keep(self, look: &mut Lookup<'_>) {
+        if let Read::Fresh(name, id, counted) = self {
+            look.put(name, id, counted);
+        }
+    }
 }
 
 /// What the file at `path` (`name` in the index) counts: the index's when the file's identity
 /// is unchanged (one `stat`, nothing read), else `parse` of its bytes, read as
-/// [`crate::vendor_file`] allows, recorded with the identity of the file actually opened.
+/// [`crate::vendor_file`] allows, with the identity of the file actually opened ([`Read::keep`]
+/// records it once used).
 fn counted<'a>(
     path: &Path,
     name: String,
     buf: &mut Vec<u8>,
     look: &mut Lookup<'a>,
     parse: impl FnOnce(&[u8]) -> Counted,
-) -> std::io::Result<std::borrow::Cow<'a, Counted>> {
+) -> std::io::Result<Read<'a>> {
     if look.wants_identity() {
         if let Ok(meta) = std::fs::metadata(path) {
             if meta.is_file() {
                 if let Some(c) = look.get(&name, &Identity::of(&meta)) {
-                    return Ok(std::borrow::Cow::Borrowed(c));
+                    return Ok(Read::Indexed(c));
                 }
             }
         }
     }
     let meta = crate::vendor_file::read_with_meta(path, crate::vendor_file::MAX_FILE_BYTES, buf)?;
-    let c = parse(buf);
-    look.put(name, Identity::of(&meta), &c);
-    Ok(std::borrow::Cow::Owned(c))
+    Ok(Read::Fresh(name, Identity::of(&meta), parse(buf)))
 }
 
 /// A session folder's subagents (`agent_<…>`, sorted): the index's while the folder's identity
@@ -378,7 +405,7 @@ fn subagents(dir: &Path, name: String, look: &mut Lookup<'_>) -> Vec<String> {
         .collect();
     agents.sort();
     if let Some(meta) = meta.filter(|m| m.is_dir()) {
-        look.put(name, Identity::of(&meta), &Counted::Agents(agents.clone()));
+        look.put(name, Identity::of(&meta), Counted::Agents(agents.clone()));
     }
     agents
 }

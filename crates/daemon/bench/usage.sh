@@ -102,8 +102,12 @@ echo "== time: $SESSIONS sessions, $CALLS model calls (warm page cache) =="
 export XDG_CACHE_HOME="$WORK/cache"
 rm -rf "$XDG_CACHE_HOME"
 "$BIN" usage session --json --cline-dir "$big/cline" >/dev/null
+# A real first run also builds the index (its --prepare removes the index first); the warm run
+# after it finds the index that run left.
 hyperfine --warmup 1 --runs "${RUNS:-5}" --export-markdown "$WORK/usage.md" \
-    -n "aep-cline usage session --json, first run (--no-cache)" "$BIN usage session --json --no-cache --cline-dir $big/cline" \
+    --prepare true --prepare "rm -rf $XDG_CACHE_HOME/aep-cline" --prepare true --prepare true \
+    -n "aep-cline usage session --json, reading every file (--no-cache)" "$BIN usage session --json --no-cache --cline-dir $big/cline" \
+    -n "aep-cline usage session --json, first run (the index built)" "$BIN usage session --json --cline-dir $big/cline" \
     -n "aep-cline usage session --json, the index warm" "$BIN usage session --json --cline-dir $big/cline" \
     -n "ccusage claude session --json --offline" \
     "CLAUDE_CONFIG_DIR=$big/claude $CCUSAGE claude session --json --offline"
