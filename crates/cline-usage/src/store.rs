@@ -340,6 +340,9 @@ fn calls_of(
 }
 
 /// What a file counted: the index's, or read now (to be kept for the next index once used).
+// One at a time, on the stack, moved on into the index: boxing the large variant would only add
+// an allocation per file.
+#[allow(clippy::large_enum_variant)]
 enum Read<'a> {
     Indexed(&'a Counted),
     Fresh(String, Identity, Counted),
