@@ -67,7 +67,7 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         hub,
         state.sessions.capture().clone(),
     );
-    let outcome = on_this_thread(move || {
+    let outcome = tokio::task::spawn_blocking(move || {
         if firing.abandoned(firing::now_ns()) {
             // Its shim has spooled it (or is about to): order it with the spool, by firing time.
             let entry = Spooled::new(firing.clone(), &body);
@@ -119,21 +119,6 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             tracing::error!(error = %e, "hook ingest task failed");
             error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e)
         }
-    }
-}
-
-/// Runs the hook's file work (the spool, the log's append) on the thread that holds the
-/// request: a multi-threaded runtime hands this worker's other tasks to another thread meanwhile
-/// (`block_in_place`), so the shim, which Cline waits on, is not answered through two thread
-/// wakes (to the blocking pool and back). On a single-threaded runtime, the blocking pool.
-/// A panic in the work is an error, as from the blocking pool, never the connection's end.
-async fn on_this_thread<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
-    match tokio::runtime::Handle::current().runtime_flavor() {
-        tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(|| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
-                .map_err(|_| "the hook's ingest panicked".to_string())
-        }),
-        _ => tokio::task::spawn_blocking(work).await.map_err(|e| e.to_string()),
     }
 }
 
