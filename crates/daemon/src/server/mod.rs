@@ -46,15 +46,7 @@ pub fn run(args: DaemonArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?
-        // The composition root runs on a worker, not on this thread: a connection the accept
-        // loop spawns then starts on the same worker at once (its LIFO slot), where from the
-        // main thread it would go through the global queue and wake a worker (a hook answered
-        // about 2 thread wakes sooner; docs/benchmarks.md, "Against the cat floor").
-        .block_on(async {
-            tokio::spawn(serve(args))
-                .await
-                .unwrap_or_else(|e| Err(anyhow::anyhow!("the daemon's main task failed: {e}")))
-        })
+        .block_on(serve(args))
 }
 
 /// The composition root: every subsystem starts here, in the start order (docs/architecture.md,
