@@ -289,7 +289,7 @@ fn indexed(history: &History, opts: &Options, prices: &cline_stream::PriceTable,
 
 /// Leaves the index to the process's end instead of freeing it now: `usage` prints its report
 /// and exits, and freeing an index of 10,000 sessions (a hundred thousand allocations, one by
-/// one) was a tenth of a warm run.
+/// one) cost a warm run about 5% of its CPU (docs/benchmarks.md).
 fn left_for_exit<T>(index: T) {
     std::mem::forget(index);
 }
