@@ -105,22 +105,21 @@ pub(crate) fn hand_on(calls: &Calls, sink: &mut dyn FnMut(CallRef<'_>)) {
 /// The calls a messages file's bytes record (pure). Not whole JSON, or a count no call can
 /// have, is [`Bad`] and no calls at all. The messages are counted as they are parsed, none kept.
 pub fn count(bytes: &[u8]) -> Result<Calls, Bad> {
-    let mut out = Calls::default();
-    let mut implausible = None;
+    let mut counting = Counting::default();
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let parsed = serde::de::DeserializeSeed::deserialize(
-        FileSeed {
-            out: &mut out,
-            implausible: &mut implausible,
-        },
-        &mut de,
-    )
-    .and_then(|()| de.end());
-    if let Some(n) = implausible {
+    let parsed = serde::de::DeserializeSeed::deserialize(FileSeed(&mut counting), &mut de).and_then(|()| de.end());
+    if let Some(n) = counting.implausible {
         return Err(Bad::Implausible(n));
     }
     parsed.map_err(|e| Bad::Corrupt(e.to_string()))?;
-    Ok(out)
+    Ok(counting.calls)
+}
+
+/// The calls counted so far, and the impossible count that stopped the parse, if one did.
+#[derive(Default)]
+struct Counting {
+    calls: Calls,
+    implausible: Option<u64>,
 }
 
 /// One message's call into `out`; an impossible count is `Err` with the count.
@@ -160,10 +159,7 @@ fn add(out: &mut Calls, m: &Message<'_>) -> Result<(), u64> {
 
 /// The file's object: `{"messages": [...], ...}`, its other fields skipped; `messages` once at
 /// most (as a derived struct would insist), absent meaning none.
-struct FileSeed<'o> {
-    out: &'o mut Calls,
-    implausible: &'o mut Option<u64>,
-}
+struct FileSeed<'c>(&'c mut Counting);
 
 impl<'de> serde::de::DeserializeSeed<'de> for FileSeed<'_> {
     type Value = ();
@@ -188,20 +184,14 @@ impl<'de> Visitor<'de> for FileSeed<'_> {
                 return Err(serde::de::Error::duplicate_field("messages"));
             }
             seen = true;
-            map.next_value_seed(MessagesSeed {
-                out: &mut *self.out,
-                implausible: &mut *self.implausible,
-            })?;
+            map.next_value_seed(MessagesSeed(&mut *self.0))?;
         }
         Ok(())
     }
 }
 
 /// `messages`: each message counted as it is read.
-struct MessagesSeed<'o> {
-    out: &'o mut Calls,
-    implausible: &'o mut Option<u64>,
-}
+struct MessagesSeed<'c>(&'c mut Counting);
 
 impl<'de> serde::de::DeserializeSeed<'de> for MessagesSeed<'_> {
     type Value = ();
@@ -217,8 +207,8 @@ impl<'de> Visitor<'de> for MessagesSeed<'_> {
     }
     fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
         while let Some(m) = seq.next_element::<Message<'de>>()? {
-            if let Err(n) = add(self.out, &m) {
-                *self.implausible = Some(n);
+            if let Err(n) = add(&mut self.0.calls, &m) {
+                self.0.implausible = Some(n);
                 return Err(serde::de::Error::custom("an impossible token count"));
             }
         }
