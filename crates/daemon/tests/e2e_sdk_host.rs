@@ -17,6 +17,16 @@ use support::wait::wait_until_seen;
 
 const PROMPT: &str = "Run the command and report what it printed.";
 
+/// A fake model reporting other counts on every call, a Cline home set up for it, and an
+/// aep-cline sandbox whose hook files are installed there.
+fn rig() -> (FakeModel, ClineSandbox, Sandbox) {
+    let model = FakeModel::start(Script::default().counted());
+    let cline = ClineSandbox::new(&model);
+    let aep = Sandbox::new();
+    aep.install_hooks_for(&cline);
+    (model, cline, aep)
+}
+
 /// The one session whose log holds `session.ended`, and its Events.
 fn ended_session(aep: &Sandbox) -> (String, Vec<Value>) {
     let dir = aep.log_dir.join("cline");
@@ -59,10 +69,7 @@ fn usage_row(aep: &Sandbox, env: &[(&str, &str)], session: &str) -> Value {
 
 #[test]
 fn a_vs_code_session_on_clines_sdk_is_recorded_named_and_ended_when_the_app_is_gone() {
-    let model = FakeModel::start(Script::default().counted());
-    let cline = ClineSandbox::new(&model);
-    let aep = Sandbox::new();
-    aep.install_hooks_for(&cline);
+    let (model, cline, aep) = rig();
     let daemon = aep.start();
     let (_, said) = support::sdk_host::run(&cline, support::sdk_host::command(&cline, &model, "vscode", PROMPT));
     assert_eq!(said["source"], "vscode", "{said}");
@@ -105,10 +112,7 @@ fn a_vs_code_session_on_clines_sdk_is_recorded_named_and_ended_when_the_app_is_g
 fn a_jetbrains_session_whose_store_clines_variables_moved_is_read_where_the_sdk_wrote_it() {
     // CLINE_SESSION_DATA_DIR puts the session folders straight under it (no `sessions/`), the
     // database staying in the data folder: the hooks inherit it, the daemon and `usage` read there.
-    let model = FakeModel::start(Script::default().counted());
-    let cline = ClineSandbox::new(&model);
-    let aep = Sandbox::new();
-    aep.install_hooks_for(&cline);
+    let (model, cline, aep) = rig();
     let daemon = aep.start();
     let moved = cline.root().join("elsewhere");
     let mut cmd = support::sdk_host::command(&cline, &model, "jetbrains", PROMPT);
