@@ -45,7 +45,9 @@ version=$(cargo metadata --format-version 1 --no-deps | python3 -c \
 [[ $(dpkg-deb -f "$deb" Package) == aep-cline ]] || fail "Package: $(dpkg-deb -f "$deb" Package)"
 [[ $(dpkg-deb -f "$deb" Version) == "$version-1" ]] || fail "Version: $(dpkg-deb -f "$deb" Version)"
 [[ $(dpkg-deb -f "$deb" Depends) == *libc6* ]] || fail "Depends: $(dpkg-deb -f "$deb" Depends)"
-summary=$(dpkg-deb -f "$deb" Description | head -1)
+# Not `| head -1`: under pipefail, dpkg-deb killed by SIGPIPE when head leaves early fails the check.
+description=$(dpkg-deb -f "$deb" Description)
+summary=${description%%$'\n'*}
 ((${#summary} <= 80)) || fail "the summary is longer than 80 characters: $summary"
 
 root="$out/root"

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 version=3.8.0
 root=target/tools
-if ! "$root/bin/cargo-deb" --version 2>/dev/null | grep -q "$version"; then
+if [[ "$("$root/bin/cargo-deb" --version 2>/dev/null || true)" != *"$version"* ]]; then
   cargo install cargo-deb --version "$version" --locked --root "$root" --quiet >&2
 fi
 echo "$(cd "$root/bin" && pwd)"
