@@ -2,6 +2,13 @@
 //! identity when it was read, so a report reads again only the files that changed or are new
 //! (a finished session's files never change, and people run `usage` again and again).
 //!
+//! A messages file's calls are kept as sums per model and UTC quarter-hour ([`Sums`]), not call
+//! by call: a repeat run adds up a few sums per file instead of every call again. Every zone's
+//! offset today is a whole number of quarter-hours, so a quarter-hour falls on one date in any
+//! of them and a date range or a day, week or month is answered exactly from the sums. Where a
+//! quarter-hour would straddle two dates (a zone with an odd offset, such as a city's mean time
+//! before 1900), the file is read again ([`Lookup::zone`]).
+//!
 //! Pure: identities in, decisions and bytes out. The folder, the file and the clock are the
 //! caller's ([`crate::index_file`] at the command edge, [`crate::store`] for the `stat`s).
 //!
@@ -20,7 +27,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The index's format; an index of another version is rebuilt.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// What an index file starts with, before [`VERSION`] (four bytes, little-endian).
 pub const MAGIC: &[u8] = b"aep-cline usage index\n";
@@ -93,12 +100,82 @@ pub struct Calls {
     pub calls: Vec<Call>,
 }
 
+/// A quarter-hour, in ms: the grain of the index's sums.
+pub const QUARTER_MS: i64 = 15 * 60 * 1000;
+
+/// The calls of one model in one UTC quarter-hour of one messages file, added up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sum {
+    /// The quarter-hour's start, epoch ms (a multiple of [`QUARTER_MS`]); none for the calls
+    /// without a time.
+    pub quarter_ms: Option<i64>,
+    pub model: u32,
+    pub calls: u64,
+    pub tokens: Tokens,
+}
+
+/// A messages file's calls as the index keeps them: sums by model and quarter-hour, in time
+/// order (the calls without a time first), then model order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sums {
+    pub models: Vec<(Option<String>, Option<String>)>,
+    pub sums: Vec<Sum>,
+}
+
+impl Calls {
+    /// These calls added up by model and quarter-hour.
+    pub fn sums(self) -> Sums {
+        let mut sums: Vec<Sum> = Vec::new();
+        let mut calls = self.calls;
+        let quarter = |c: &Call| c.time_ms.map(|t| t.div_euclid(QUARTER_MS) * QUARTER_MS);
+        // Stable: calls already in time order (as Cline writes them) stay as they are.
+        calls.sort_by_key(|c| (quarter(c), c.model));
+        for c in calls {
+            let q = quarter(&c);
+            match sums.last_mut() {
+                Some(s) if s.quarter_ms == q && s.model == c.model => {
+                    s.calls += 1;
+                    s.tokens += c.tokens;
+                }
+                _ => sums.push(Sum {
+                    quarter_ms: q,
+                    model: c.model,
+                    calls: 1,
+                    tokens: c.tokens,
+                }),
+            }
+        }
+        Sums {
+            models: self.models,
+            sums,
+        }
+    }
+}
+
+impl Sums {
+    /// Whether every quarter-hour of these sums falls on one date in `zone`.
+    pub fn fit(&self, zone: &jiff::tz::TimeZone) -> bool {
+        let date = |ms: i64| {
+            jiff::Timestamp::from_millisecond(ms)
+                .ok()
+                .map(|t| zone.to_datetime(t).date())
+        };
+        self.sums.iter().all(|s| match s.quarter_ms {
+            None => true,
+            Some(q) => date(q) == date(q.saturating_add(QUARTER_MS - 1)),
+        })
+    }
+}
+
 /// What one file (or folder) counted. Only what follows from the content is kept: an I/O
 /// failure (absent, a FIFO, too large) is looked at again every run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Counted {
     Head(Head),
+    /// A messages file as read: every call.
     Calls(Calls),
+    /// A messages file as the index keeps it ([`Lookup::put`] adds its calls up).
+    Sums(Sums),
     /// A session folder's subagents (`agent_…` names, sorted): a folder's mtime moves when an
     /// entry is added, removed or renamed in it.
     Agents(Vec<String>),
@@ -240,6 +317,8 @@ impl Index {
 pub struct Lookup<'a> {
     old: Option<&'a Entries>,
     now_ns: i128,
+    /// The zone dates are asked in, if any: sums that do not fit it are read again.
+    zone: Option<jiff::tz::TimeZone>,
     /// Whether this run's findings are wanted (`--no-cache` wants none).
     keep: bool,
     pub hits: Vec<String>,
@@ -253,6 +332,7 @@ impl<'a> Lookup<'a> {
         Lookup {
             old,
             now_ns,
+            zone: None,
             keep,
             hits: Vec::new(),
             fresh: Vec::new(),
@@ -262,6 +342,12 @@ impl<'a> Lookup<'a> {
     /// No index: read everything, keep nothing.
     pub fn none() -> Lookup<'static> {
         Lookup::new(None, 0, false)
+    }
+
+    /// Dates are asked in `zone`: a file whose sums have a quarter-hour across two of its dates
+    /// (no zone in use since the 1970s has one) is read again, not answered from the index.
+    pub fn zone(&mut self, zone: jiff::tz::TimeZone) {
+        self.zone = Some(zone);
     }
 
     /// Whether a file's identity can matter: there is an index to consult, or this run's
@@ -277,6 +363,11 @@ impl<'a> Lookup<'a> {
         if was != id {
             return None;
         }
+        if let (Counted::Sums(sums), Some(zone)) = (counted, &self.zone) {
+            if !sums.fit(zone) {
+                return None;
+            }
+        }
         if self.keep {
             self.hits.push(name.to_string());
         }
@@ -284,9 +375,13 @@ impl<'a> Lookup<'a> {
     }
 
     /// Records what `name`, read with identity `id`, counted (kept only once settled); taken,
-    /// not copied: a first run records every call of the history.
+    /// not copied, and a messages file's calls added up into [`Sums`].
     pub fn put(&mut self, name: String, id: Identity, counted: Counted) {
         if self.keep && id.settled(self.now_ns) {
+            let counted = match counted {
+                Counted::Calls(calls) => Counted::Sums(calls.sums()),
+                other => other,
+            };
             self.fresh.push((name, id, counted));
         }
     }
@@ -339,6 +434,103 @@ mod tests {
         let mut other = bytes.clone();
         other[MAGIC.len()] = 9;
         assert_eq!(Index::decode(&other), Err(Unusable::Foreign(9)));
+    }
+
+    fn call(time_ms: Option<i64>, model: u32, input: u64) -> Call {
+        Call {
+            time_ms,
+            model,
+            tokens: Tokens {
+                input,
+                ..Tokens::default()
+            },
+        }
+    }
+
+    #[test]
+    fn calls_add_up_by_model_and_utc_quarter_hour_and_every_call_counts_once() {
+        let q = 1_796_126_400_000; // 2026-12-01 12:00 UTC, a quarter-hour's start
+        let calls = Calls {
+            models: vec![(None, Some("a".into())), (None, Some("b".into()))],
+            calls: vec![
+                call(Some(q + 1), 0, 1),
+                call(Some(q + QUARTER_MS - 1), 1, 2),
+                call(Some(q + 5), 0, 4),
+                call(None, 1, 8),
+                call(Some(q + QUARTER_MS), 0, 16),
+                call(Some(-1), 0, 32),
+            ],
+        };
+        let sums = calls.clone().sums();
+        assert_eq!(sums.models, calls.models);
+        let got: Vec<_> = sums
+            .sums
+            .iter()
+            .map(|s| (s.quarter_ms, s.model, s.calls, s.tokens.input))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (None, 1, 1, 8),
+                (Some(-QUARTER_MS), 0, 1, 32),
+                (Some(q), 0, 2, 5),
+                (Some(q), 1, 1, 2),
+                (Some(q + QUARTER_MS), 0, 1, 16),
+            ]
+        );
+    }
+
+    #[test]
+    fn sums_fit_a_zone_only_when_no_quarter_hour_crosses_its_midnight() {
+        let zone = |s: &str| jiff::tz::TimeZone::get(s).unwrap();
+        let odd = jiff::tz::TimeZone::fixed(jiff::tz::offset(5) + jiff::SignedDuration::from_mins(7));
+        // 18:45 UTC: 23:38 at +05:07, midnight falls inside the quarter-hour.
+        let at = |ms: i64| Sums {
+            models: vec![(None, None)],
+            sums: vec![Sum {
+                quarter_ms: Some(ms),
+                model: 0,
+                calls: 1,
+                tokens: Tokens::default(),
+            }],
+        };
+        let q = 1_796_126_400_000 + 6 * 3_600_000 + 45 * 60_000;
+        for name in [
+            "UTC",
+            "Asia/Kathmandu",
+            "Australia/Eucla",
+            "America/St_Johns",
+            "Pacific/Chatham",
+        ] {
+            assert!(at(q).fit(&zone(name)), "{name}");
+        }
+        assert!(!at(q).fit(&odd));
+        assert!(at(q + QUARTER_MS).fit(&odd));
+        // Monrovia's mean time (-0:44:30) in 1960: a quarter-hour crosses its midnight.
+        let q1960: i64 = -315_619_200_000 + 30 * 60_000; // 1960-01-01 00:30 UTC
+        assert!(!at(q1960).fit(&zone("Africa/Monrovia")));
+        assert!(at(q1960 + QUARTER_MS).fit(&zone("Africa/Monrovia")));
+
+        // A lookup in such a zone misses, so the file is read again.
+        let mut old = Entries::new();
+        old.insert("f".into(), (id(5), Counted::Sums(at(q))));
+        let mut look = Lookup::new(Some(&old), SETTLED_NS + 1, true);
+        assert!(look.get("f", &id(5)).is_some());
+        look.zone(odd);
+        assert!(look.get("f", &id(5)).is_none());
+        look.zone(zone("Asia/Kathmandu"));
+        assert!(look.get("f", &id(5)).is_some());
+    }
+
+    #[test]
+    fn a_kept_messages_file_is_its_sums() {
+        let mut look = Lookup::new(None, SETTLED_NS + 1, true);
+        let calls = Calls {
+            models: vec![(None, None)],
+            calls: vec![call(Some(1), 0, 1), call(Some(2), 0, 2)],
+        };
+        look.put("m".into(), id(1), Counted::Calls(calls.clone()));
+        assert_eq!(look.fresh[0].2, Counted::Sums(calls.sums()));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! prompt) without building it, so a call costs no allocation; a file is read whole into a
 //! buffer the caller may reuse.
 
-use crate::index::{Bad, Call, Calls};
+use crate::index::{Bad, Call, Calls, Sums};
 use crate::model::Tokens;
 use crate::problem::{Problem, ProblemKind};
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -16,12 +16,16 @@ use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::path::Path;
 
-/// One call, borrowed from the file being read.
+/// One call, borrowed from the file being read, or from the index several calls of one model
+/// in one quarter-hour ([`crate::index::Sum`]).
 #[derive(Debug, Clone, Copy)]
 pub struct CallRef<'a> {
+    /// The call's time; for a sum, its quarter-hour's start.
     pub time_ms: Option<i64>,
     pub provider: Option<&'a str>,
     pub model: Option<&'a str>,
+    /// How many calls this is (1 as read from a file), and their tokens added up.
+    pub calls: u64,
     pub tokens: Tokens,
 }
 
@@ -97,7 +101,25 @@ pub(crate) fn hand_on(calls: &Calls, sink: &mut dyn FnMut(CallRef<'_>)) {
             time_ms: c.time_ms,
             provider,
             model,
+            calls: 1,
             tokens: c.tokens,
+        });
+    }
+}
+
+/// Hands the index's sums on, each as one [`CallRef`] of its calls.
+pub(crate) fn hand_on_sums(sums: &Sums, sink: &mut dyn FnMut(CallRef<'_>)) {
+    for s in &sums.sums {
+        let (provider, model) = sums
+            .models
+            .get(s.model as usize)
+            .map_or((None, None), |(p, m)| (p.as_deref(), m.as_deref()));
+        sink(CallRef {
+            time_ms: s.quarter_ms,
+            provider,
+            model,
+            calls: s.calls,
+            tokens: s.tokens,
         });
     }
 }

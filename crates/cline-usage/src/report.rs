@@ -57,6 +57,13 @@ pub struct Options {
     pub threads: usize,
 }
 
+impl Options {
+    /// Whether calls are placed on dates: a range, or rows by day, week or month.
+    pub fn dated(&self) -> bool {
+        self.since.is_some() || self.until.is_some() || !matches!(self.group, Group::Session | Group::Model)
+    }
+}
+
 /// One model's part of a row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelPart {
@@ -145,7 +152,7 @@ struct Acc {
 
 impl Acc {
     fn add(&mut self, c: &CallRef<'_>) {
-        self.calls += 1;
+        self.calls += c.calls;
         self.tokens += c.tokens;
         let found = self
             .models
@@ -153,12 +160,15 @@ impl Acc {
             .find(|(p, m, _, _)| p.as_deref() == c.provider && m.as_deref() == c.model);
         match found {
             Some((_, _, n, t)) => {
-                *n += 1;
+                *n += c.calls;
                 *t += c.tokens;
             }
-            None => self
-                .models
-                .push((c.provider.map(str::to_string), c.model.map(str::to_string), 1, c.tokens)),
+            None => self.models.push((
+                c.provider.map(str::to_string),
+                c.model.map(str::to_string),
+                c.calls,
+                c.tokens,
+            )),
         }
     }
 
@@ -221,6 +231,7 @@ pub fn build_indexed<'a>(
     let next = AtomicUsize::new(0);
     let merged: Mutex<(Partial, Vec<Problem>, u64, Looks)> = Mutex::new((HashMap::new(), Vec::new(), 0, Vec::new()));
     let threads = opts.threads.clamp(1, 16).min(ids.len().max(1));
+    let dated = opts.dated();
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
@@ -229,6 +240,9 @@ pub fn build_indexed<'a>(
                 let mut read = 0u64;
                 let mut buf = Vec::new();
                 let mut look = lookup();
+                if dated {
+                    look.zone(opts.timezone.clone());
+                }
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some((source, id)) = ids.get(i) else { break };
@@ -284,7 +298,7 @@ fn scan(
     let group = opts.group;
     let session = history.scan(source, id, buf, look, &mut |agent, c| {
         // The zone conversion only where a date is asked for.
-        let dated = opts.since.is_some() || opts.until.is_some() || !matches!(group, Group::Session | Group::Model);
+        let dated = opts.dated();
         let date = if dated { c.time_ms.and_then(date_of) } else { None };
         // A call without a time cannot be placed in a range, or on a day: left out of those.
         if dated {
@@ -315,10 +329,10 @@ fn scan(
         if let Agent::Subagent(a) = agent {
             match agents.iter_mut().find(|(x, _, _)| x == a) {
                 Some((_, n, t)) => {
-                    *n += 1;
+                    *n += c.calls;
                     *t += c.tokens;
                 }
-                None => agents.push((a.clone(), 1, c.tokens)),
+                None => agents.push((a.clone(), c.calls, c.tokens)),
             }
         }
     });

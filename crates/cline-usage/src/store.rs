@@ -4,7 +4,7 @@
 //! sessions are named `<id>__agent_<…>` in the database; their files live in the root's folder).
 
 use crate::index::{Bad, Counted, Head, Identity, Lookup};
-use crate::messages::{count, hand_on, io_problem, CallRef};
+use crate::messages::{count, hand_on, hand_on_sums, io_problem, CallRef};
 use crate::model::{Agent, ModelCall, Session};
 use crate::problem::{Problem, ProblemKind};
 use serde::Deserialize;
@@ -199,7 +199,8 @@ impl Store {
         }))
     }
 
-    /// One session with every call, subagents included.
+    /// One session with every call, subagents included (read from the files, never from the
+    /// index's sums: each [`ModelCall`] is one call at its own time).
     pub fn read_session(&self, id: &str) -> Session {
         let mut buf = Vec::new();
         let mut calls = Vec::new();
@@ -328,6 +329,7 @@ fn calls_of(
     });
     match calls.as_ref().map(Read::get) {
         Ok(Counted::Calls(calls)) => hand_on(calls, &mut |c| sink(agent, c)),
+        Ok(Counted::Sums(sums)) => hand_on_sums(sums, &mut |c| sink(agent, c)),
         Ok(Counted::Bad(b)) => session.problems.push(Problem::new(path, b.kind())),
         Ok(_) => session
             .problems

@@ -299,6 +299,7 @@ fn call_of<'a>(
         time_ms: ts,
         provider: provider.map(task_tokens::provider_name),
         model,
+        calls: 1,
         tokens: task_tokens::tokens(provider, tokens_in, tokens_out, reads, writes),
     }))
 }

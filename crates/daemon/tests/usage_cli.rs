@@ -625,6 +625,124 @@ fn the_index_reads_again_only_what_changed_and_counts_it_exactly() {
     );
 }
 
+/// A session whose calls fall at `times` (epoch ms), one of `model` each, as [`write_session`]'s.
+fn write_calls_at(data: &Path, id: &str, times: &[i64]) {
+    write_session(
+        data,
+        &Gen {
+            id,
+            workspace: "/w",
+            time_ms: times[0],
+            calls: 0,
+            model: "m",
+            running: false,
+        },
+    );
+    let messages: Vec<Value> = times
+        .iter()
+        .enumerate()
+        .map(|(n, t)| {
+            json!({"id": format!("m{n}"), "role": "assistant", "ts": t, "modelInfo": {"id": "m", "provider": "anthropic"},
+                   "metrics": {"inputTokens": 10_000, "outputTokens": 500, "cacheReadTokens": 8_000, "cacheWriteTokens": 1_000}})
+        })
+        .collect();
+    let file = json!({"version": 1, "messages": messages});
+    std::fs::write(
+        data.join("sessions").join(id).join(format!("{id}.messages.json")),
+        file.to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_index_places_calls_on_the_dates_of_every_zone_as_a_full_read_does() {
+    // The index keeps each file's calls as sums per UTC quarter-hour. A call every 7 minutes
+    // for 26 hours crosses midnight in every zone; the quarter 18:45-19:00 UTC holds 23:53 and
+    // 00:05 of a zone at +05:07, which the index cannot split: that file is read again.
+    let store = tempfile::tempdir().unwrap();
+    let start = NOON - 12 * 3_600_000;
+    let mut times: Vec<i64> = (0..223).map(|k| start + k * 7 * 60_000 + 13_000).collect();
+    let odd_midnight = NOON + 6 * 3_600_000 + 53 * 60_000; // 18:53 UTC = 00:00 at +05:07
+    times.extend([odd_midnight - 7 * 60_000, odd_midnight + 5 * 60_000]);
+    times.sort();
+    write_calls_at(store.path(), "1796100000000_zones", &times);
+    write_calls_at(store.path(), "1796100000001_other", &[NOON + 3_600_000]);
+    age(store.path());
+    let cache = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], tz: &str| {
+        let out = Command::new(bin())
+            .arg("usage")
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("CLINE_DATA_DIR", store.path())
+            .env("XDG_CACHE_HOME", cache.path())
+            .env("TZ", tz)
+            .output()
+            .expect("aep-cline runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let asks: Vec<Vec<&str>> = vec![
+        vec!["daily", "--json"],
+        vec!["weekly", "--json"],
+        vec!["monthly", "--json"],
+        vec!["session", "--json", "--since", "2026-12-01", "--until", "2026-12-01"],
+        vec!["model", "--json", "--since", "2026-12-02"],
+    ];
+    let zones = [
+        ("UTC", None),
+        ("Asia/Kathmandu", None),
+        ("Australia/Eucla", None),
+        ("America/St_Johns", None),
+        ("Pacific/Chatham", None),
+        ("system", Some("XXX-05:07")),
+    ];
+    for ask in &asks {
+        for (zone, tz) in zones {
+            let mut args = ask.clone();
+            if tz.is_none() {
+                args.extend(["--timezone", zone]);
+            }
+            let tz = tz.unwrap_or("UTC");
+            let mut plain = args.clone();
+            plain.push("--no-cache");
+            let want = run(&plain, tz);
+            assert_eq!(run(&args, tz), want, "{args:?} TZ={tz}: the first run");
+            assert_eq!(run(&args, tz), want, "{args:?} TZ={tz}: from the index");
+        }
+    }
+    let daily = |tz: &str| -> Value { serde_json::from_str(&run(&["daily", "--json"], tz)).unwrap() };
+    let odd = daily("XXX-05:07");
+    let before = times.iter().filter(|t| **t < odd_midnight).count() + 1;
+    assert_eq!(odd["rows"][0]["key"], "2026-12-01", "{odd}");
+    assert_eq!(odd["rows"][0]["model_calls"], before, "{odd}");
+    assert_eq!(odd["rows"][1]["model_calls"], 226 - before, "{odd}");
+    assert_eq!(odd["totals"]["model_calls"], 226);
+
+    // Both ways are taken: the file rewritten in place to the same size, its mtime put back
+    // (the index's known limit), still counts as before where the sums fit the zone, and is
+    // read again (the new count) where they do not.
+    let file = store
+        .path()
+        .join("sessions/1796100000000_zones/1796100000000_zones.messages.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+    std::fs::write(&file, text.replacen("\"outputTokens\":500", "\"outputTokens\":900", 1)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    assert_eq!(daily("UTC")["totals"]["tokens"]["output"], 226 * 500, "from the index");
+    assert_eq!(
+        daily("XXX-05:07")["totals"]["tokens"]["output"],
+        225 * 500 + 900,
+        "read again"
+    );
+}
+
 #[test]
 fn a_corrupt_foreign_fifo_or_linked_index_is_rebuilt_and_an_unwritable_folder_breaks_nothing() {
     let store = generated(4, 3);
