@@ -23,7 +23,6 @@
 use crate::model::Tokens;
 use crate::problem::ProblemKind;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The index's format; an index of another version is rebuilt.
@@ -171,7 +170,9 @@ impl Sums {
 /// failure (absent, a FIFO, too large) is looked at again every run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Counted {
-    Head(Head),
+    /// Boxed: the largest variant, and one in three entries; unboxed, every entry took its size
+    /// (a warm run's entries were twice as large, and zeroing their pages is a warm run's cost).
+    Head(Box<Head>),
     /// A messages file as read: every call.
     Calls(Calls),
     /// A messages file as the index keeps it ([`Lookup::put`] adds its calls up).
@@ -199,8 +200,98 @@ impl Bad {
     }
 }
 
-/// One store's files: the path inside the store's data folder → identity and count.
-pub type Entries = HashMap<String, (Identity, Counted)>;
+/// One file's entry: its path inside the store's data folder, identity and count.
+pub type Entry = (String, Identity, Counted);
+
+/// One store's files, sorted by path, each once, as the index is read and written; found
+/// through a table of their paths' hashes (a warm run makes 31,000 look-ups into as many
+/// entries: moving the entries into a map, or a binary search that compares paths, each cost it
+/// a tenth of its time).
+#[derive(Debug, Clone, Default)]
+pub struct Entries {
+    entries: Vec<Entry>,
+    /// `(hash of the path, position)`, sorted.
+    by_hash: Vec<(u64, u32)>,
+}
+
+impl PartialEq for Entries {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+    }
+}
+
+/// FNV-1a: a fixed, fast hash of a path (no state between runs, no DoS to fear: the paths are
+/// the user's own, and a collision only costs a comparison).
+fn path_hash(path: &str) -> u64 {
+    path.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+impl Entries {
+    pub fn new() -> Self {
+        Entries::default()
+    }
+
+    fn sorted(entries: Vec<Entry>) -> Self {
+        let mut by_hash: Vec<(u64, u32)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (path_hash(&e.0), i as u32))
+            .collect();
+        by_hash.sort_unstable();
+        Entries { entries, by_hash }
+    }
+
+    /// Entries in any order; of two with one path, the later is kept.
+    pub fn from_unsorted(mut entries: Vec<Entry>) -> Self {
+        // Stable, then the last of each run of equal paths kept.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
+        for e in entries {
+            match out.last_mut() {
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => out.push(e),
+            }
+        }
+        Entries::sorted(out)
+    }
+
+    /// Entries already sorted by path, each once (as an index is written), else `None`.
+    fn from_sorted(entries: Vec<Entry>) -> Option<Self> {
+        let ordered = entries.len() <= MAX_ENTRIES && entries.windows(2).all(|w| w[0].0 < w[1].0);
+        ordered.then(|| Entries::sorted(entries))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The position and entry of `path`.
+    fn find(&self, path: &str) -> Option<(usize, &Entry)> {
+        let h = path_hash(path);
+        let first = self.by_hash.partition_point(|(x, _)| *x < h);
+        self.by_hash[first..]
+            .iter()
+            .take_while(|(x, _)| *x == h)
+            .map(|(_, i)| *i as usize)
+            .find(|i| self.entries[*i].0 == path)
+            .map(|i| (i, &self.entries[i]))
+    }
+
+    /// What `path` counted, with the identity it had.
+    pub fn get(&self, path: &str) -> Option<(&Identity, &Counted)> {
+        self.find(path).map(|(_, e)| (&e.1, &e.2))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter()
+    }
+}
 
 /// Every store's entries, the most recently used store first.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -221,10 +312,11 @@ pub enum Unusable {
 /// Files read afresh: name, identity, count.
 pub type Fresh = Vec<(String, Identity, Counted)>;
 
-/// What each reading thread's [`Lookup`] found unchanged and read afresh.
-pub type Looks = Vec<(Vec<String>, Fresh)>;
+/// What each reading thread's [`Lookup`] found unchanged (positions in the old entries) and
+/// read afresh.
+pub type Looks = Vec<(Vec<usize>, Fresh)>;
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct OnDisk {
     stores: Vec<(String, Fresh)>,
 }
@@ -270,9 +362,7 @@ impl Index {
                 .stores
                 .iter()
                 .filter_map(|(p, e)| {
-                    let mut files: Vec<(&String, &Identity, &Counted)> =
-                        e.iter().map(|(k, (i, c))| (k, i, c)).collect();
-                    files.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                    let files: Vec<(&String, &Identity, &Counted)> = e.iter().map(|(k, i, c)| (k, i, c)).collect();
                     Some((p.to_str()?, files))
                 })
                 .collect(),
@@ -299,16 +389,16 @@ impl Index {
         if !left.is_empty() {
             return Err(Unusable::Corrupt(format!("{} bytes after its end", left.len())));
         }
-        Ok(Index {
-            stores: disk
-                .stores
-                .into_iter()
-                .map(|(p, files)| {
-                    let entries = files.into_iter().map(|(k, i, c)| (k, (i, c))).collect();
-                    (PathBuf::from(p), entries)
-                })
-                .collect(),
-        })
+        let stores = disk
+            .stores
+            .into_iter()
+            .map(|(p, files)| {
+                let entries = Entries::from_sorted(files)
+                    .ok_or_else(|| Unusable::Corrupt("its files are out of order".to_string()))?;
+                Ok((PathBuf::from(p), entries))
+            })
+            .collect::<Result<_, Unusable>>()?;
+        Ok(Index { stores })
     }
 }
 
@@ -321,8 +411,12 @@ pub struct Lookup<'a> {
     zone: Option<jiff::tz::TimeZone>,
     /// Whether this run's findings are wanted (`--no-cache` wants none).
     keep: bool,
-    pub hits: Vec<String>,
+    /// Positions in the old entries.
+    pub hits: Vec<usize>,
     pub fresh: Fresh,
+    /// The folder this thread's files are looked up in, opened once by the reader
+    /// ([`crate::store`]); kept here because a lookup lives as long as one thread's reading.
+    pub(crate) folder: Option<(std::path::PathBuf, Option<std::os::fd::OwnedFd>)>,
 }
 
 impl<'a> Lookup<'a> {
@@ -336,6 +430,7 @@ impl<'a> Lookup<'a> {
             keep,
             hits: Vec::new(),
             fresh: Vec::new(),
+            folder: None,
         }
     }
 
@@ -359,7 +454,7 @@ impl<'a> Lookup<'a> {
 
     /// What `name` counted when it had identity `id`, if it still has it.
     pub fn get(&mut self, name: &str, id: &Identity) -> Option<&'a Counted> {
-        let (was, counted) = self.old?.get(name)?;
+        let (at, (_, was, counted)) = self.old?.find(name)?;
         if was != id {
             return None;
         }
@@ -369,7 +464,7 @@ impl<'a> Lookup<'a> {
             }
         }
         if self.keep {
-            self.hits.push(name.to_string());
+            self.hits.push(at);
         }
         Some(counted)
     }
@@ -389,19 +484,25 @@ impl<'a> Lookup<'a> {
 
 /// The next index's entries for a store: the unchanged files' old entries and the fresh ones;
 /// files not seen in this run (removed) drop out.
-pub fn next_entries(mut old: Entries, looks: Looks) -> Entries {
-    let mut out = Entries::with_capacity(old.len());
-    for (hits, fresh) in looks {
+pub fn next_entries(old: Entries, looks: Looks) -> Entries {
+    let mut kept = vec![false; old.len()];
+    let mut fresh = Vec::new();
+    for (hits, f) in looks {
         for h in hits {
-            if let Some(e) = old.remove(&h) {
-                out.insert(h, e);
+            if let Some(k) = kept.get_mut(h) {
+                *k = true;
             }
         }
-        for (k, i, c) in fresh {
-            out.insert(k, (i, c));
-        }
+        fresh.extend(f);
     }
-    out
+    let mut out: Vec<Entry> = old
+        .entries
+        .into_iter()
+        .zip(kept)
+        .filter_map(|(e, k)| k.then_some(e))
+        .collect();
+    out.extend(fresh);
+    Entries::from_unsorted(out)
 }
 
 #[cfg(test)]
@@ -419,9 +520,10 @@ mod tests {
 
     #[test]
     fn an_index_reads_back_as_written_and_refuses_other_bytes() {
-        let mut entries = Entries::new();
-        entries.insert("a/a.json".into(), (id(5), Counted::Head(Head::default())));
-        entries.insert("a/".into(), (id(6), Counted::Agents(vec!["agent_x".into()])));
+        let entries = Entries::from_unsorted(vec![
+            ("a/a.json".into(), id(5), Counted::Head(Box::default())),
+            ("a/".into(), id(6), Counted::Agents(vec!["agent_x".into()])),
+        ]);
         let mut index = Index::default();
         index.put(Path::new("/d"), entries);
         let bytes = index.encode();
@@ -434,6 +536,38 @@ mod tests {
         let mut other = bytes.clone();
         other[MAGIC.len()] = 9;
         assert_eq!(Index::decode(&other), Err(Unusable::Foreign(9)));
+        // Well-formed bytes whose files are out of order (or twice) are not an index of ours.
+        for files in [["b", "a"], ["a", "a"]] {
+            let entries = Entries {
+                entries: files
+                    .iter()
+                    .map(|f| (f.to_string(), id(1), Counted::Agents(vec![])))
+                    .collect(),
+                by_hash: Vec::new(),
+            };
+            let bad = Index {
+                stores: vec![(PathBuf::from("/d"), entries)],
+            };
+            assert!(
+                matches!(Index::decode(&bad.encode()), Err(Unusable::Corrupt(_))),
+                "{files:?}"
+            );
+        }
+        // Every path is found, and no other.
+        let many = Entries::from_unsorted(
+            (0..1000)
+                .map(|i| (format!("s{i}/s{i}.json"), id(i), Counted::Agents(vec![])))
+                .collect(),
+        );
+        assert!((0..1000).all(|i| many.get(&format!("s{i}/s{i}.json")).unwrap().0 == &id(i)));
+        assert!(many.get("s1000/s1000.json").is_none() && many.get("").is_none());
+        // Of two entries of one path, the later is kept.
+        let two = Entries::from_unsorted(vec![
+            ("a".into(), id(1), Counted::Agents(vec![])),
+            ("a".into(), id(2), Counted::Agents(vec![])),
+        ]);
+        assert_eq!(two.len(), 1);
+        assert_eq!(two.get("a").unwrap().0, &id(2));
     }
 
     fn call(time_ms: Option<i64>, model: u32, input: u64) -> Call {
@@ -512,8 +646,7 @@ mod tests {
         assert!(at(q1960 + QUARTER_MS).fit(&zone("Africa/Monrovia")));
 
         // A lookup in such a zone misses, so the file is read again.
-        let mut old = Entries::new();
-        old.insert("f".into(), (id(5), Counted::Sums(at(q))));
+        let old = Entries::from_unsorted(vec![("f".into(), id(5), Counted::Sums(at(q)))]);
         let mut look = Lookup::new(Some(&old), SETTLED_NS + 1, true);
         assert!(look.get("f", &id(5)).is_some());
         look.zone(odd);
@@ -535,8 +668,10 @@ mod tests {
 
     #[test]
     fn only_an_unchanged_identity_hits_and_only_settled_files_are_kept() {
-        let mut old = Entries::new();
-        old.insert("f".into(), (id(5), Counted::Agents(vec![])));
+        let old = Entries::from_unsorted(vec![
+            ("f".into(), id(5), Counted::Agents(vec![])),
+            ("gone".into(), id(5), Counted::Agents(vec![])),
+        ]);
         let mut look = Lookup::new(Some(&old), SETTLED_NS + 1, true);
         assert!(look.get("f", &id(6)).is_none(), "another size is another file");
         assert!(look.get("f", &id(5)).is_some());
@@ -548,8 +683,8 @@ mod tests {
         look.put("racy".into(), racy, Counted::Agents(vec![]));
         let looks = vec![(look.hits, look.fresh)];
         let next = next_entries(old, looks);
-        let mut keys: Vec<_> = next.keys().cloned().collect();
-        keys.sort();
-        assert_eq!(keys, ["f", "new"]);
+        let keys: Vec<_> = next.iter().map(|e| e.0.as_str()).collect();
+        assert_eq!(keys, ["f", "new"], "sorted; the file not seen (gone) drops out");
+        assert_eq!(next.get("new").unwrap().0, &id(1));
     }
 }

@@ -172,6 +172,28 @@ impl Acc {
         }
     }
 
+    /// Adds `o`'s counts, models and Cline's cost, not its workspace, app or subagents (the
+    /// totals row), copying a model's names only the first time it is seen.
+    fn add_counts(&mut self, o: &Acc) {
+        self.cline_cost = match (self.cline_cost, o.cline_cost) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.sessions += o.sessions;
+        self.running += o.running;
+        self.calls += o.calls;
+        self.tokens += o.tokens;
+        for (p, m, n, t) in &o.models {
+            match self.models.iter_mut().find(|(p2, m2, _, _)| p2 == p && m2 == m) {
+                Some((_, _, n2, t2)) => {
+                    *n2 += n;
+                    *t2 += *t;
+                }
+                None => self.models.push((p.clone(), m.clone(), *n, *t)),
+            }
+        }
+    }
+
     fn merge(&mut self, o: Acc) {
         if self.workspace.is_none() {
             self.workspace = o.workspace;
@@ -232,10 +254,17 @@ pub fn build_indexed<'a>(
     let merged: Mutex<(Partial, Vec<Problem>, u64, Looks)> = Mutex::new((HashMap::new(), Vec::new(), 0, Vec::new()));
     let threads = opts.threads.clamp(1, 16).min(ids.len().max(1));
     let dated = opts.dated();
+    // A row per session: room for them at once, not grown (and moved) by doubling.
+    let per_thread = if opts.group == Group::Session {
+        ids.len() / threads + 1
+    } else {
+        0
+    };
+    merged.lock().expect("not yet shared").0.reserve(per_thread * threads);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
-                let mut rows: Partial = HashMap::new();
+                let mut rows: Partial = HashMap::with_capacity(per_thread);
                 let mut found = Vec::new();
                 let mut read = 0u64;
                 let mut buf = Vec::new();
@@ -260,7 +289,12 @@ pub fn build_indexed<'a>(
                 }
                 let mut m = merged.lock().expect("no reader panics");
                 for (k, acc) in rows {
-                    m.0.entry(k).or_default().merge(acc);
+                    match m.0.entry(k) {
+                        std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().merge(acc),
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            v.insert(acc);
+                        }
+                    }
                 }
                 m.1.extend(found);
                 m.2 += read;
@@ -405,19 +439,16 @@ fn finish(rows: Partial, mut problems: Vec<Problem>, read: u64, prices: &PriceTa
     let shared = first.filter(|w| workspaces.all(|o| o == w));
     let mut total = Acc::default();
     let mut out = Vec::with_capacity(accs.len());
-    for (key, mut acc) in accs {
-        out.push(to_row(key, &acc, prices, &mut unpriced));
-        acc.subagents.clear();
-        acc.workspace = None;
-        acc.app = None;
+    for (key, acc) in accs {
         total.started_ms = match (total.started_ms, acc.started_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        total.merge(acc);
+        total.add_counts(&acc);
+        out.push(to_row(key, acc, prices, &mut unpriced));
     }
     total.workspace = shared;
-    let totals = (!out.is_empty()).then(|| to_row("total".to_string(), &total, prices, &mut unpriced));
+    let totals = (!out.is_empty()).then(|| to_row("total".to_string(), total, prices, &mut unpriced));
     unpriced.sort();
     problems.sort_by(|a, b| {
         a.path
@@ -437,25 +468,27 @@ fn finish(rows: Partial, mut problems: Vec<Problem>, read: u64, prices: &PriceTa
 /// Unpriced models, once each: `(provider, model, why)`.
 type Unpriced = Vec<(Option<String>, Option<String>, String)>;
 
-fn to_row(key: String, acc: &Acc, prices: &PriceTable, unpriced: &mut Unpriced) -> Row {
+/// A row from its sums, taken (a report of 10,000 sessions has as many rows: copying each
+/// one's names was a warm run's cost).
+fn to_row(key: String, acc: Acc, prices: &PriceTable, unpriced: &mut Unpriced) -> Row {
     let mut models: Vec<ModelPart> = acc
         .models
-        .iter()
+        .into_iter()
         .map(|(p, m, calls, tokens)| {
             let (cost, note) = match prices.cost(p.as_deref(), m.as_deref(), &tokens.classes()) {
                 Pricing::Priced(c) => (Some(c.total), None),
                 Pricing::Unknown(note) => {
-                    if !unpriced.iter().any(|(p2, m2, _)| p2 == p && m2 == m) {
+                    if !unpriced.iter().any(|(p2, m2, _)| *p2 == p && *m2 == m) {
                         unpriced.push((p.clone(), m.clone(), note.clone()));
                     }
                     (None, Some(note))
                 }
             };
             ModelPart {
-                provider: p.clone(),
-                model: m.clone(),
-                calls: *calls,
-                tokens: *tokens,
+                provider: p,
+                model: m,
+                calls,
+                tokens,
                 cost,
                 cost_note: note,
             }
@@ -475,10 +508,10 @@ fn to_row(key: String, acc: &Acc, prices: &PriceTable, unpriced: &mut Unpriced) 
         calls: acc.calls,
         tokens: acc.tokens,
         models,
-        workspace: acc.workspace.clone(),
-        app: acc.app.clone(),
+        workspace: acc.workspace,
+        app: acc.app,
         started_ms: acc.started_ms,
-        subagents: acc.subagents.clone(),
+        subagents: acc.subagents,
         cline_cost: acc.cline_cost,
     }
 }
