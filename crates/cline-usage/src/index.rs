@@ -445,11 +445,18 @@ impl<'a> Lookup<'a> {
         self.zone = Some(zone);
     }
 
-    /// Whether a file's identity can matter: there is an index to consult, or this run's
+    /// Whether a folder's identity can matter: there is an index to consult, or this run's
     /// findings are kept. Without either (`--no-cache`) a reader skips the `stat` it would
-    /// take only to look the file up.
+    /// take only to look the folder up.
     pub fn wants_identity(&self) -> bool {
         self.old.is_some() || self.keep
+    }
+
+    /// Whether the index has an entry for `name`: only then is a `stat` worth taking before
+    /// reading the file (a file read gives its identity anyway). A first run, which has no
+    /// index yet, takes none.
+    pub fn knows(&self, name: &str) -> bool {
+        self.old.is_some_and(|o| o.find(name).is_some())
     }
 
     /// What `name` counted when it had identity `id`, if it still has it.
@@ -673,6 +680,11 @@ mod tests {
             ("gone".into(), id(5), Counted::Agents(vec![])),
         ]);
         let mut look = Lookup::new(Some(&old), SETTLED_NS + 1, true);
+        assert!(
+            look.knows("f") && !look.knows("new"),
+            "a file not indexed is read, not looked at first"
+        );
+        assert!(!Lookup::new(None, 0, true).knows("f"));
         assert!(look.get("f", &id(6)).is_none(), "another size is another file");
         assert!(look.get("f", &id(5)).is_some());
         look.put("new".into(), id(1), Counted::Agents(vec![]));

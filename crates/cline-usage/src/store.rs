@@ -378,7 +378,7 @@ fn counted<'a>(
     look: &mut Lookup<'a>,
     parse: impl FnOnce(&[u8]) -> Counted,
 ) -> std::io::Result<Read<'a>> {
-    if look.wants_identity() {
+    if look.knows(&name) {
         if let Some((id, Kind::File)) = stat_in(look, sessions, &name, path) {
             if let Some(c) = look.get(&name, &id) {
                 return Ok(Read::Indexed(c));
