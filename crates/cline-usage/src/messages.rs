@@ -93,34 +93,34 @@ pub(crate) fn io_problem(path: &Path, e: &std::io::Error) -> Problem {
 /// Hands the calls on, in file order.
 pub(crate) fn hand_on(calls: &Calls, sink: &mut dyn FnMut(CallRef<'_>)) {
     for c in &calls.calls {
-        let (provider, model) = calls
-            .models
-            .get(c.model as usize)
-            .map_or((None, None), |(p, m)| (p.as_deref(), m.as_deref()));
-        sink(CallRef {
-            time_ms: c.time_ms,
-            provider,
-            model,
-            calls: 1,
-            tokens: c.tokens,
-        });
+        sink(call_ref(&calls.models, c.model, c.time_ms, 1, c.tokens));
     }
 }
 
 /// Hands the index's sums on, each as one [`CallRef`] of its calls.
 pub(crate) fn hand_on_sums(sums: &Sums, sink: &mut dyn FnMut(CallRef<'_>)) {
     for s in &sums.sums {
-        let (provider, model) = sums
-            .models
-            .get(s.model as usize)
-            .map_or((None, None), |(p, m)| (p.as_deref(), m.as_deref()));
-        sink(CallRef {
-            time_ms: s.quarter_ms,
-            provider,
-            model,
-            calls: s.calls,
-            tokens: s.tokens,
-        });
+        sink(call_ref(&sums.models, s.model, s.quarter_ms, s.calls, s.tokens));
+    }
+}
+
+/// A [`CallRef`] naming model `model` of a file's `models` (an index past them names none).
+fn call_ref(
+    models: &[(Option<String>, Option<String>)],
+    model: u32,
+    time_ms: Option<i64>,
+    calls: u64,
+    tokens: Tokens,
+) -> CallRef<'_> {
+    let (provider, model) = models
+        .get(model as usize)
+        .map_or((None, None), |(p, m)| (p.as_deref(), m.as_deref()));
+    CallRef {
+        time_ms,
+        provider,
+        model,
+        calls,
+        tokens,
     }
 }
 

@@ -194,31 +194,15 @@ impl Acc {
         }
     }
 
-    fn merge(&mut self, o: Acc) {
+    fn merge(&mut self, mut o: Acc) {
         if self.workspace.is_none() {
-            self.workspace = o.workspace;
+            self.workspace = o.workspace.take();
         }
         if self.app.is_none() {
-            self.app = o.app;
+            self.app = o.app.take();
         }
         self.started_ms = self.started_ms.or(o.started_ms);
-        self.cline_cost = match (self.cline_cost, o.cline_cost) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-        self.sessions += o.sessions;
-        self.running += o.running;
-        self.calls += o.calls;
-        self.tokens += o.tokens;
-        for (p, m, n, t) in o.models {
-            match self.models.iter_mut().find(|(p2, m2, _, _)| *p2 == p && *m2 == m) {
-                Some((_, _, n2, t2)) => {
-                    *n2 += n;
-                    *t2 += t;
-                }
-                None => self.models.push((p, m, n, t)),
-            }
-        }
+        self.add_counts(&o);
         self.subagents.extend(o.subagents);
     }
 }

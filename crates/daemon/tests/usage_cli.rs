@@ -516,6 +516,21 @@ fn age(dir: &Path) {
     std::fs::File::open(dir).unwrap().set_modified(old).unwrap();
 }
 
+/// Rewrites the first `n` calls' 500 output tokens of `file` as 900, in place: the same size,
+/// its mtime put back (the index's known limit: it looks unchanged). Returns the text before.
+fn rewrite_in_place(file: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mtime = std::fs::metadata(file).unwrap().modified().unwrap();
+    std::fs::write(file, text.replacen("\"outputTokens\":500", "\"outputTokens\":900", n)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(file)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    text
+}
+
 const SESSION_JSON: &[&str] = &["session", "--json", "--timezone", "UTC"];
 
 /// The same bytes with the index as without it, and twice in a row; returns them.
@@ -561,15 +576,7 @@ fn the_index_reads_again_only_what_changed_and_counts_it_exactly() {
         .join("sessions")
         .join(id)
         .join(format!("{id}.messages.json"));
-    let text = std::fs::read_to_string(&file).unwrap();
-    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
-    std::fs::write(&file, text.replace("\"outputTokens\":500", "\"outputTokens\":900")).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&file)
-        .unwrap()
-        .set_modified(mtime)
-        .unwrap();
+    let text = rewrite_in_place(&file, usize::MAX);
     let cached: Value = serde_json::from_slice(&usage_cached(store.path(), cache.path(), SESSION_JSON).stdout).unwrap();
     let plain: Value =
         serde_json::from_slice(&usage_cached(store.path(), cache.path(), &["session", "--json", "--no-cache"]).stdout)
@@ -726,15 +733,7 @@ fn the_index_places_calls_on_the_dates_of_every_zone_as_a_full_read_does() {
     let file = store
         .path()
         .join("sessions/1796100000000_zones/1796100000000_zones.messages.json");
-    let text = std::fs::read_to_string(&file).unwrap();
-    let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
-    std::fs::write(&file, text.replacen("\"outputTokens\":500", "\"outputTokens\":900", 1)).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&file)
-        .unwrap()
-        .set_modified(mtime)
-        .unwrap();
+    rewrite_in_place(&file, 1);
     assert_eq!(daily("UTC")["totals"]["tokens"]["output"], 226 * 500, "from the index");
     assert_eq!(
         daily("XXX-05:07")["totals"]["tokens"]["output"],
