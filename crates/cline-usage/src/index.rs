@@ -452,16 +452,22 @@ impl<'a> Lookup<'a> {
         self.old.is_some() || self.keep
     }
 
-    /// Whether the index has an entry for `name`: only then is a `stat` worth taking before
-    /// reading the file (a file read gives its identity anyway). A first run, which has no
-    /// index yet, takes none.
-    pub fn knows(&self, name: &str) -> bool {
-        self.old.is_some_and(|o| o.find(name).is_some())
+    /// Where the index has an entry for `name`: only then is a `stat` worth taking before
+    /// reading the file (a file read gives its identity anyway), and [`Lookup::get_at`] then
+    /// answers without looking it up again. A first run, which has no index yet, takes none.
+    pub fn known(&self, name: &str) -> Option<usize> {
+        self.old?.find(name).map(|(at, _)| at)
     }
 
     /// What `name` counted when it had identity `id`, if it still has it.
     pub fn get(&mut self, name: &str, id: &Identity) -> Option<&'a Counted> {
-        let (at, (_, was, counted)) = self.old?.find(name)?;
+        let at = self.known(name)?;
+        self.get_at(at, id)
+    }
+
+    /// [`Lookup::get`] for the entry [`Lookup::known`] found at `at`.
+    pub fn get_at(&mut self, at: usize, id: &Identity) -> Option<&'a Counted> {
+        let (_, was, counted) = self.old?.entries.get(at)?;
         if was != id {
             return None;
         }
@@ -681,10 +687,10 @@ mod tests {
         ]);
         let mut look = Lookup::new(Some(&old), SETTLED_NS + 1, true);
         assert!(
-            look.knows("f") && !look.knows("new"),
+            look.known("f").is_some() && look.known("new").is_none(),
             "a file not indexed is read, not looked at first"
         );
-        assert!(!Lookup::new(None, 0, true).knows("f"));
+        assert!(Lookup::new(None, 0, true).known("f").is_none());
         assert!(look.get("f", &id(6)).is_none(), "another size is another file");
         assert!(look.get("f", &id(5)).is_some());
         look.put("new".into(), id(1), Counted::Agents(vec![]));

@@ -154,21 +154,23 @@ impl Acc {
     fn add(&mut self, c: &CallRef<'_>) {
         self.calls += c.calls;
         self.tokens += c.tokens;
+        self.add_model(c.provider, c.model, c.calls, c.tokens);
+    }
+
+    /// `n` calls of one model into its part, its names copied only the first time it is seen.
+    fn add_model(&mut self, provider: Option<&str>, model: Option<&str>, n: u64, t: Tokens) {
         let found = self
             .models
             .iter_mut()
-            .find(|(p, m, _, _)| p.as_deref() == c.provider && m.as_deref() == c.model);
+            .find(|(p, m, _, _)| p.as_deref() == provider && m.as_deref() == model);
         match found {
-            Some((_, _, n, t)) => {
-                *n += c.calls;
-                *t += c.tokens;
+            Some((_, _, n2, t2)) => {
+                *n2 += n;
+                *t2 += t;
             }
-            None => self.models.push((
-                c.provider.map(str::to_string),
-                c.model.map(str::to_string),
-                c.calls,
-                c.tokens,
-            )),
+            None => self
+                .models
+                .push((provider.map(str::to_string), model.map(str::to_string), n, t)),
         }
     }
 
@@ -184,13 +186,7 @@ impl Acc {
         self.calls += o.calls;
         self.tokens += o.tokens;
         for (p, m, n, t) in &o.models {
-            match self.models.iter_mut().find(|(p2, m2, _, _)| p2 == p && m2 == m) {
-                Some((_, _, n2, t2)) => {
-                    *n2 += n;
-                    *t2 += *t;
-                }
-                None => self.models.push((p.clone(), m.clone(), *n, *t)),
-            }
+            self.add_model(p.as_deref(), m.as_deref(), *n, *t);
         }
     }
 
@@ -314,9 +310,9 @@ fn scan(
     let mut local: Vec<(String, Acc)> = Vec::new();
     let mut agents: Vec<(String, u64, Tokens)> = Vec::new();
     let group = opts.group;
+    // The zone conversion only where a date is asked for.
+    let dated = opts.dated();
     let session = history.scan(source, id, buf, look, &mut |agent, c| {
-        // The zone conversion only where a date is asked for.
-        let dated = opts.dated();
         let date = if dated { c.time_ms.and_then(date_of) } else { None };
         // A call without a time cannot be placed in a range, or on a day: left out of those.
         if dated {

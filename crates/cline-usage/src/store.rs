@@ -378,9 +378,9 @@ fn counted<'a>(
     look: &mut Lookup<'a>,
     parse: impl FnOnce(&[u8]) -> Counted,
 ) -> std::io::Result<Read<'a>> {
-    if look.knows(&name) {
+    if let Some(at) = look.known(&name) {
         if let Some((id, Kind::File)) = stat_in(look, sessions, &name, path) {
-            if let Some(c) = look.get(&name, &id) {
+            if let Some(c) = look.get_at(at, &id) {
                 return Ok(Read::Indexed(c));
             }
         }
@@ -441,16 +441,11 @@ fn stat_in(look: &mut Lookup<'_>, sessions: &Path, name: &str, path: &Path) -> O
         .ok();
         look.folder = Some((sessions.to_path_buf(), fd));
     }
-    let Some((_, Some(fd))) = &look.folder else {
-        let meta = std::fs::metadata(path).ok()?;
-        let kind = match (meta.is_file(), meta.is_dir()) {
-            (true, _) => Kind::File,
-            (_, true) => Kind::Folder,
-            _ => Kind::Other,
-        };
-        return Some((Identity::of(&meta), kind));
-    };
-    let st = rustix::fs::statat(fd, name, AtFlags::empty()).ok()?;
+    let st = match &look.folder {
+        Some((_, Some(fd))) => rustix::fs::statat(fd, name, AtFlags::empty()),
+        _ => rustix::fs::stat(path),
+    }
+    .ok()?;
     let kind = match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => Kind::File,
         FileType::Directory => Kind::Folder,
