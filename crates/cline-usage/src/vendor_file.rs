@@ -62,16 +62,41 @@ pub fn read(path: &Path, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
 /// [`read`], returning the metadata of the file read, taken on the open descriptor before
 /// reading (a write during the read moves the mtime past it).
 pub fn read_with_meta(path: &Path, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<std::fs::Metadata> {
-    buf.clear();
-    let (file, meta) = open_meta(path, limit)?;
-    let len = meta.len();
-    buf.reserve(len as usize);
-    let read = file.take(limit + 1).read_to_end(buf)?;
-    if read as u64 > limit {
-        buf.clear();
-        return Err(too_large(read as u64, limit));
+    let read =
+        open_meta(path, limit).and_then(
+            |(mut file, meta)| match read_sized(&mut file, meta.len(), limit, buf)? {
+                read if read > limit => Err(too_large(read, limit)),
+                _ => Ok(meta),
+            },
+        );
+    // Nothing of an earlier file, nor half of this one, is left to be taken for its text.
+    read.inspect_err(|_| buf.clear())
+}
+
+/// Reads `file`, `size` bytes long by its `fstat`, into `buf` and returns how many bytes it
+/// held (past `limit`: more than `limit`, and `buf` is not to be used).
+///
+/// The size is read in one call, then one more finds the end: `read_to_end` alone, knowing no
+/// size, reads 8 KiB, then 16, 32, ... (five calls for an 80 KB messages file, 31,000 files in
+/// a first `usage` run). A file longer than it said (it grew, or it is in `/proc`, where sizes
+/// are 0) is read on to its end, a shorter one (it shrank) to where it ends. `buf` keeps its
+/// length from the last file read, so only what it grows by is zeroed before the read
+/// overwrites it.
+fn read_sized(file: &mut File, size: u64, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<u64> {
+    let size = usize::try_from(size.min(limit)).unwrap_or(0);
+    buf.resize(size, 0);
+    let mut filled = 0;
+    while filled < size {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
-    Ok(meta)
+    buf.truncate(filled);
+    let more = file.take(limit + 1 - filled as u64).read_to_end(buf)?;
+    Ok((filled + more) as u64)
 }
 
 /// [`read`] as UTF-8 text.
@@ -104,6 +129,7 @@ fn too_large(bytes: u64, limit: u64) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn only_regular_files_within_the_limit_are_read() {
@@ -131,7 +157,67 @@ mod tests {
             .to_string()
             .contains("a folder"));
         let gone = read(&dir.path().join("gone"), 10, &mut buf).unwrap_err();
+        assert!(buf.is_empty(), "a file not read leaves nothing behind");
         assert_eq!(gone.kind(), ErrorKind::NotFound);
         assert!(!is_regular(&fifo).unwrap() && is_regular(&file).unwrap() && !is_regular(&zero).unwrap());
+    }
+
+    #[test]
+    fn a_file_is_read_whole_whatever_the_buffer_held_and_whatever_its_size_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let (long, short) = (dir.path().join("long"), dir.path().join("short"));
+        let long_text: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&long, &long_text).unwrap();
+        std::fs::write(&short, b"{}").unwrap();
+        let mut buf = Vec::new();
+        read(&long, MAX_FILE_BYTES, &mut buf).unwrap();
+        assert_eq!(buf, long_text);
+        // A shorter file after a longer one: none of the longer one's bytes stay.
+        read(&short, MAX_FILE_BYTES, &mut buf).unwrap();
+        assert_eq!(buf, b"{}");
+        read(&long, MAX_FILE_BYTES, &mut buf).unwrap();
+        assert_eq!(buf, long_text);
+        // /proc says 0 bytes and holds more: read on to its end.
+        let status = Path::new("/proc/self/status");
+        assert_eq!(std::fs::metadata(status).unwrap().len(), 0);
+        read(status, MAX_FILE_BYTES, &mut buf).unwrap();
+        let text = String::from_utf8(buf.clone()).unwrap();
+        assert!(text.starts_with("Name:") && text.contains("\nPid:"), "{text}");
+        // ... and past the limit there, refused as a file that grew past it.
+        let err = read(status, 16, &mut buf).unwrap_err().to_string();
+        assert!(err.contains("over the"), "{err}");
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn a_file_that_changes_size_while_it_is_read_is_read_as_it_is_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let mut buf = Vec::new();
+        // It grew after its fstat: the rest is read too.
+        let mut file = File::open(&path).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"abc")
+            .unwrap();
+        assert_eq!(read_sized(&mut file, 10, 100, &mut buf).unwrap(), 13);
+        assert_eq!(buf, b"0123456789abc");
+        // It shrank: what is there.
+        let mut file = File::open(&path).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4)
+            .unwrap();
+        assert_eq!(read_sized(&mut file, 13, 100, &mut buf).unwrap(), 4);
+        assert_eq!(buf, b"0123");
+        // It grew past the limit: more than the limit is said, and the caller refuses it.
+        let mut file = File::open(&path).unwrap();
+        std::fs::write(&path, [b'x'; 40]).unwrap();
+        assert_eq!(read_sized(&mut file, 4, 20, &mut buf).unwrap(), 21);
     }
 }
