@@ -403,4 +403,20 @@ mod tests {
         }
         assert_eq!(codes.0.lock().len(), MAX_CODES);
     }
+
+    #[test]
+    fn the_page_preloads_the_first_page_of_sessions_as_app_js_asks_for_it() {
+        // app.js's first list is `/api/sessions?limit=${PAGE}&ended=1` (show-ended checked): the
+        // preload in index.html must be that request, or the page fetches the list twice.
+        assert!(APP_JS.contains("const PAGE = 100;"));
+        assert!(APP_JS.contains("`/api/sessions?limit=${state.limit}&ended=${ended}`"));
+        assert!(
+            APP_JS.contains("credentials: 'same-origin'"),
+            "what crossorigin (anonymous) matches"
+        );
+        assert!(INDEX_HTML.contains(r#"id="show-ended" checked"#));
+        assert!(INDEX_HTML
+            .contains(r#"<link rel="preload" href="/api/sessions?limit=100&amp;ended=1" as="fetch" crossorigin>"#));
+        assert!(APP_JS.contains("from './view.js'") && INDEX_HTML.contains(r#"href="/assets/view.js""#));
+    }
 }
