@@ -344,6 +344,17 @@ impl Daemon {
         assert!(ok, "kill {sig} failed");
     }
 
+    /// How many sockets the daemon has open (its listeners, and every connection on either
+    /// listener it has not closed yet), from `/proc/<pid>/fd`. A connection's slot is given
+    /// back in the same drop that closes its socket: a socket gone means its slot is free.
+    pub fn sockets(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .expect("the daemon's open files")
+            .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
+            .count()
+    }
+
     /// What the daemon wrote to stderr so far (its log lines).
     pub fn stderr(&self) -> String {
         String::from_utf8_lossy(&std::fs::read(&self.stderr_path).unwrap_or_default()).into_owned()
@@ -462,19 +473,21 @@ impl DaemonEnd {
     }
 }
 
-/// Waits until the daemon has accepted `conn` (the kernel names a socket once it is accepted).
-/// The daemon admits each connection before it accepts the next, so by then `conn` holds its
-/// slot.
-pub fn wait_accepted(conn: &std::net::TcpStream, within: Duration) {
+/// Waits until the daemon has accepted `conn` (the kernel names a socket once it is accepted)
+/// and says whether it still holds it: `false` when the daemon closed it first (at its cap,
+/// or for a silence past its head timeout). The daemon admits each connection before it
+/// accepts the next, so by then `conn` holds its slot.
+pub fn accepted(conn: &std::net::TcpStream, within: Duration) -> bool {
     let ours = conn.local_addr().unwrap().port();
     wait_until_seen(
         &format!("the daemon to accept the connection from port {ours}"),
         within,
         || match DaemonEnd::of(conn) {
-            Some(end) if end.held() => Ok(()),
+            Some(end) if end.held() => Ok(true),
+            Some(end) if end.state != 1 => Ok(false),
             end => Err(format!("its end: {end:?}")),
         },
-    );
+    )
 }
 
 /// The real Cline 3.0.65 hook payloads of one run (`cline-hooks/tests/data`).
