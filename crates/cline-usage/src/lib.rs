@@ -43,7 +43,7 @@ pub mod vendor_file;
 
 pub use about::About;
 pub use history::{Extensions, History, Source, TaskSource};
-pub use messages::{count, read_calls, CallRef, CallSink, MAX_CALL_TOKENS};
+pub use messages::{count, count_content, read_calls, CallRef, CallSink, MAX_CALL_TOKENS};
 pub use model::{Agent, ModelCall, Session, Tokens};
 pub use problem::{Problem, ProblemKind};
 pub use store::{data_dir, is_plain_id, Layout, Store};

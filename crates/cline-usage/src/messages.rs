@@ -5,11 +5,13 @@
 //!
 //! Parsing borrows from the file's bytes and skips the content (text, tool inputs, the system
 //! prompt) without building it, so a call costs no allocation; a file is read whole into a
-//! buffer the caller may reuse.
+//! buffer the caller may reuse, or, past [`crate::vendor_file::WHOLE_UP_TO`], parsed as it is
+//! read, so that a reader's memory does not grow with the longest conversation.
 
 use crate::index::{Bad, Call, Calls, Sums};
 use crate::model::Tokens;
 use crate::problem::{Problem, ProblemKind};
+use crate::vendor_file::Content;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -71,13 +73,14 @@ struct Metrics {
     cache_write_tokens: Option<u64>,
 }
 
-/// Reads the calls of `path` into `sink` (using `buf` for the bytes) and returns how many.
-/// A file that cannot be read or is not whole JSON gives no calls at all and a [`Problem`]:
-/// half a conversation would be a wrong total.
+/// Reads the calls of `path` into `sink` (using `buf` for the bytes, a large file parsed as it
+/// is read) and returns how many. A file that cannot be read or is not whole JSON gives no
+/// calls at all and a [`Problem`]: half a conversation would be a wrong total.
 pub fn read_calls(path: &Path, buf: &mut Vec<u8>, sink: &mut dyn CallSink) -> Result<usize, Problem> {
-    buf.clear();
-    read_into(path, buf).map_err(|e| io_problem(path, &e))?;
-    let calls = count(buf).map_err(|b| Problem::new(path, b.kind()))?;
+    use crate::vendor_file::{parse_with_meta, MAX_FILE_BYTES, WHOLE_UP_TO};
+    let (_, calls) =
+        parse_with_meta(path, (MAX_FILE_BYTES, WHOLE_UP_TO), buf, count_content).map_err(|e| io_problem(path, &e))?;
+    let calls = calls.map_err(|b| Problem::new(path, b.kind()))?;
     hand_on(&calls, &mut |c| sink.call(c));
     Ok(calls.calls.len())
 }
@@ -127,8 +130,21 @@ fn call_ref(
 /// The calls a messages file's bytes record (pure). Not whole JSON, or a count no call can
 /// have, is [`Bad`] and no calls at all. The messages are counted as they are parsed, none kept.
 pub fn count(bytes: &[u8]) -> Result<Calls, Bad> {
+    count_in(serde_json::Deserializer::from_slice(bytes))
+}
+
+/// [`count`] of a file's content, whole in memory or parsed as it is read (a file over
+/// [`crate::vendor_file::WHOLE_UP_TO`]): the same calls, the same refusals.
+pub fn count_content(content: Content<'_>) -> Result<Calls, Bad> {
+    match content {
+        Content::Whole(bytes) => count(bytes),
+        Content::Stream(stream) => count_in(serde_json::Deserializer::from_reader(stream)),
+    }
+}
+
+/// The calls of a messages file, from bytes in memory or from a reader.
+fn count_in<'de, R: serde_json::de::Read<'de>>(mut de: serde_json::Deserializer<R>) -> Result<Calls, Bad> {
     let mut counting = Counting::default();
-    let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed = serde::de::DeserializeSeed::deserialize(FileSeed(&mut counting), &mut de).and_then(|()| de.end());
     if let Some(n) = counting.implausible {
         return Err(Bad::Implausible(n));
@@ -300,6 +316,57 @@ mod tests {
             [(Some("m1".to_string()), 10), (Some("m2".to_string()), 5)]
         );
         assert_eq!(calls(r#"{"version": 1}"#).unwrap(), [], "no messages: no calls");
+    }
+
+    /// [`count_content`] of `text` given as a stream (a file over the size read whole).
+    fn streamed(text: &str) -> Result<Calls, Bad> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.messages.json");
+        std::fs::write(&path, text).unwrap();
+        let bounds = (crate::vendor_file::MAX_FILE_BYTES, 0);
+        crate::vendor_file::parse_with_meta(&path, bounds, &mut Vec::new(), |content| {
+            assert!(
+                text.is_empty() || matches!(content, Content::Stream(_)),
+                "over 0 bytes: a stream"
+            );
+            count_content(content)
+        })
+        .unwrap()
+        .1
+    }
+
+    #[test]
+    fn a_file_parsed_as_it_is_read_counts_and_refuses_as_one_read_whole() {
+        let good = r#"{"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "\u00e9 \"metrics\""}], "ts": 1},
+            {"role": "assistant", "ts": 2.5, "modelInfo": {"id": "m\u0031", "provider": "p"},
+             "metrics": {"inputTokens": 10, "outputTokens": 2, "cacheReadTokens": 3}},
+            {"role": "assistant", "metrics": {"inputTokens": 5}, "modelInfo": {"id": "m2"}}
+        ]}"#;
+        let shown = |c: Calls| {
+            let calls: Vec<_> = c.calls.iter().map(|k| (k.time_ms, k.model, k.tokens)).collect();
+            (c.models, calls)
+        };
+        assert_eq!(shown(streamed(good).unwrap()), shown(count(good.as_bytes()).unwrap()));
+        assert_eq!(shown(streamed(good).unwrap()).1.len(), 2);
+        let huge = format!(
+            r#"{{"messages": [{{"metrics": {{"outputTokens": {}}}}}]}}"#,
+            MAX_CALL_TOKENS + 1
+        );
+        for bad in [
+            r#"{"messages": [{"metrics": {"inputTokens": 1}}]"#,
+            r#"{"messages": []} trailing"#,
+            r#"{"messages": [], "messages": [{"metrics": {"inputTokens": 1}}]}"#,
+            r#"{"messages": [{"metrics": [1, 2]}]}"#,
+            "",
+            &huge,
+        ] {
+            // The same refusal (a reader's column may differ by the byte it looked ahead).
+            match (streamed(bad).unwrap_err(), count(bad.as_bytes()).unwrap_err()) {
+                (Bad::Corrupt(_), Bad::Corrupt(_)) => {}
+                (streamed, whole) => assert_eq!(streamed, whole, "{bad}"),
+            }
+        }
     }
 
     #[test]

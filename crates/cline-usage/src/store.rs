@@ -4,9 +4,10 @@
 //! sessions are named `<id>__agent_<…>` in the database; their files live in the root's folder).
 
 use crate::index::{Bad, Counted, Head, Identity, Lookup};
-use crate::messages::{count, hand_on, hand_on_sums, io_problem, CallRef};
+use crate::messages::{count_content, hand_on, hand_on_sums, io_problem, CallRef};
 use crate::model::{Agent, ModelCall, Session};
 use crate::problem::{Problem, ProblemKind};
+use crate::vendor_file::{parse_with_meta, Content, MAX_FILE_BYTES, WHOLE_UP_TO};
 use serde::Deserialize;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -240,27 +241,26 @@ impl Store {
             ..Session::default()
         };
         let head = dir.join(format!("{id}.json"));
-        let facts =
-            counted(
-                (&self.sessions, &head),
-                format!("{id}/{id}.json"),
-                buf,
-                look,
-                |b| match serde_json::from_slice::<SessionFile>(b) {
-                    Ok(f) => Counted::Head(Box::new(Head {
-                        started_ms: f.started_at.as_deref().and_then(iso_ms),
-                        ended_ms: f.ended_at.as_deref().and_then(iso_ms),
-                        ended: f.ended_at.is_some(),
-                        status: f.status,
-                        pid: f.pid,
-                        provider: f.provider,
-                        model: f.model,
-                        workspace: f.workspace_root.filter(|w| !w.is_empty()).or(f.cwd),
-                        source: f.source.filter(|s| !s.is_empty()),
-                    })),
-                    Err(e) => Counted::Bad(Bad::Corrupt(e.to_string())),
-                },
-            );
+        let facts = counted(
+            (&self.sessions, &head),
+            format!("{id}/{id}.json"),
+            buf,
+            look,
+            |content| match json::<SessionFile>(content) {
+                Ok(f) => Counted::Head(Box::new(Head {
+                    started_ms: f.started_at.as_deref().and_then(iso_ms),
+                    ended_ms: f.ended_at.as_deref().and_then(iso_ms),
+                    ended: f.ended_at.is_some(),
+                    status: f.status,
+                    pid: f.pid,
+                    provider: f.provider,
+                    model: f.model,
+                    workspace: f.workspace_root.filter(|w| !w.is_empty()).or(f.cwd),
+                    source: f.source.filter(|s| !s.is_empty()),
+                })),
+                Err(e) => Counted::Bad(Bad::Corrupt(e.to_string())),
+            },
+        );
         match facts.as_ref().map(Read::get) {
             Ok(Counted::Head(f)) => {
                 session.running =
@@ -324,9 +324,11 @@ fn calls_of(
     look: &mut Lookup<'_>,
     sink: &mut dyn FnMut(&Agent, CallRef<'_>),
 ) {
-    let calls = counted((sessions, path), name, buf, look, |b| match count(b) {
-        Ok(calls) => Counted::Calls(calls),
-        Err(bad) => Counted::Bad(bad),
+    let calls = counted((sessions, path), name, buf, look, |content| {
+        match count_content(content) {
+            Ok(calls) => Counted::Calls(calls),
+            Err(bad) => Counted::Bad(bad),
+        }
     });
     match calls.as_ref().map(Read::get) {
         Ok(Counted::Calls(calls)) => hand_on(calls, &mut |c| sink(agent, c)),
@@ -368,15 +370,15 @@ impl Read<'_> {
 }
 
 /// What the file at `path` (`name` in the index, under `sessions`) counts: the index's when the
-/// file's identity is unchanged (one `stat`, nothing read), else `parse` of its bytes, read as
-/// [`crate::vendor_file`] allows, with the identity of the file actually opened ([`Read::keep`]
-/// records it once used).
+/// file's identity is unchanged (one `stat`, nothing read), else `parse` of its content, read as
+/// [`crate::vendor_file`] allows (a large file parsed as it is read), with the identity of the
+/// file actually opened ([`Read::keep`] records it once used).
 fn counted<'a>(
     (sessions, path): (&Path, &Path),
     name: String,
     buf: &mut Vec<u8>,
     look: &mut Lookup<'a>,
-    parse: impl FnOnce(&[u8]) -> Counted,
+    parse: impl FnOnce(Content<'_>) -> Counted,
 ) -> std::io::Result<Read<'a>> {
     if let Some(at) = look.known(&name) {
         if let Some((id, Kind::File)) = stat_in(look, sessions, &name, path) {
@@ -385,8 +387,16 @@ fn counted<'a>(
             }
         }
     }
-    let meta = crate::vendor_file::read_with_meta(path, crate::vendor_file::MAX_FILE_BYTES, buf)?;
-    Ok(Read::Fresh(name, Identity::of(&meta), parse(buf)))
+    let (meta, counted) = parse_with_meta(path, (MAX_FILE_BYTES, WHOLE_UP_TO), buf, parse)?;
+    Ok(Read::Fresh(name, Identity::of(&meta), counted))
+}
+
+/// A `T` from a file's JSON content, in memory or read as it is parsed.
+fn json<T: serde::de::DeserializeOwned>(content: Content<'_>) -> serde_json::Result<T> {
+    match content {
+        Content::Whole(bytes) => serde_json::from_slice(bytes),
+        Content::Stream(stream) => serde_json::from_reader(stream),
+    }
 }
 
 /// A session folder's subagents (`agent_<…>`, sorted): the index's while the folder's identity

@@ -8,13 +8,117 @@
 //! (`fstat`, so nothing can be swapped in between), and read only up to a size limit.
 
 use std::fs::File;
-use std::io::{Error, ErrorKind, Read};
+use std::io::{BufReader, Error, ErrorKind, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 /// The largest file of Cline's history read (a long session's messages file is tens of MiB);
 /// a larger one is left out and named, never read whole into memory.
 pub const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// The largest file [`parse_with_meta`] reads whole into memory before parsing it (the fastest
+/// way); a larger one is parsed as it is read, so that what a reader holds does not grow with
+/// the largest file of a history.
+pub const WHOLE_UP_TO: u64 = 4 << 20;
+
+/// The buffer a file parsed as it is read goes through.
+const STREAM_BUFFER: usize = 256 << 10;
+
+/// A file's content as its parser gets it.
+pub enum Content<'a> {
+    /// Whole, in the caller's buffer.
+    Whole(&'a [u8]),
+    /// The open file, read as it is parsed.
+    Stream(&'a mut Stream),
+}
+
+/// An open file read as it is parsed, through a buffer of its own, refused once it has given
+/// more than its limit. A read that fails fails the parse, and [`parse_with_meta`] then
+/// returns the read's error, not the parser's.
+pub struct Stream {
+    file: BufReader<Limited>,
+}
+
+impl Read for Stream {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        self.file.read(out)
+    }
+}
+
+/// The file under a [`Stream`]'s buffer: what it has read, and how it failed.
+struct Limited {
+    file: File,
+    read: u64,
+    limit: u64,
+    failed: Option<Error>,
+}
+
+impl Read for Limited {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        // One byte past the limit is read to tell a file at its limit from one beyond it.
+        let past = self.limit.saturating_add(1);
+        let room = (past - self.read.min(past)).min(out.len() as u64) as usize;
+        let n = loop {
+            match self.file.read(&mut out[..room]) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let said = Error::new(e.kind(), e.to_string());
+                    self.failed = Some(e);
+                    return Err(said);
+                }
+                Ok(n) => break n,
+            }
+        };
+        self.read += n as u64;
+        if self.read > self.limit {
+            self.failed = Some(too_large(self.read, self.limit));
+            return Err(too_large(self.read, self.limit));
+        }
+        Ok(n)
+    }
+}
+
+/// Opens `path` as [`open`] allows and hands its content to `parse`: read whole into `buf`
+/// when it is at most `whole_up_to` bytes long, else as a [`Stream`] (`buf` then left empty).
+/// Returns the metadata of the file opened (taken before reading: a write during the read
+/// moves the mtime past it) and what `parse` made of it. A read that fails, or a file that
+/// grows past `limit` while it is read, is the error, whatever `parse` made of the bytes it got.
+pub fn parse_with_meta<T>(
+    path: &Path,
+    (limit, whole_up_to): (u64, u64),
+    buf: &mut Vec<u8>,
+    parse: impl FnOnce(Content<'_>) -> T,
+) -> std::io::Result<(std::fs::Metadata, T)> {
+    let (mut file, meta) = open_meta(path, limit).inspect_err(|_| buf.clear())?;
+    if meta.len() <= whole_up_to {
+        match read_sized(&mut file, meta.len(), limit, buf) {
+            Ok(read) if read <= limit => return Ok((meta, parse(Content::Whole(buf)))),
+            Ok(read) => {
+                buf.clear();
+                return Err(too_large(read, limit));
+            }
+            Err(e) => {
+                buf.clear();
+                return Err(e);
+            }
+        }
+    }
+    buf.clear();
+    let limited = Limited {
+        file,
+        read: 0,
+        limit,
+        failed: None,
+    };
+    let mut stream = Stream {
+        file: BufReader::with_capacity(STREAM_BUFFER, limited),
+    };
+    let made = parse(Content::Stream(&mut stream));
+    match stream.file.into_inner().failed {
+        Some(e) => Err(e),
+        None => Ok((meta, made)),
+    }
+}
 
 /// Opens `path` for reading if it is a regular file (after symlinks) of at most `limit` bytes;
 /// returns the file and its size. Anything else is an error that says what stands there.
@@ -62,15 +166,7 @@ pub fn read(path: &Path, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
 /// [`read`], returning the metadata of the file read, taken on the open descriptor before
 /// reading (a write during the read moves the mtime past it).
 pub fn read_with_meta(path: &Path, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<std::fs::Metadata> {
-    let read =
-        open_meta(path, limit).and_then(
-            |(mut file, meta)| match read_sized(&mut file, meta.len(), limit, buf)? {
-                read if read > limit => Err(too_large(read, limit)),
-                _ => Ok(meta),
-            },
-        );
-    // Nothing of an earlier file, nor half of this one, is left to be taken for its text.
-    read.inspect_err(|_| buf.clear())
+    parse_with_meta(path, (limit, u64::MAX), buf, |_| ()).map(|(meta, ())| meta)
 }
 
 /// Reads `file`, `size` bytes long by its `fstat`, into `buf` and returns how many bytes it
@@ -187,6 +283,75 @@ mod tests {
         let err = read(status, 16, &mut buf).unwrap_err().to_string();
         assert!(err.contains("over the"), "{err}");
         assert!(buf.is_empty());
+    }
+
+    /// What `parse_with_meta` gave the parser: `(streamed, bytes)`.
+    fn parsed(path: &Path, bounds: (u64, u64), buf: &mut Vec<u8>) -> std::io::Result<(bool, Vec<u8>)> {
+        parse_with_meta(path, bounds, buf, |content| match content {
+            Content::Whole(bytes) => Ok((false, bytes.to_vec())),
+            Content::Stream(stream) => {
+                let mut bytes = Vec::new();
+                stream.read_to_end(&mut bytes).map(|_| (true, bytes))
+            }
+        })
+        .and_then(|(_, made)| made)
+    }
+
+    #[test]
+    fn a_file_over_the_size_read_whole_is_given_as_a_stream_of_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        let text: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &text).unwrap();
+        let mut buf = b"left from an earlier file".to_vec();
+        assert_eq!(
+            parsed(&path, (MAX_FILE_BYTES, 1000), &mut buf).unwrap(),
+            (true, text.clone())
+        );
+        assert!(buf.is_empty(), "nothing of an earlier file is left in the buffer");
+        assert_eq!(
+            parsed(&path, (MAX_FILE_BYTES, 600_000), &mut buf).unwrap(),
+            (false, text.clone())
+        );
+        assert_eq!(buf, text);
+        // The same refusals as a file read whole: over the limit, or not a file.
+        let err = parsed(&path, (599_999, 1000), &mut buf).unwrap_err().to_string();
+        assert!(err.contains("over the"), "{err}");
+        assert!(buf.is_empty());
+        let zero = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        assert!(parsed(&zero, (MAX_FILE_BYTES, 0), &mut buf)
+            .unwrap_err()
+            .to_string()
+            .contains("a device"));
+    }
+
+    #[test]
+    fn a_streamed_file_that_grows_past_its_limit_is_refused_whatever_its_parser_made_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.json");
+        std::fs::write(&path, [b'x'; 100]).unwrap();
+        let mut buf = Vec::new();
+        // It grows after it was opened, while it is parsed; the parser takes what it was given.
+        let made = parse_with_meta(&path, (150, 10), &mut buf, |content| {
+            let Content::Stream(stream) = content else {
+                panic!("over 10 bytes: a stream")
+            };
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap()
+                .write_all(&[b'y'; 100])
+                .unwrap();
+            let mut bytes = Vec::new();
+            let _ = stream.read_to_end(&mut bytes);
+            bytes.len()
+        });
+        let err = made.unwrap_err().to_string();
+        assert!(err.contains("151 bytes, over the"), "{err}");
+        // At its limit exactly, it is read.
+        std::fs::write(&path, [b'x'; 150]).unwrap();
+        assert_eq!(parsed(&path, (150, 10), &mut buf).unwrap(), (true, vec![b'x'; 150]));
     }
 
     #[test]

@@ -120,6 +120,50 @@ fn a_truncated_messages_file_is_a_problem_and_no_calls_never_half() {
     );
 }
 
+/// Pads the JSON object in `path` past `bytes` with a field `key` of that much text (and, for
+/// a messages file, a user message as long at the front), keeping what it means.
+fn pad(path: &std::path::Path, key: &str, bytes: usize) {
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let text = "a \"long\" line\n".repeat(bytes / 14 + 1);
+    if let Some(messages) = v.get_mut("messages").and_then(|m| m.as_array_mut()) {
+        let talk = serde_json::json!({"role": "user", "content": [{"type": "text", "text": text}], "ts": 1});
+        messages.insert(0, talk);
+    }
+    v[key] = text.into();
+    std::fs::write(path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    assert!(std::fs::metadata(path).unwrap().len() > bytes as u64);
+}
+
+#[test]
+fn files_over_the_size_read_whole_are_parsed_as_they_are_read_to_the_same_counts() {
+    let whole = Store::new(data("captured")).read_session("1796101551589_u7fdi");
+    let dir = copy_of("captured");
+    let root = dir.path().join("sessions/1796101551589_u7fdi");
+    let over = cline_usage::vendor_file::WHOLE_UP_TO as usize + 1;
+    pad(&root.join("1796101551589_u7fdi.messages.json"), "system_prompt", over);
+    pad(&root.join("1796101551589_u7fdi.json"), "prompt", over);
+    let s = Store::new(dir.path()).read_session("1796101551589_u7fdi");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert_eq!(s.tokens(), whole.tokens());
+    let times = |s: &cline_usage::Session| s.calls.iter().map(|c| (c.time_ms, c.model.clone())).collect::<Vec<_>>();
+    assert_eq!(times(&s), times(&whole));
+    assert_eq!(
+        (s.started_ms, s.workspace.clone()),
+        (whole.started_ms, whole.workspace.clone())
+    );
+    // Cut short, it is refused whole, as a file read whole is: no half of its calls.
+    let messages = root.join("1796101551589_u7fdi.messages.json");
+    let bytes = std::fs::read(&messages).unwrap();
+    std::fs::write(&messages, &bytes[..bytes.len() - 200]).unwrap();
+    let s = Store::new(dir.path()).read_session("1796101551589_u7fdi");
+    assert!(
+        matches!(s.problems[..], [ref p] if p.path == messages && matches!(p.kind, ProblemKind::Corrupt(_))),
+        "{:?}",
+        s.problems
+    );
+    assert!(s.calls.is_empty());
+}
+
 #[test]
 fn a_missing_messages_file_and_a_corrupt_session_file_are_named() {
     let dir = copy_of("captured");
