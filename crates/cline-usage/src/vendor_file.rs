@@ -45,21 +45,18 @@ impl Read for Stream {
     }
 }
 
-/// The file under a [`Stream`]'s buffer: what it has read, and how it failed.
+/// The file under a [`Stream`]'s buffer, read to one byte past its limit (to tell a file at
+/// its limit from one beyond it), and how the reading failed.
 struct Limited {
-    file: File,
-    read: u64,
+    file: std::io::Take<File>,
     limit: u64,
     failed: Option<Error>,
 }
 
 impl Read for Limited {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        // One byte past the limit is read to tell a file at its limit from one beyond it.
-        let past = self.limit.saturating_add(1);
-        let room = (past - self.read.min(past)).min(out.len() as u64) as usize;
         let n = loop {
-            match self.file.read(&mut out[..room]) {
+            match self.file.read(out) {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
                     let said = Error::new(e.kind(), e.to_string());
@@ -69,10 +66,10 @@ impl Read for Limited {
                 Ok(n) => break n,
             }
         };
-        self.read += n as u64;
-        if self.read > self.limit {
-            self.failed = Some(too_large(self.read, self.limit));
-            return Err(too_large(self.read, self.limit));
+        if self.file.limit() == 0 {
+            let read = self.limit.saturating_add(1);
+            self.failed = Some(too_large(read, self.limit));
+            return Err(too_large(read, self.limit));
         }
         Ok(n)
     }
@@ -91,22 +88,17 @@ pub fn parse_with_meta<T>(
 ) -> std::io::Result<(std::fs::Metadata, T)> {
     let (mut file, meta) = open_meta(path, limit).inspect_err(|_| buf.clear())?;
     if meta.len() <= whole_up_to {
-        match read_sized(&mut file, meta.len(), limit, buf) {
-            Ok(read) if read <= limit => return Ok((meta, parse(Content::Whole(buf)))),
-            Ok(read) => {
-                buf.clear();
-                return Err(too_large(read, limit));
-            }
-            Err(e) => {
-                buf.clear();
-                return Err(e);
-            }
-        }
+        let read = read_sized(&mut file, meta.len(), limit, buf).and_then(|read| match read {
+            read if read > limit => Err(too_large(read, limit)),
+            _ => Ok(()),
+        });
+        // Nothing of an earlier file, nor half of this one, is left to be taken for its text.
+        read.inspect_err(|_| buf.clear())?;
+        return Ok((meta, parse(Content::Whole(buf))));
     }
     buf.clear();
     let limited = Limited {
-        file,
-        read: 0,
+        file: file.take(limit.saturating_add(1)),
         limit,
         failed: None,
     };
