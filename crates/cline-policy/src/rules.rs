@@ -21,21 +21,29 @@
 //! Rules are tried in order; the first whose every condition holds answers. None: `ask` (a
 //! person answers, as without a policy).
 //!
-//! A command is read as bash reads it ([`crate::shell`]). An `approve` rule's command
-//! condition holds only when every command line is plain (simple commands joined by `&&`,
-//! `||`, `;`, `|`, newlines: no substitution, redirection to a file, subshell, here-document,
-//! `eval`, `bash -c`, computed command name, unreadable text) and each of its simple commands
-//! matches exactly. A `deny` or `ask` rule's holds when any simple command anywhere (inside
-//! substitutions, `bash -c` scripts, behind `sudo` or `xargs`) could match. Paths: an approve
-//! rule needs every path to match, a deny or ask rule any one.
+//! The one principle, applied here alone: an `approve` rule holds only for what is read with
+//! certainty. Its command condition holds only when every command line is plain (simple
+//! commands joined by `&&`, `||`, `;`, `|`, newlines: no substitution, redirection to a file,
+//! subshell, here-document, `eval`, `bash -c`, computed command name, unreadable text), each
+//! simple command (and each command a wrapper runs) matches exactly, and every word that acts
+//! (`rg --pre`, `git log --output`, `sed -i`: the programs table) is named by the rule; its path
+//! condition only when every path of the call matches; and neither holds when part of the input
+//! was not understood. A `deny` or `ask` rule holds when anything could match: any simple
+//! command anywhere (inside substitutions, `bash -c` scripts, behind `sudo` or `xargs`, git's
+//! own spellings of a push), any one path, and whatever could not be read (a command or word
+//! the shell computes, code given to an interpreter, an input shape not understood) is taken as
+//! what the rule fears.
 //!
 //! The file's text is read and checked in `rules/parse.rs`; this file holds the rules and
 //! what they answer.
 
 mod parse;
 
+use crate::command::SimpleCommand;
+use crate::input::{self, Part, Unread};
 use crate::path::Place;
-use crate::shell::{Script, SimpleCommand};
+use crate::programs::Custom;
+use crate::shell::Script;
 use crate::words::CommandPattern;
 use globset::GlobMatcher;
 use regex::Regex;
@@ -98,6 +106,8 @@ pub struct PolicyFile {
     pub timeout: Option<Timeout>,
     /// The `[[budget]]` tables, as written: parsed by the budgets module.
     pub budget: Vec<toml::Table>,
+    /// The `[[program]]` tables: programs whose options act, beside the table's.
+    pub programs: Custom,
 }
 
 /// One rule, compiled.
@@ -132,40 +142,71 @@ struct Pattern<M> {
     matcher: M,
 }
 
-/// What an approval asks, as the rules see it.
+/// What a tool call asks, as the rules see it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Asked {
     pub tool: String,
-    /// The command lines of a command tool (`run_commands`), as given.
+    /// The command lines it runs, as given (a structured command as the line it makes).
     pub commands: Vec<String>,
-    /// Each command line, read as bash reads it.
+    /// Each command, read as bash reads it (a structured one as its words).
     pub scripts: Vec<Script>,
     /// The paths of a file tool, placed against the workspace.
     pub paths: Vec<Place>,
     /// The session's workspace folder, when the hooks said it.
     pub workspace: Option<String>,
+    /// What in the input was not understood: never taken for "no command" or "no path".
+    pub unread: Vec<Unread>,
 }
 
 impl Asked {
-    /// From an approval's tool name and input (the hub's `inputJson`, Cline 3.0.65 shapes:
-    /// `run_commands {commands: [..]}`, `read_files {files: [{path}] | file_paths: [..]}`,
-    /// `editor {path}`, `apply_patch {input}` with `*** Update File: PATH` lines).
+    /// From a tool's name and its input as JSON text (the hub's `inputJson`), with the
+    /// programs table alone.
     pub fn from_approval(tool: &str, input: Option<&str>, workspace: Option<&str>) -> Asked {
-        let input = input
-            .and_then(|i| serde_json::from_str::<Value>(i).ok())
-            .unwrap_or(Value::Null);
+        Asked::from_text(tool, input, workspace, &Custom::default())
+    }
+
+    /// From a tool's name and its input as JSON text, with a policy's own programs.
+    pub fn from_text(tool: &str, input: Option<&str>, workspace: Option<&str>, custom: &Custom) -> Asked {
+        match input.map(serde_json::from_str::<Value>) {
+            Some(Ok(value)) => Asked::from_input(tool, &value, workspace, custom),
+            Some(Err(_)) => {
+                let mut asked = Asked::from_input(tool, &Value::Null, workspace, custom);
+                asked.unread = [Part::Commands, Part::Paths]
+                    .map(|part| Unread {
+                        part,
+                        why: "the input is not JSON".into(),
+                    })
+                    .to_vec();
+                asked
+            }
+            None => Asked::from_input(tool, &Value::Null, workspace, custom),
+        }
+    }
+
+    /// From a tool's name (3.x's; a 2.x tool under its 3.x name) and its input as Cline
+    /// gives it, in any shape Cline accepts ([`crate::input`]).
+    pub fn from_input(tool: &str, input: &Value, workspace: Option<&str>, custom: &Custom) -> Asked {
         let workspace = workspace.filter(|w| !w.is_empty()).map(str::to_string);
-        let paths = raw_paths(&input)
+        let read = match input {
+            Value::Null => input::Read::default(),
+            other => input::read(tool, other),
+        };
+        let paths = read.paths.iter().map(|p| Place::new(p, workspace.as_deref())).collect();
+        let scripts = read
+            .commands
             .iter()
-            .map(|p| Place::new(p, workspace.as_deref()))
+            .map(|c| match c {
+                input::Command::Line(line) => Script::read(line, custom),
+                input::Command::Argv(argv) => Script::of_argv(argv, custom),
+            })
             .collect();
-        let commands = commands(&input);
         Asked {
             tool: tool.to_string(),
-            scripts: commands.iter().map(|c| Script::parse(c)).collect(),
-            commands,
+            commands: read.commands.iter().map(input::Command::line).collect(),
+            scripts,
             paths,
             workspace,
+            unread: read.unread,
         }
     }
 
@@ -194,6 +235,10 @@ impl Asked {
             out.push_str(&format!("command line {line:?}:\n"));
             for c in &script.commands {
                 out.push_str(&format!("  runs {:?} ({})\n", c.display(), via(c)));
+                for a in &c.acting {
+                    let word = c.words.get(a.at).map_or("", |w| w.text.as_str());
+                    out.push_str(&format!("    {word:?} {} ({})\n", a.does, a.option));
+                }
             }
             for c in &script.constructs {
                 out.push_str(&format!("  has {}: {:?}\n", c.what, c.text));
@@ -207,12 +252,30 @@ impl Asked {
             };
             out.push_str(&format!("path {:?}: {at}\n", p.given));
         }
+        for u in &self.unread {
+            let part = match u.part {
+                Part::Commands => "its commands",
+                Part::Paths => "its paths",
+            };
+            out.push_str(&format!("cannot read {part}: {}\n", u.why));
+        }
         out
+    }
+
+    /// Why the `part` of the input could not be read, when it could not.
+    fn unread(&self, part: Part) -> Option<String> {
+        let whys: Vec<&str> = self
+            .unread
+            .iter()
+            .filter(|u| u.part == part)
+            .map(|u| u.why.as_str())
+            .collect();
+        (!whys.is_empty()).then(|| whys.join("; "))
     }
 }
 
 fn via(c: &SimpleCommand) -> String {
-    use crate::shell::Via;
+    use crate::command::Via;
     match &c.via {
         Via::Top => "at the top".into(),
         Via::Substitution => "inside a substitution".into(),
@@ -220,53 +283,6 @@ fn via(c: &SimpleCommand) -> String {
         Via::Wrapped(by) => format!("as the command {by} runs"),
         Via::Compound => "inside a compound command".into(),
     }
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|i| match i {
-                Value::String(s) => Some(s.clone()),
-                other => ["command", "path"]
-                    .iter()
-                    .find_map(|k| other.get(k).and_then(Value::as_str))
-                    .map(str::to_string),
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn commands(input: &Value) -> Vec<String> {
-    ["commands", "command"]
-        .iter()
-        .find_map(|k| input.get(k).map(strings))
-        .unwrap_or_default()
-}
-
-fn raw_paths(input: &Value) -> Vec<String> {
-    let mut paths: Vec<String> = ["path", "file_path", "files", "file_paths", "paths"]
-        .iter()
-        .filter_map(|k| input.get(k))
-        .flat_map(strings)
-        .collect();
-    // apply_patch carries its files inside the patch text.
-    if let Some(patch) = input.get("input").and_then(Value::as_str) {
-        paths.extend(patch.lines().filter_map(|l| {
-            [
-                "*** Add File: ",
-                "*** Update File: ",
-                "*** Delete File: ",
-                "*** Move to: ",
-            ]
-            .iter()
-            .find_map(|p| l.strip_prefix(p))
-            .map(|p| p.trim().to_string())
-        }));
-    }
-    paths
 }
 
 impl Rule {
@@ -281,12 +297,33 @@ impl Rule {
         }
         let strict = self.answer == Answer::Approve;
         if !self.command.is_empty() || self.command_regex.is_some() {
+            if let Some(unread) = asked.unread(Part::Commands) {
+                // What cannot be read: never proven, always feared.
+                return match strict {
+                    true => Err(format!(
+                        "its commands cannot be read ({unread}); an approve rule holds only for what is read"
+                    )),
+                    false => Ok(format!(
+                        "its commands cannot be read ({unread}), which this rule takes as what it fears"
+                    )),
+                };
+            }
             if asked.scripts.is_empty() {
                 return Err("the request has no command".into());
             }
             why.push(self.check_commands(asked, strict)?);
         }
         if let Some(p) = &self.path {
+            if let Some(unread) = asked.unread(Part::Paths) {
+                return match strict {
+                    true => Err(format!(
+                        "its paths cannot be read ({unread}); an approve rule holds only for what is read"
+                    )),
+                    false => Ok(format!(
+                        "its paths cannot be read ({unread}), which this rule takes as what it fears"
+                    )),
+                };
+            }
             if asked.paths.is_empty() {
                 return Err("the request names no path".into());
             }
@@ -342,18 +379,37 @@ impl Rule {
             }
             all.join(" or ")
         };
-        let exactly = |c: &SimpleCommand| {
-            self.command.iter().any(|p| p.holds_exactly(c))
-                || self.command_regex.as_ref().is_some_and(|r| {
-                    !c.unknown && c.words.iter().all(|w| w.is_static()) && r.matcher.is_match(&c.display())
-                })
+        // For approve: Ok, or why the command does not hold (the first pattern's reason when
+        // it names an acting word: that is what the author needs to read).
+        let exactly = |c: &SimpleCommand| -> Result<(), String> {
+            let mut acting_why = None;
+            for p in &self.command {
+                match p.exactly(c) {
+                    Ok(()) => return Ok(()),
+                    Err(why) if why != "does not match" => {
+                        acting_why.get_or_insert(why);
+                    }
+                    Err(_) => {}
+                }
+            }
+            let by_regex = self.command_regex.as_ref().is_some_and(|r| {
+                !c.is_unknown()
+                    && c.words.iter().all(|w| w.is_static())
+                    && r.matcher.is_match(&c.display())
+                    && c.acting.iter().all(|a| r.text.contains(a.option.as_str()))
+            });
+            match by_regex {
+                true => Ok(()),
+                false => Err(acting_why.unwrap_or_else(|| "does not match".into())),
+            }
         };
         let could = |c: &SimpleCommand| {
             self.command.iter().any(|p| p.could_hold(c))
-                || self
-                    .command_regex
-                    .as_ref()
-                    .is_some_and(|r| c.unknown || r.matcher.is_match(&c.display()))
+                || self.command_regex.as_ref().is_some_and(|r| {
+                    c.is_unknown()
+                        || c.words.first().is_some_and(|w| w.may_be_anything() || w.globbed)
+                        || r.matcher.is_match(&c.display())
+                })
         };
         if strict {
             for (line, script) in asked.commands.iter().zip(&asked.scripts) {
@@ -366,8 +422,19 @@ impl Rule {
                 if script.top().next().is_none() {
                     return Err(format!("command line {line:?} runs no command"));
                 }
-                if let Some(miss) = script.top().find(|c| !exactly(c)) {
-                    return Err(format!("command {:?} does not match {}", miss.display(), written()));
+                for c in script.run_directly() {
+                    match exactly(c) {
+                        Ok(()) => {}
+                        Err(why) if why == "does not match" => {
+                            return Err(format!(
+                                "command {:?} ({}) does not match {}",
+                                c.display(),
+                                via(c),
+                                written()
+                            ))
+                        }
+                        Err(why) => return Err(format!("command {:?} ({}): {why}", c.display(), via(c))),
+                    }
                 }
             }
             return Ok(format!("every command matches {}", written()));
@@ -403,6 +470,11 @@ impl Decision<'_> {
 }
 
 impl PolicyFile {
+    /// What a tool call asks, read with this file's own programs.
+    pub fn asked(&self, tool: &str, input: &Value, workspace: Option<&str>) -> Asked {
+        Asked::from_input(tool, input, workspace, &self.programs)
+    }
+
     /// The first rule that matches answers; none: ask.
     pub fn decide(&self, asked: &Asked) -> Decision<'_> {
         let mut skipped = Vec::new();
@@ -499,11 +571,16 @@ answer = "ask"
             Answer::Approve
         );
         // No command at all never matches a command rule.
-        assert_eq!(decided(&p, &asked("run_commands", "{}", None)), (Answer::Ask, None));
         assert_eq!(
-            decided(&p, &asked("run_commands", "not json", None)),
+            decided(&p, &asked("run_commands", r#"{"commands":[]}"#, None)),
             (Answer::Ask, None)
         );
+        // An input that cannot be read is what a deny rule fears, and nothing an approve proves.
+        for unread in ["{}", "not json", r#"{"commands":5}"#] {
+            let d = p.decide(&asked("run_commands", unread, None));
+            assert_eq!(d.rule.map(|r| r.name.as_str()), Some("no-rm-rf"), "{unread}");
+            assert!(d.why.contains("cannot be read"), "{}", d.why);
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //!   accepts (`--rec`), the other words in order with anything between, and a word the
 //!   shell computes taken as whatever the rule fears.
 
-use crate::shell::{basename, SimpleCommand, Word};
+use crate::command::{basename, SimpleCommand, Word};
 use globset::{GlobBuilder, GlobMatcher};
 
 /// One `command` pattern, compiled.
@@ -37,6 +37,20 @@ impl PatternWord {
             Some(g) => g.is_match(word),
             None => self.text == word,
         }
+    }
+
+    /// Whether this pattern word names `option` (an acting option): written out, or as the
+    /// literal start of a glob (`--output=*` names `--output`).
+    fn names(&self, option: &str) -> bool {
+        let literal = match &self.glob {
+            None => self.text.as_str(),
+            Some(_) => &self.text[..self.text.find(['*', '?', '[']).unwrap_or(self.text.len())],
+        };
+        !option.is_empty()
+            && (literal == option
+                || literal
+                    .strip_prefix(option)
+                    .is_some_and(|rest| rest.starts_with('=') || (option.len() == 2 && !option.starts_with("--"))))
     }
 }
 
@@ -108,38 +122,74 @@ impl CommandPattern {
 
     /// For approve: the command is exactly so (see the module's doc).
     pub fn holds_exactly(&self, command: &SimpleCommand) -> bool {
+        self.exactly(command).is_ok()
+    }
+
+    /// For approve: `Ok` when the command is exactly so, else why not.
+    pub fn exactly(&self, command: &SimpleCommand) -> Result<(), String> {
         let words = &command.words;
-        if command.unknown || words.len() < self.words.len() {
-            return false;
+        if let Some(why) = &command.unknown {
+            return Err(format!("what runs cannot be read ({why})"));
         }
-        if !self.open && words.len() != self.words.len() {
-            return false;
-        }
+        let fits = words.len() >= self.words.len() && (self.open || words.len() == self.words.len());
         // Every word must be known: a computed or globbed word in the open tail could be an
         // option the pattern's author never meant to allow.
-        words.iter().all(Word::is_static) && self.words.iter().zip(words).all(|(p, w)| p.matches(&w.text))
+        if !fits || !words.iter().all(Word::is_static) || !self.words.iter().zip(words).all(|(p, w)| p.matches(&w.text))
+        {
+            return Err("does not match".into());
+        }
+        // A word that acts must be named in its place, never left to a wildcard.
+        for acting in &command.acting {
+            let named = self.words.get(acting.at).is_some_and(|p| p.names(&acting.option));
+            if !named {
+                return Err(format!(
+                    "{:?} {}: a rule approves it only by naming {:?} in its place",
+                    words.get(acting.at).map_or("", |w| w.text.as_str()),
+                    acting.does,
+                    acting.option
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// For deny: the command could be so (see the module's doc).
     pub fn could_hold(&self, command: &SimpleCommand) -> bool {
-        if command.unknown {
+        if command.is_unknown() {
             return true;
         }
-        let Some((program, args)) = command.words.split_first() else {
+        let Some(program) = command.words.first() else {
             return false;
         };
+        // A name the shell computes may be any command, with any words.
+        if program.may_be_anything() || program.globbed {
+            return true;
+        }
         let name = &self.words[0];
-        if !(program.dynamic || name.matches(&program.text) || name.matches(basename(&program.text))) {
+        if !(name.matches(&program.text) || name.matches(basename(&program.text))) {
             return false;
         }
-        let dynamic = args.iter().any(|w| w.dynamic);
-        // Options: every flag of every short option pattern word, every long one.
+        let canonical;
+        let words = match name.text == "git" && basename(&program.text) == "git" {
+            true => {
+                canonical = crate::programs::git::canonical(&command.words);
+                &canonical
+            }
+            false => &command.words,
+        };
+        let args = &words[1..];
+        // Options: every flag of every short option pattern word, every long one. A word that
+        // may be anything before `--` may be any option, or several.
         let mut flags: Vec<char> = Vec::new();
         let mut longs: Vec<&str> = Vec::new();
         let mut operands: Vec<&Word> = Vec::new();
         let mut ended = false;
+        let mut any_option = false;
         for w in args {
-            if ended || w.dynamic {
+            if !ended && w.may_be_anything() {
+                any_option = true;
+                operands.push(w);
+            } else if ended || !w.is_static() {
                 operands.push(w);
             } else if w.text == "--" {
                 ended = true;
@@ -161,13 +211,17 @@ impl CommandPattern {
                 } else {
                     p.text[1..].chars().all(|f| flags.contains(&f))
                 };
-                if !(held || dynamic) {
+                if !(held || any_option) {
                     return false;
                 }
                 continue;
             }
-            // Other words in order, anything between; a computed word may be any of them.
-            match operands[next..].iter().position(|w| w.dynamic || p.matches(&w.text)) {
+            // Other words in order, anything between; a word the shell computes or globs may
+            // be any of them.
+            match operands[next..]
+                .iter()
+                .position(|w| !w.is_static() || p.matches(&w.text))
+            {
                 Some(at) => next += at + 1,
                 None => return false,
             }

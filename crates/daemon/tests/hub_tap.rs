@@ -1209,7 +1209,7 @@ fn without_the_control_gate_a_policy_names_only_its_ask_rules_and_answers_nothin
             .unwrap()
     };
     let approve = mirror(
-        "[[rule]]\nname = 'all'\nanswer = 'approve'\n",
+        "[[rule]]\nname = 'all'\ntool = '*'\nanswer = 'approve'\n",
         "approval.requested.approve",
     );
     assert!(approve["data"].get("cline.policy_rule").is_none(), "{approve}");

@@ -8,6 +8,7 @@ use super::{
     Answer, CommandPattern, Pattern, PolicyError, PolicyFile, Rule, Timeout, MAX_BYTES, MAX_REGEXES, MAX_REGEX_BYTES,
     MAX_RULES,
 };
+use crate::programs::{Custom, CustomProgram, CustomRuns};
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;
@@ -75,6 +76,20 @@ struct RawFile {
     rule: Vec<toml::Spanned<toml::Table>>,
     #[serde(default)]
     budget: Vec<toml::Table>,
+    #[serde(default)]
+    program: Vec<toml::Spanned<toml::Table>>,
+}
+
+/// A `[[program]]` table: a program whose options act, beside the programs table's.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProgram {
+    name: OneOrMore,
+    acts: Vec<String>,
+    #[serde(default)]
+    runs: Option<String>,
+    #[serde(default)]
+    wrapper: bool,
 }
 
 #[derive(Deserialize)]
@@ -131,10 +146,16 @@ impl PolicyFile {
             line: 1,
             problem: format!("the file's default: {e}"),
         })?;
+        let mut programs = Custom::default();
+        for spanned in raw.program {
+            let line = line_at(spanned.span().start);
+            programs.programs.push(program(line, spanned.into_inner())?);
+        }
         Ok(PolicyFile {
             rules,
             timeout,
             budget: raw.budget,
+            programs,
         })
     }
 }
@@ -170,6 +191,20 @@ impl Rule {
             return Err(site.bad(format!(
                 "{label}: timeout is for answer = \"ask\" (a person has until then); an {} rule answers at once",
                 raw.answer
+            )));
+        }
+        let conditions = [
+            raw.tool.is_some(),
+            !command.is_empty(),
+            command_regex.is_some(),
+            raw.path.is_some(),
+            raw.workspace.is_some(),
+        ];
+        if raw.answer == Answer::Approve && !conditions.contains(&true) {
+            // Half a file (a writer that paused after `answer`) must not approve everything;
+            // nor must a rule whose condition was forgotten.
+            return Err(site.bad(format!(
+                "{label} approves every tool call: it has no condition (tool, command, command_regex, path, workspace); write tool = \"*\" if that is what it means"
             )));
         }
         Ok(Rule {
@@ -297,6 +332,54 @@ impl Site {
     }
 }
 
+/// A `[[program]]` table, checked: a name, its acting options spelled as options, what their
+/// values run.
+fn program(line: usize, table: toml::Table) -> Result<CustomProgram, PolicyError> {
+    let bad = |problem: String| PolicyError::Rule { line, problem };
+    let raw: RawProgram = table.try_into().map_err(|e: toml::de::Error| {
+        bad(format!(
+            "[[program]]: {} (a program has name, acts = [\"--option\", ...], and may have runs = \"command\" or \"script\" and wrapper = true)",
+            e.message().trim_end()
+        ))
+    })?;
+    let names = match raw.name {
+        OneOrMore::One(n) => vec![n],
+        OneOrMore::More(n) => n,
+    };
+    if names.is_empty() || names.iter().any(|n| n.is_empty() || n.contains(['/', ' '])) {
+        return Err(bad(format!(
+            "[[program]]: name = {names:?} must be program names (no folder, no space)"
+        )));
+    }
+    if let Some(odd) = raw
+        .acts
+        .iter()
+        .find(|o| !(o.starts_with('-') || o.starts_with('+')) || o.len() < 2 || o.contains(' '))
+    {
+        return Err(bad(format!(
+            "[[program]] {:?}: acts = {odd:?} is not an option: write it as the program spells it (\"--exec\", \"-x\")",
+            names[0]
+        )));
+    }
+    let runs = match raw.runs.as_deref() {
+        None | Some("nothing") => CustomRuns::Nothing,
+        Some("command") => CustomRuns::Command,
+        Some("script") => CustomRuns::Script,
+        Some(other) => {
+            return Err(bad(format!(
+                "[[program]] {:?}: runs = {other:?}: write \"command\" (its value is a program) or \"script\" (a shell runs it)",
+                names[0]
+            )))
+        }
+    };
+    Ok(CustomProgram {
+        names,
+        acts: raw.acts,
+        runs,
+        wrapper: raw.wrapper,
+    })
+}
+
 /// A regex error on one line: its last line says what is wrong (the others point at it).
 fn one_line(e: &regex::Error) -> String {
     let text = e.to_string();
@@ -321,11 +404,18 @@ mod tests {
     #[test]
     fn bad_files_say_the_line_and_the_problem() {
         let err = |text: &str| PolicyFile::parse(text).unwrap_err().to_string();
-        let e = err("[[rule]]\nname = 'a'\nanswer = 'approve'\n\n[[rule]]\nname = 'b'\ncommand_regex = '(unclosed'\nanswer = 'deny'\n");
+        let e = err("[[rule]]\nname = 'a'\ntool = '*'\nanswer = 'approve'\n\n[[rule]]\nname = 'b'\ncommand_regex = '(unclosed'\nanswer = 'deny'\n");
         assert_eq!(
             e,
-            "line 5: rule \"b\": command_regex = \"(unclosed\" is not a regex: unclosed group"
+            "line 6: rule \"b\": command_regex = \"(unclosed\" is not a regex: unclosed group"
         );
+        let e = err("[[rule]]\nname = 'all'\nanswer = 'approve'\n");
+        assert!(
+            e.contains("rule \"all\" approves every tool call") && e.contains("tool = \"*\""),
+            "{e}"
+        );
+        assert!(PolicyFile::parse("[[rule]]\nname = 'all'\ntool = '*'\nanswer = 'approve'\n").is_ok());
+        assert!(PolicyFile::parse("[[rule]]\nname = 'none'\nanswer = 'deny'\n").is_ok());
         let e = err("[[rule]]\nname = 'x'\nanswer = 'approve'\ncomand = 'ls'\n");
         assert!(e.contains("line 1: rule \"x\" has an unknown key \"comand\""), "{e}");
         let e = err("[[rule]]\nanswer = 'approve'\n");

@@ -92,10 +92,11 @@ pub fn approval_requested(
         }
         // Only a request mirrored now is decided: the hub re-sends pending ones at subscribe.
         if let (Some(file), Some(request)) = (&file, planned.as_mut()) {
-            let mut asked = Asked::from_approval(
+            let mut asked = Asked::from_text(
                 approval.tool_name.as_deref().unwrap_or_default(),
                 approval.input_json.as_deref(),
                 lane.tracker.workspace(),
+                &file.programs,
             );
             crate::policy::links::resolve(&mut asked);
             (decided, later) = decide(file, &asked, control, &session, request);

@@ -16,7 +16,7 @@
 
 use crate::budget::account::Crossing;
 use crate::lane::Verdict;
-use crate::policy::{Answer, Asked, PolicyFile};
+use crate::policy::{Answer, PolicyFile};
 use cline_hooks::HookPayload;
 use serde_json::{json, Map, Value};
 
@@ -51,20 +51,7 @@ impl Step {
     }
 }
 
-/// A Cline 2.x tool under its 3.x name, so one rule serves both generations: `execute_command`
-/// is `run_commands`, `read_file` is `read_files`, `write_to_file` and `replace_in_file` are
-/// `editor`. Other names (and every 3.x name) are as Cline gives them.
-pub fn tool_name(name: &str, legacy: bool) -> &str {
-    if !legacy {
-        return name;
-    }
-    match name {
-        "execute_command" => "run_commands",
-        "read_file" => "read_files",
-        "write_to_file" | "replace_in_file" => "editor",
-        other => other,
-    }
-}
+pub use cline_policy::input::tool_name;
 
 /// The hook control that stops the step, with the words Cline shows.
 pub fn control_for(words: &str) -> Value {
@@ -103,7 +90,7 @@ pub fn decide(
         return None;
     };
     let file = policy?;
-    let mut asked = Asked::from_approval(tool, Some(&input.to_string()), workspace);
+    let mut asked = file.asked(tool, input, workspace);
     asked.follow_links(follow);
     let decision = file.decide(&asked);
     let rule = decision.rule?;
