@@ -7,6 +7,7 @@
 
 use crate::support;
 
+use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use support::daemon::{real_payload, Sandbox, BIN};
 
@@ -344,4 +345,60 @@ fn a_hook_file_whose_binary_is_gone_still_spools_the_payload_and_says_why() {
     let events = sb.wait_for_events("1796007203184_6l7jh", 2);
     assert_eq!(support::daemon::types(&events), ["session.started", "run.started"]);
     drop(daemon);
+}
+
+#[test]
+fn installed_closed_a_hook_file_whose_binary_is_gone_stops_the_tool_and_says_why() {
+    let sb = Sandbox::new();
+    let copy = sb.root.path().join("aep-cline-copy");
+    std::fs::copy(BIN, &copy).unwrap();
+    let cline_dir = sb.root.path().join("cline-home");
+    let install = |enforce: &[&str], env: Option<&str>| {
+        let mut cmd = std::process::Command::new(&copy);
+        cmd.arg("install-hooks")
+            .args(enforce)
+            .env("HOME", sb.root.path())
+            .env("CLINE_DIR", &cline_dir)
+            .env("AEP_CLINE_STATE_DIR", &sb.state_dir)
+            .env_remove("AEP_CLINE_ENFORCE");
+        if let Some(v) = env {
+            cmd.env("AEP_CLINE_ENFORCE", v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let fire = |hook: &str, enforce: Option<&str>| {
+        let mut cmd = std::process::Command::new(cline_dir.join("hooks").join(hook));
+        cmd.env("HOME", sb.root.path()).env_remove("AEP_CLINE_ENFORCE");
+        if let Some(v) = enforce {
+            cmd.env("AEP_CLINE_ENFORCE", v);
+        }
+        let out = cmd
+            .stdin(std::fs::File::open(tempfile_with(&real_payload("hooks-local", "tool_call"))).unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    // Installed closed (from the installer's own environment here): it says so.
+    let said = install(&[], Some("closed"));
+    assert!(said.contains("enforce  closed"), "{said}");
+    std::fs::rename(&copy, sb.root.path().join("moved")).unwrap();
+    let control: Value = serde_json::from_str(fire("PreToolUse", None).trim()).unwrap();
+    assert_eq!(control["cancel"], true);
+    assert!(
+        control["errorMessage"].as_str().unwrap().contains("is missing"),
+        "{control}"
+    );
+    // Only the hook Cline waits on before a tool answers; Cline's own setting wins.
+    assert_eq!(fire("PostToolUse", None), "");
+    assert_eq!(fire("PreToolUse", Some("open")), "");
+    // Installed open, Cline's environment can still close it.
+    std::fs::rename(sb.root.path().join("moved"), &copy).unwrap();
+    let said = install(&["--enforce", "open"], Some("closed"));
+    assert!(said.contains("enforce  open"), "{said}");
+    std::fs::remove_file(&copy).unwrap();
+    assert_eq!(fire("PreToolUse", None), "");
+    assert!(fire("PreToolUse", Some("closed")).contains("\"cancel\":true"));
 }

@@ -2,7 +2,7 @@
 //! what to do. Exit 1 when something is wrong (a FAIL line); warnings alone exit 0.
 
 use super::client::{Daemon, LogArgs};
-use super::install::{Folder, HOOK_FILES};
+use super::install::{Enforce, Folder, HOOK_FILES};
 use super::out;
 use crate::doctor::{size, Report};
 use crate::state;
@@ -184,11 +184,17 @@ fn hook_folder(r: &mut Report, folder: &Folder, exe: Option<&Path>) -> bool {
     };
     let mut ours = Vec::new();
     let mut foreign = Vec::new();
+    let mut enforce = None;
     for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
         let Some(hook) = hook_of(&path) else { continue };
         // Cline's folder: a FIFO there is refused, never waited on (`vendor_file`).
         match cline_usage::vendor_file::read_to_string(&path, cline_usage::vendor_file::MAX_FILE_BYTES) {
-            Ok(text) if text.contains(OURS) => ours.push((hook, runs(&text))),
+            Ok(text) if text.contains(OURS) => {
+                if hook == "PreToolUse" {
+                    enforce = Some(Enforce::of_file(&text));
+                }
+                ours.push((hook, runs(&text)))
+            }
             _ => foreign.push(path.file_name().unwrap_or_default().to_string_lossy().into_owned()),
         }
     }
@@ -225,14 +231,35 @@ fn hook_folder(r: &mut Report, folder: &Folder, exe: Option<&Path>) -> bool {
         .map(|b| b.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
+    // What a tool call no daemon decides does: the file's setting, unless Cline's environment
+    // (as far as this one is Cline's) says otherwise.
+    let enforce = enforce.map(
+        |e| match std::env::var(crate::firing::ENFORCE_VARIABLE).as_deref().map(str::trim) {
+            Ok("open") => "open (AEP_CLINE_ENFORCE=open here overrides the files)".to_string(),
+            Ok("closed") if e == Enforce::Open => {
+                "closed (AEP_CLINE_ENFORCE=closed here; the files say open, so a missing binary lets tools run)"
+                    .to_string()
+            }
+            _ => match e {
+                Enforce::Closed => {
+                    "closed: a tool call no daemon decides is stopped, also with the binary gone".to_string()
+                }
+                Enforce::Open => {
+                    "open: a tool call no daemon decides runs unguarded (`install-hooks --enforce closed` stops it)"
+                        .to_string()
+                }
+            },
+        },
+    );
     if problems.is_empty() {
         r.ok(
             "hooks",
             format!(
-                "{} hook files in {} ({} reads it) run {shown}",
+                "{} hook files in {} ({} reads it) run {shown}{}",
                 ours.len(),
                 dir.display(),
-                folder.readers.names()
+                folder.readers.names(),
+                enforce.map(|e| format!("; enforce {e}")).unwrap_or_default()
             ),
         );
     } else {

@@ -19,6 +19,7 @@
 //! ours to update or remove; any other file is never touched.
 
 use super::out;
+use crate::firing::ENFORCE_VARIABLE;
 use anyhow::{bail, Context};
 use clap::Args;
 use std::os::unix::fs::PermissionsExt;
@@ -184,6 +185,42 @@ pub struct InstallArgs {
     /// (--global, the default, or --project DIR) either generation reads.
     #[arg(long)]
     uninstall: bool,
+    /// What a tool call nobody could decide does: `closed` stops it (also when this binary is
+    /// gone: the hook file itself stops the tool and says why), `open` lets it run. The files
+    /// carry it; AEP_CLINE_ENFORCE in Cline's environment, when set, wins. [default:
+    /// AEP_CLINE_ENFORCE of this command's environment, else open]
+    #[arg(long, value_name = "open|closed", value_parser = ["open", "closed"])]
+    enforce: Option<String>,
+}
+
+/// The enforcement the hook files carry: `--enforce`, else AEP_CLINE_ENFORCE here (any value
+/// but `open` is `closed`, as the shim reads it), else open.
+fn enforce_of(args: &InstallArgs) -> Enforce {
+    let given = args
+        .enforce
+        .clone()
+        .or_else(|| std::env::var(ENFORCE_VARIABLE).ok().filter(|v| !v.trim().is_empty()));
+    match given.as_deref().map(str::trim) {
+        None | Some("open") => Enforce::Open,
+        Some(_) => Enforce::Closed,
+    }
+}
+
+/// What a hook file does when no daemon can decide a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enforce {
+    Open,
+    Closed,
+}
+
+impl Enforce {
+    /// The enforcement a hook file aep-cline wrote carries (files of earlier versions: open).
+    pub fn of_file(text: &str) -> Enforce {
+        match text.contains(&format!("{ENFORCE_VARIABLE}:=closed")) {
+            true => Enforce::Closed,
+            false => Enforce::Open,
+        }
+    }
 }
 
 pub fn run(args: InstallArgs) -> anyhow::Result<()> {
@@ -231,7 +268,8 @@ pub fn run(args: InstallArgs) -> anyhow::Result<()> {
     let state_dir = std::env::var_os("AEP_CLINE_STATE_DIR")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
-    let content = script(&exe, state_dir.as_deref());
+    let enforce = enforce_of(&args);
+    let content = script(&exe, state_dir.as_deref(), enforce);
     let mut foreign = Vec::new();
     let mut written = Vec::new();
     for target in &targets {
@@ -251,6 +289,10 @@ pub fn run(args: InstallArgs) -> anyhow::Result<()> {
             target.path.display()
         ));
     }
+    out::line(match enforce {
+        Enforce::Closed => "  enforce  closed: a tool call no daemon decides is stopped, also when this binary is gone (AEP_CLINE_ENFORCE=open in Cline's environment overrides it)",
+        Enforce::Open => "  enforce  open: a tool call no daemon decides runs unguarded and is recorded later (--enforce closed, or AEP_CLINE_ENFORCE=closed, stops it)",
+    });
     for (stale, why) in stale_folders(&targets, args.project.as_deref()) {
         for path in remove_ours(&stale.path)? {
             out::line(format_args!("  removed  {} ({why})", path.display()));
@@ -369,20 +411,34 @@ fn quote(path: &Path) -> String {
 
 /// The hook file: runs the shim; if the binary it names is gone (moved, `cargo clean`), it
 /// still keeps the payload in the spool (a raw `.hook` file the daemon ingests) and says what
-/// is wrong on stderr, so no run is lost in silence.
-fn script(exe: &Path, state_dir: Option<&Path>) -> String {
+/// is wrong on stderr, so no run is lost in silence. Installed `closed`, it sets
+/// AEP_CLINE_ENFORCE for the shim where Cline's environment does not, and with the binary gone
+/// its `PreToolUse` copy stops the tool itself, with words that say why (as the shim would
+/// with no daemon).
+fn script(exe: &Path, state_dir: Option<&Path>, enforce: Enforce) -> String {
     let pin = state_dir
         .map(|d| format!("AEP_CLINE_STATE_DIR={}; export AEP_CLINE_STATE_DIR\n", quote(d)))
         .unwrap_or_default();
     let exe = quote(exe);
+    let closed = match enforce {
+        Enforce::Closed => format!(": \"${{{ENFORCE_VARIABLE}:=closed}}\"; export {ENFORCE_VARIABLE}\n"),
+        Enforce::Open => String::new(),
+    };
+    let words = "aep-cline: the program the hook file runs is missing (moved, or cargo clean?), and AEP_CLINE_ENFORCE=closed stops every tool until `aep-cline install-hooks` runs again from its new place";
     format!(
-        "#!/bin/sh\n{MARKER}; `aep-cline install-hooks --uninstall` removes it.\n{pin}\
+        "#!/bin/sh\n{MARKER}; `aep-cline install-hooks --uninstall` removes it.\n{pin}{closed}\
 if [ -x {exe} ]; then exec {exe} hook; fi\n\
 d=\"${{AEP_CLINE_STATE_DIR:-$HOME/.aep/cline}}/spool\"\n\
 n=$(date +%s%N 2>/dev/null); case \"$n\" in *N|'') n=\"$(date +%s)000000000\";; esac\n\
 umask 077; mkdir -p \"$d\" && cat > \"$d/.$$.tmp\" && mv \"$d/.$$.tmp\" \"$d/$(printf '%020d' \"$n\")-$$.hook\" \\\n\
   && echo \"aep-cline hook: {exe} is missing (moved, or cargo clean?): the payload was spooled in $d; run install-hooks again from the binary's new place\" >&2 \\\n\
   || echo \"aep-cline hook: {exe} is missing and the payload could not be spooled in $d: the hook is lost\" >&2\n\
+case \"${{0##*/}}\" in [Pp][Rr][Ee][Tt][Oo][Oo][Ll][Uu][Ss][Ee]*)\n\
+  case \"$(printf '%s' \"${{{ENFORCE_VARIABLE}:-open}}\" | tr -d ' ')\" in\n\
+    open|'') ;;\n\
+    *) printf '%s\\n' '{{\"cancel\":true,\"errorMessage\":\"{words}\"}}' ;;\n\
+  esac ;;\n\
+esac\n\
 exit 0\n"
     )
 }
