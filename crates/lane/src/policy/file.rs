@@ -2,9 +2,13 @@
 //! (inode, size, modification time) changes, looked at every second. A file that cannot be
 //! used keeps the last good policy and says why (the log, `/healthz`, `aep-cline doctor`).
 //!
-//! A file is used only once it is whole: a changed file is read when its identity has stayed
-//! the same for a whole poll and while it was read (a file rewritten in place is not used
-//! half-written; a rename is seen at the poll after the next). At start, two reads must agree.
+//! A file is used only once it is whole, however slowly it is written: a changed file is read
+//! when its identity has stayed the same for a whole poll and while it was read, and no process
+//! holds it open for writing (a writer that pauses mid-file has not closed it; `/proc`); a
+//! rename is seen at the poll after the next. At start, two reads must agree, with no writer.
+//! What is left, a writer that closes the file mid-way and opens it again later, is met by the
+//! rules themselves: half a rule is refused (an approve rule with no condition yet), and a
+//! refused file keeps the last good policy.
 //! It is parsed off every lock the doors take: `/healthz` and the hooks never wait on it.
 
 use super::rules::{PolicyFile, MAX_BYTES};
@@ -42,15 +46,56 @@ fn agreed(path: &Path, mut read: impl FnMut(&Path) -> Result<String, String>) ->
     for _ in 0..START_TRIES {
         std::thread::sleep(START_PAUSE);
         let again = read(path)?;
-        if again == text {
+        if again == text && !open_for_writing(path) {
             return parse(path, &text);
         }
         text = again;
     }
     Err(format!(
-        "the policy file {} kept changing while it was read: write it elsewhere and rename it into place",
+        "the policy file {} kept changing while it was read, or a process held it open for writing: write it elsewhere and rename it into place",
         path.display()
     ))
+}
+
+/// Whether a process this user can see holds `path` open for writing (its `/proc/PID/fdinfo`
+/// flags say write or read-write): a writer that has not closed the file may not have finished
+/// it, however long it pauses. Looked at only when the file changed.
+fn open_for_writing(path: &Path) -> bool {
+    let Ok(file) = std::fs::metadata(path) else {
+        return false;
+    };
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    for process in processes.flatten() {
+        if !process
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let same = std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == file.dev() && m.ino() == file.ino());
+            if !same {
+                continue;
+            }
+            let info = std::fs::read_to_string(process.path().join("fdinfo").join(fd.file_name())).unwrap_or_default();
+            let flags = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| u32::from_str_radix(f.trim(), 8).ok());
+            // O_WRONLY (1) or O_RDWR (2).
+            if flags.is_some_and(|f| f & 0o3 != 0) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 fn read_text(path: &Path) -> Result<String, String> {
@@ -181,6 +226,10 @@ impl Active {
             looked.seen = now_stamp;
             return;
         }
+        if open_for_writing(&self.path) {
+            // Its writer has not closed it: not whole yet, however long it has paused.
+            return;
+        }
         let result = read_text(&self.path).and_then(|text| {
             // Changed while it was read: not whole yet.
             match stamp(&self.path) == now_stamp {
@@ -221,8 +270,8 @@ impl Active {
 mod tests {
     use super::*;
 
-    const ONE: &str = "[[rule]]\nname = 'a'\nanswer = 'approve'\n";
-    const TWO: &str = "[[rule]]\nname = 'a'\nanswer = 'approve'\n[[rule]]\nname = 'b'\nanswer = 'deny'\n";
+    const ONE: &str = "[[rule]]\nname = 'a'\ntool = '*'\nanswer = 'approve'\n";
+    const TWO: &str = "[[rule]]\nname = 'a'\ntool = '*'\nanswer = 'approve'\n[[rule]]\nname = 'b'\nanswer = 'deny'\n";
 
     #[test]
     fn a_changed_file_is_read_again_and_a_bad_one_keeps_the_last_good() {
@@ -305,6 +354,56 @@ mod tests {
             crate::policy::Answer::Ask,
             "the rule is for read_files only"
         );
+    }
+
+    /// #44: a writer that pauses longer than a poll mid-file, the file still open, is waited
+    /// for; one that closes the file mid-way leaves half a rule, which is refused (an approve
+    /// rule with no condition yet), and the last good policy stays until the file is whole.
+    #[test]
+    fn a_file_written_slowly_is_used_only_when_whole() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, TWO).unwrap();
+        let active = Active::load(&path).unwrap();
+        let mut told = active.subscribe();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"[[rule]]\nname = 'all'\nanswer = 'approve'\n").unwrap();
+        assert!(open_for_writing(&path));
+        // Many polls while the writer pauses: the identity stays, the writer holds it open.
+        for _ in 0..5 {
+            active.check();
+        }
+        assert!(!told.has_changed().unwrap(), "a paused writer's half file was used");
+        assert!(
+            Active::load(&path).is_err(),
+            "at start too, a file open for writing is not used"
+        );
+        f.write_all(b"tool = 'read_files'\n").unwrap();
+        drop(f);
+        assert!(!open_for_writing(&path));
+        active.check();
+        active.check();
+        assert!(told.has_changed().unwrap());
+        assert_eq!(told.borrow_and_update().rules[0].name, "all");
+
+        // A writer that closes between its writes: the half is refused, the last good stays.
+        std::fs::write(&path, "[[rule]]\nname = 'every'\nanswer = 'approve'\n").unwrap();
+        active.check();
+        active.check();
+        assert!(!told.has_changed().unwrap());
+        assert!(active.status().last_error.unwrap().contains("approves every tool call"));
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"command = 'ls'\n").unwrap();
+        drop(f);
+        active.check();
+        active.check();
+        assert_eq!(told.borrow_and_update().rules[0].name, "every");
+        assert!(active.status().last_error.is_none());
     }
 
     /// At start, a file that keeps changing under the reader is refused with the fix.
