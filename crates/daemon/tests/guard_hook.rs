@@ -141,3 +141,20 @@ fn why_a_rule_matched_is_content_kept_only_where_the_capture_allows() {
         );
     }
 }
+
+/// #44: a call that is its session's first hook (no `agent_start` seen) is audited on its own
+/// `tool.requested`, not on the `session.started` planned before it.
+#[test]
+fn the_audit_of_a_sessions_first_hook_lands_on_its_tool_requested() {
+    let base = Sandbox::new();
+    let sb = policy(&base);
+    let _daemon = sb.start();
+    let control = stdout(&sb.hook(&tool_call("rm -rf victim")));
+    assert!(control.contains("\"cancel\":true"), "{control}");
+    let log = sb.log(SESSION);
+    let started = log.iter().find(|e| e["type"] == "session.started").unwrap();
+    assert!(started["data"].get("cline.policy_rule").is_none(), "{started}");
+    let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    assert_eq!(requested["data"]["cline.policy_rule"], "no-rm", "{requested}");
+    assert_eq!(requested["data"]["cline.policy_answer"], "deny");
+}

@@ -224,8 +224,10 @@ fn fired_at(payload: &HookPayload, firing: &Firing) -> String {
         .unwrap_or_else(aep_core::id::now_rfc3339)
 }
 
-/// A guard's verdict on a hook's planned Events: its audit in the first Event's data, and a
-/// blocked call's `tool.denied` right after its `tool.requested`.
+/// A guard's verdict on a hook's planned Events: its audit in the data of the call's own
+/// `tool.requested` (the hook's first Event when it has none: a prompt), never on the
+/// `session.started` or `run.started` a session's first hook also plans; and a blocked call's
+/// `tool.denied` right after its `tool.requested`.
 fn apply(
     verdict: &Verdict,
     payload: &HookPayload,
@@ -233,7 +235,11 @@ fn apply(
     ctx: &MapContext,
     planned: &mut Vec<Planned>,
 ) {
-    if let Some(first) = planned.first_mut() {
+    let at = planned
+        .iter()
+        .position(|p| p.event.ty == aep_core::types::TOOL_REQUESTED)
+        .unwrap_or(0);
+    if let Some(first) = planned.get_mut(at) {
         let level = first.event.capture;
         if let Some(data) = first.event.data.as_mut() {
             data.extend(verdict.audit.clone());
