@@ -270,3 +270,35 @@ fn a_deny_rule_stops_rm_rf_in_the_tui() {
     assert!(!types(&rig.aep.log(&session)).contains(&"tool.completed"));
     eprintln!("the TUI after the denial:\n{}", tmux.screen());
 }
+
+/// #44: hooks installed `closed`, then their binary removed (`cargo clean`): the real CLI's
+/// `rm -rf victim` is stopped by the hook file itself, with words that say why, though no
+/// daemon and no shim is there to decide.
+#[test]
+fn installed_closed_with_the_binary_gone_the_tool_does_not_run() {
+    let model = FakeModel::start(Script::command("rm -rf victim"));
+    let cline = ClineSandbox::new(&model);
+    let mut aep = Sandbox::new();
+    let copy = aep.root.path().join("aep-cline-copy");
+    std::fs::copy(&aep.bin, &copy).unwrap();
+    aep.bin = copy.clone();
+    let out = aep.run(
+        &["install-hooks", "--enforce", "closed"],
+        &[("CLINE_DIR", cline.cline_dir().to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::remove_file(&copy).unwrap();
+    let victim = cline.workspace().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("keep.txt"), "precious").unwrap();
+    let run = cline.run("please CMD:rm -rf victim");
+    assert!(
+        victim.join("keep.txt").exists(),
+        "the tool ran with the binary gone\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        run.stdout_lines.join("\n"),
+        run.stderr
+    );
+    // The payload is kept for the daemon, whenever it runs again.
+    let spooled = std::fs::read_dir(aep.state_dir.join("spool")).unwrap().count();
+    assert!(spooled > 0, "the hooks were not spooled");
+}

@@ -841,3 +841,50 @@ mod tests {
         }
     }
 }
+
+/// The table for people, in Markdown (docs/policy-programs.md is this text; a test keeps the
+/// two alike).
+pub fn describe() -> String {
+    let mut out = String::new();
+    out.push_str("| program | kind | options and words that act (an approve rule's `*` never covers them) | also |\n");
+    out.push_str("|---|---|---|---|\n");
+    for p in PROGRAMS {
+        let kind = match p.kind {
+            Kind::Plain => "reads its arguments".to_string(),
+            Kind::Wrapper { skip: 0, known: true } => "wrapper: runs the command its operands give".to_string(),
+            Kind::Wrapper { skip, known: true } => format!("wrapper: runs the command after {skip} operand(s)"),
+            Kind::Wrapper { known: false, .. } => {
+                "wrapper: runs a command among its operands (every start is read)".to_string()
+            }
+            Kind::Joins { .. } => "runs its operands joined as a script".to_string(),
+            Kind::Interpreter { code_operand: true, .. } => {
+                "interpreter: its first operand is code (plain forms read)".to_string()
+            }
+            Kind::Interpreter { .. } => "interpreter: a file, inline code, or its standard input".to_string(),
+            Kind::WritesOperand(n) => format!("writes its operand {n}"),
+        };
+        let opts = p
+            .opts
+            .iter()
+            .map(|o| {
+                let given = match o.given {
+                    Given::Nothing => String::new(),
+                    Given::Script => ", its value a script deny rules read".into(),
+                    Given::Program => ", its value a program deny rules read".into(),
+                    Given::Command => ", the words after it a command deny rules read".into(),
+                    Given::Unknown => ", unknown to deny rules".into(),
+                    Given::Checked => ", read when plain".into(),
+                };
+                format!("`{}` ({}{given})", o.name, o.act.words())
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let names = p.names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        out.push_str(&format!("| {names} | {kind} | {opts} | {} |\n", p.note));
+    }
+    out.push_str(&format!(
+        "| {} | shell: `-c SCRIPT` read in turn; a script fed on its standard input read when the line gives its text, else unknown | | |\n",
+        SHELLS.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    ));
+    out
+}
