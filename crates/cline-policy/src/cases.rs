@@ -18,6 +18,8 @@ use serde_json::{json, Value};
 
 /// The workspace of a case that names none.
 pub const WORKSPACE: &str = "/home/dev/proj";
+/// The home folder cases are decided with (`~`).
+pub const HOME: &str = "/home/dev";
 
 /// One case.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +93,9 @@ impl Outcome {
 
 /// Decides a case (pure: no look at the disk).
 pub fn decide(policy: &PolicyFile, case: &Case) -> Outcome {
-    let asked = policy.asked(&case.tool, &case.input, Some(&case.workspace));
+    let asked = policy
+        .asked(&case.tool, &case.input, Some(&case.workspace))
+        .with_home(Some(HOME));
     let d = policy.decide(&asked);
     Outcome {
         answer: d.answer(),

@@ -122,7 +122,6 @@ const TOOLS: &[(&str, Shape)] = &[
     ("switch_to_act_mode", Shape::Neither),
     ("new_rule", Shape::OnePath),
     ("browser_action", Shape::Neither),
-    ("access_mcp_resource", Shape::Neither),
     ("use_skill", Shape::Neither),
     ("use_subagents", Shape::Neither),
     ("generate_explanation", Shape::Neither),
@@ -145,6 +144,28 @@ pub fn tool_name(name: &str, legacy: bool) -> &str {
         "write_to_file" | "replace_in_file" => "editor",
         other => other,
     }
+}
+
+/// Cline 3.0.65's own tools whose input check refuses `null` before they act, so a hook's
+/// `overrideInput: null` makes the call fail and do nothing while the run goes on (found on the
+/// real CLI for each: docs/cline-vendor-facts.md, "Hook control at tool_call"). An MCP tool is
+/// not among them: its server is called whatever the input.
+const FAIL_ON_NULL: &[&str] = &[
+    "run_commands",
+    "read_files",
+    "editor",
+    "apply_patch",
+    "search_codebase",
+    "fetch_web_content",
+    "skills",
+    "ask_question",
+    "spawn_agent",
+    "team_spawn_teammate",
+];
+
+/// Whether a 3.x tool fails before it acts when its input is replaced by `null`.
+pub fn fails_on_null(tool: &str) -> bool {
+    FAIL_ON_NULL.contains(&tool)
 }
 
 /// Reads `input`, the input of `tool` (3.x names).
@@ -193,10 +214,9 @@ pub fn read(tool: &str, input: &Value) -> Read {
                 other => vec![other],
             };
             if queries.iter().any(|q| q.as_str().is_some_and(|q| q.starts_with('-'))) {
-                read.unread(
-                    Part::Commands,
-                    "a search query starts with -, which ripgrep takes as an option (--pre runs a program)",
-                );
+                let why = "a search query starts with -, which ripgrep takes as an option (--pre runs a program, -f reads a file)";
+                read.unread(Part::Commands, why);
+                read.unread(Part::Paths, why);
             }
         }
         Shape::Patch => {
@@ -205,7 +225,12 @@ pub fn read(tool: &str, input: &Value) -> Read {
                 other => other.get("input").and_then(Value::as_str),
             };
             match text {
-                Some(patch) => read.paths.extend(patch_paths(patch)),
+                Some(patch) => {
+                    read.paths.extend(patch_paths(patch));
+                    if let Some(odd) = patch.lines().find(|l| is_odd_patch_header(l)) {
+                        read.unread(Part::Paths, format!("a patch line not understood ({:?})", odd.trim()));
+                    }
+                }
                 None => read.unread(Part::Paths, "apply_patch's input is not a patch text"),
             }
         }
@@ -385,6 +410,23 @@ fn file(item: &Value, read: &mut Read) {
     }
 }
 
+/// A `*** ` line of a patch that is none of the markers and headers Cline reads.
+fn is_odd_patch_header(line: &str) -> bool {
+    let l = line.trim_start();
+    l.starts_with("***")
+        && ![
+            "*** Begin Patch",
+            "*** End Patch",
+            "*** End of File",
+            "*** Add File: ",
+            "*** Update File: ",
+            "*** Delete File: ",
+            "*** Move to: ",
+        ]
+        .iter()
+        .any(|p| l.starts_with(p))
+}
+
 /// The files a patch names (`*** Add File: PATH`, Update, Delete, `*** Move to: PATH`).
 pub fn patch_paths(patch: &str) -> Vec<String> {
     patch
@@ -510,6 +552,10 @@ mod tests {
         assert!(r.unread.is_empty() && r.commands.is_empty() && r.paths.is_empty());
         assert!(read("subagent_reviewer", &json!({"prompt": "x"})).unread.is_empty());
         let r = read("search_codebase", &json!({"queries": ["fn main", "--pre=./x"]}));
-        assert_eq!(r.unread.len(), 1);
+        assert_eq!(
+            r.unread.len(),
+            2,
+            "commands and paths: ripgrep runs and reads what the option says"
+        );
     }
 }

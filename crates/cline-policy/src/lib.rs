@@ -29,4 +29,4 @@ pub mod rules;
 pub mod shell;
 pub mod words;
 
-pub use rules::{Answer, Asked, Decision, PolicyError, PolicyFile, Rule, Timeout};
+pub use rules::{Answer, Asked, Decision, PolicyError, PolicyFile, Rule, Stop, Timeout};

@@ -11,6 +11,7 @@
 //! workspace = "**/billing-*"          # optional glob on the workspace folder
 //! answer = "approve"                  # approve | deny | ask
 //! reason = "..."                      # told to Cline with a deny
+//! stop = "run"                        # deny only: end the run, not just fail the tool
 //! timeout = "10m"                     # ask rules only: nobody answered within it ...
 //! on_timeout = "deny"                 # ... and this answers (approve | deny)
 //! ```
@@ -125,6 +126,20 @@ pub struct Rule {
     pub reason: Option<String>,
     /// An ask rule's answer when nobody answered in time.
     pub timeout: Option<Timeout>,
+    /// What a deny stops: the tool call alone (the run goes on, the model is told why), or the
+    /// whole run (`stop = "run"`).
+    pub stop: Stop,
+}
+
+/// What a deny stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stop {
+    /// The tool call does nothing and fails with the rule's words; the run goes on.
+    #[default]
+    Tool,
+    /// The run ends.
+    Run,
 }
 
 /// An answer given when nobody answered an approval within `after`.
@@ -156,6 +171,9 @@ pub struct Asked {
     pub workspace: Option<String>,
     /// What in the input was not understood: never taken for "no command" or "no path".
     pub unread: Vec<Unread>,
+    /// The home folder `~` stands for, when known: a path under it is also seen as `~/..`, and
+    /// `~/..` as under it.
+    pub home: Option<String>,
 }
 
 impl Asked {
@@ -207,7 +225,33 @@ impl Asked {
             paths,
             workspace,
             unread: read.unread,
+            home: None,
         }
+    }
+
+    /// The home folder `~` stands for (the user's `HOME`).
+    pub fn with_home(mut self, home: Option<&str>) -> Asked {
+        self.home = home
+            .filter(|h| h.starts_with('/') && h.len() > 1)
+            .map(|h| h.trim_end_matches('/').to_string());
+        self
+    }
+
+    /// Every form a path is seen in: inside the workspace (relative), absolute, and under `~`.
+    fn forms(&self, place: &Place) -> [Option<String>; 3] {
+        let absolute = match (&place.absolute, &self.home) {
+            (Some(a), Some(home)) if a == "~" || a.starts_with("~/") => Some(format!("{home}{}", &a[1..])),
+            (a, _) => a.clone(),
+        };
+        let tilde = match (&absolute, &self.home) {
+            (Some(a), Some(home)) => a
+                .strip_prefix(home.as_str())
+                .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+                .map(|rest| format!("~{rest}")),
+            _ => None,
+        }
+        .or_else(|| place.absolute.clone().filter(|a| a.starts_with('~')));
+        [place.inside.clone(), absolute, tilde]
     }
 
     /// Places each path again where `follow` (the daemon's look at the disk) says its
@@ -327,27 +371,33 @@ impl Rule {
             if asked.paths.is_empty() {
                 return Err("the request names no path".into());
             }
+            // An approve rule's relative glob sees only paths inside the workspace, relative to
+            // it, and an absolute one (`/..`, `~/..`) the absolute path; a deny or ask rule's
+            // glob holds when any form of the path could match (`**/.env` fears an .env
+            // outside the workspace too).
             let absolute = p.text.starts_with('/') || p.text.starts_with('~');
-            let seen = |place: &Place| -> Option<String> {
-                match absolute {
-                    true => place.absolute.clone(),
-                    false => place.inside.clone(),
+            let seen = |place: &Place| -> Vec<String> {
+                let [inside, abs, tilde] = asked.forms(place);
+                match (strict, absolute) {
+                    (true, true) => [abs, tilde].into_iter().flatten().collect(),
+                    (true, false) => inside.into_iter().collect(),
+                    (false, _) => [inside, abs, tilde].into_iter().flatten().collect(),
                 }
             };
-            let holds = |place: &Place| seen(place).is_some_and(|at| p.matcher.is_match(&at));
-            let placed = |place: &Place| match seen(place) {
+            let hit = |place: &Place| seen(place).into_iter().find(|at| p.matcher.is_match(at));
+            let placed = |place: &Place, at: Option<String>| match at.or_else(|| seen(place).into_iter().next()) {
                 Some(at) if at != place.given => format!("{:?} (as {at:?})", place.given),
                 Some(_) => format!("{:?}", place.given),
                 None => format!("{:?} (outside the workspace)", place.given),
             };
             if strict {
-                if let Some(miss) = asked.paths.iter().find(|place| !holds(place)) {
-                    return Err(format!("path {} does not match {:?}", placed(miss), p.text));
+                if let Some(miss) = asked.paths.iter().find(|place| hit(place).is_none()) {
+                    return Err(format!("path {} does not match {:?}", placed(miss, None), p.text));
                 }
                 why.push(format!("every path matches {:?}", p.text));
             } else {
-                match asked.paths.iter().find(|place| holds(place)) {
-                    Some(hit) => why.push(format!("path {} matches {:?}", placed(hit), p.text)),
+                match asked.paths.iter().find_map(|place| hit(place).map(|at| (place, at))) {
+                    Some((place, at)) => why.push(format!("path {} matches {:?}", placed(place, Some(at)), p.text)),
                     None => return Err(format!("no path matches {:?}", p.text)),
                 }
             }

@@ -14,6 +14,7 @@ mod hub_tap;
 mod ingest_faults;
 mod input_robustness;
 mod limits;
+mod policy_corpus;
 mod safety;
 mod spool_limit;
 mod support;

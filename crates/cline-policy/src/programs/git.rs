@@ -400,6 +400,7 @@ fn push(rest: &[Word]) -> Vec<Word> {
     let mut operands: Vec<&Word> = Vec::new();
     let mut remote: Option<Word> = None;
     let mut every = false;
+    let mut tags = false;
     let mut force = false;
     let mut i = 1;
     while i < rest.len() {
@@ -417,8 +418,11 @@ fn push(rest: &[Word]) -> Vec<Word> {
             remote = Some(Word::plain(r));
         } else {
             options.push(w.clone());
-            if matches!(t, "--all" | "--branches" | "--mirror" | "--tags") {
+            if matches!(t, "--all" | "--branches" | "--mirror") {
                 every = true;
+            }
+            if t == "--tags" {
+                tags = true;
             }
             if matches!(t, "-o" | "--push-option" | "--receive-pack" | "--exec") {
                 i += 1;
@@ -446,7 +450,11 @@ fn push(rest: &[Word]) -> Vec<Word> {
             None => text,
         };
         let dest = text.rsplit_once(':').map_or(text, |(_, d)| d);
-        let dest = dest.strip_prefix("refs/heads/").unwrap_or(dest);
+        // git completes a short destination: `heads/main` is `refs/heads/main`.
+        let dest = dest
+            .strip_prefix("refs/heads/")
+            .or_else(|| dest.strip_prefix("heads/"))
+            .unwrap_or(dest);
         let unknown =
             dest.is_empty() || dest == "HEAD" || dest == "@" || dest.contains(['*', '?', '[']) || spec.globbed;
         dests.push(match unknown {
@@ -454,10 +462,15 @@ fn push(rest: &[Word]) -> Vec<Word> {
             false => Word::plain(dest),
         });
     }
-    if dests.is_empty() || every {
+    if (dests.is_empty() && !tags) || every {
         dests.push(Word::computed("<the branches git push picks>"));
     }
-    let mut out = vec![rest[0].clone()];
+    if tags {
+        // `--tags` alone pushes the tags, no branch.
+        dests.push(Word::plain("refs/tags/*"));
+    }
+    // send-pack pushes as push does.
+    let mut out = vec![Word::plain("push")];
     out.extend(options);
     if force {
         out.push(Word::plain("--force"));
@@ -509,6 +522,9 @@ mod tests {
             ("git push -u origin feature", "git push -u origin feature"),
             ("git -c alias.p=push p origin main", "git push origin main"),
             ("git status", "git status"),
+            ("git send-pack ../o.git main", "git push ../o.git main"),
+            ("git push origin HEAD:heads/main", "git push origin main"),
+            ("git push --tags origin", "git push --tags origin refs/tags/*"),
         ] {
             assert_eq!(shown(line), seen, "{line}");
         }

@@ -10,6 +10,7 @@ mod builtin;
 pub mod code;
 pub mod git;
 pub mod table;
+pub mod variables;
 mod wrapper;
 
 use crate::command::{basename, Acting, Construct, Word};
@@ -121,6 +122,26 @@ pub fn read(words: &[Word], feed: &Feed, custom: &Custom) -> Reading {
         git::read(words, &mut r);
         return r;
     }
+    if name == "runuser" && words.iter().any(|w| w.text == "-u" || w.text == "--user") {
+        // runuser -u USER [--] COMMAND: a command, not a shell.
+        let values = [
+            "-u",
+            "--user",
+            "-g",
+            "--group",
+            "-G",
+            "--supp-group",
+            "-w",
+            "--whitelist-environment",
+        ];
+        wrapper::read(name, words, &values, 0, true, false, &mut r);
+        return r;
+    }
+    if name == "deno" && words.get(1).is_some_and(|w| w.text == "eval") {
+        r.act(1, "eval", Act::Code);
+        r.unknown("deno eval runs code the policy does not read");
+        return r;
+    }
     if builtin::read(name, words, feed, &mut r) {
         return r;
     }
@@ -133,7 +154,10 @@ pub fn read(words: &[Word], feed: &Feed, custom: &Custom) -> Reading {
     };
     match program.kind {
         Kind::Wrapper { skip, known } => wrapper::read(name, words, program.values, skip, known, false, &mut r),
-        Kind::Joins { skip } => wrapper::read(name, words, program.values, skip, true, true, &mut r),
+        Kind::Joins { skip } => {
+            options(name, program.opts, program.values, words, &mut r);
+            wrapper::read(name, words, program.values, skip, true, true, &mut r)
+        }
         Kind::Plain => {
             options(name, program.opts, program.values, words, &mut r);
         }
@@ -141,6 +165,18 @@ pub fn read(words: &[Word], feed: &Feed, custom: &Custom) -> Reading {
             let operands = options(name, program.opts, program.values, words, &mut r);
             if let Some(&at) = operands.get(n - 1) {
                 r.act(at, "its output file", Act::Writes);
+            }
+        }
+        Kind::Interpreter { .. } if matches!(name, "sqlite3" | "duckdb") => {
+            let operands = options(name, program.opts, program.values, words, &mut r);
+            // Its operands after the database are SQL and dot-commands (`.shell` runs one).
+            for &at in operands.iter().skip(1) {
+                r.act(at, "its SQL", Act::Code);
+            }
+            if operands.len() > 1 {
+                r.unknown(format!("{name} runs SQL and dot-commands the policy does not read"));
+            } else if operands.len() <= 1 {
+                fed(name, feed, false, &mut r);
             }
         }
         Kind::Interpreter { code_operand, checked } => {
@@ -183,23 +219,44 @@ fn options(name: &str, opts: &[Opt], values: &[&str], words: &[Word], r: &mut Re
         match opt.given {
             Given::Nothing => {}
             Given::Script => match &value_word {
-                Some(v) => r.script(v, &by),
+                Some(v) => {
+                    // tar's --checkpoint-action=exec=SCRIPT.
+                    let v = match v.text.strip_prefix("exec=") {
+                        Some(script) => Word {
+                            text: script.to_string(),
+                            ..v.clone()
+                        },
+                        None => v.clone(),
+                    };
+                    r.script(&v, &by)
+                }
                 None => r.unknown(format!("{by} without its value")),
             },
-            Given::Program => r.runs.push(Run::Command {
-                words: vec![
-                    value_word.unwrap_or_else(|| Word::computed("<program>")),
-                    Word::computed("<its file>"),
-                ],
-                by,
-                exact: true,
-            }),
+            Given::Program => {
+                // A program and the arguments it is given (tar splits `-I 'prog -x'`), then
+                // what the program adds (a file found, `-d`): read as words.
+                let mut words: Vec<Word> = match &value_word {
+                    Some(v) if v.is_static() => v.text.split_whitespace().map(Word::plain).collect(),
+                    Some(v) => vec![v.clone()],
+                    None => vec![Word::computed("<program>")],
+                };
+                if words.is_empty() {
+                    words.push(Word::computed("<program>"));
+                }
+                words.push(Word::computed("<its file>"));
+                r.runs.push(Run::Command { words, by, exact: true })
+            }
             Given::Command => {
                 let end = words[i + 1..]
                     .iter()
                     .position(|w| w.is_static() && (w.text == ";" || w.text == "+"))
                     .map_or(words.len(), |e| i + 1 + e);
-                let inner: Vec<Word> = words[i + 1..end].iter().map(found_file).collect();
+                let fd = matches!(name, "fd" | "fdfind");
+                let mut inner: Vec<Word> = words[i + 1..end].iter().map(|w| found_file(w, fd)).collect();
+                // fd without a placeholder appends the path it found (`fd -x sh` runs each file).
+                if fd && !words[i + 1..end].iter().any(|w| w.text.contains('{')) && !inner.is_empty() {
+                    inner.push(Word::computed("<a path fd found>"));
+                }
                 if !inner.is_empty() {
                     r.runs.push(Run::Command {
                         words: inner,
@@ -212,6 +269,26 @@ fn options(name: &str, opts: &[Opt], values: &[&str], words: &[Word], r: &mut Re
                 continue;
             }
             Given::Unknown => r.unknown(format!("{by} {}", opt.act.words())),
+            Given::SshOption => {
+                acts = false;
+                if let Some(v) = &value_word {
+                    let (key, script) = v
+                        .text
+                        .split_once(['=', ' '])
+                        .map(|(k, s)| (k.trim().to_ascii_lowercase(), s.trim_start_matches(['=', ' '])))
+                        .unwrap_or_default();
+                    if key.ends_with("command") && key != "permitlocalcommand" {
+                        acts = true;
+                        r.script(
+                            &Word {
+                                text: script.to_string(),
+                                ..v.clone()
+                            },
+                            &format!("{by} {key}"),
+                        );
+                    }
+                }
+            }
             Given::Checked => {
                 acts = !value_word
                     .as_ref()
@@ -233,15 +310,24 @@ fn options(name: &str, opts: &[Opt], values: &[&str], words: &[Word], r: &mut Re
     operands
 }
 
-/// `{}` in what find or fd runs is a file they found: a path (`./x`), never an option.
-fn found_file(w: &Word) -> Word {
-    match w.text.contains("{}") {
-        true => Word {
+/// `{}` in what find runs is a file it found, under the folder it was given (`./x`), never an
+/// option; fd's placeholders (`{}`, `{/}`, `{.}`, ...) are paths without `./`, which may be.
+fn found_file(w: &Word, fd: bool) -> Word {
+    match (
+        w.text.contains("{}"),
+        fd && w.text.contains('{') && w.text.contains('}'),
+    ) {
+        (_, true) => Word {
+            text: w.text.clone(),
+            dynamic: true,
+            globbed: w.globbed,
+        },
+        (true, false) => Word {
             text: w.text.replace("{}", "./{}"),
             dynamic: w.dynamic,
             globbed: true,
         },
-        false => w.clone(),
+        (false, false) => w.clone(),
     }
 }
 
@@ -399,6 +485,12 @@ fn shell(name: &str, words: &[Word], feed: &Feed, r: &mut Reading) {
             if cluster.contains('c') {
                 command = true;
             }
+            if cluster.contains('s') && !su && !command {
+                // `-s`: the script is its standard input; the words after are arguments.
+                r.construct("a shell reading a script not in the command line", &join(words));
+                fed(name, feed, true, r);
+                return;
+            }
             // Options that take the next word: -o/-O/+o/+O (set options), su's -s, -g, -u.
             if cluster.ends_with(['o', 'O']) || (su && cluster.ends_with(['s', 'g', 'u', 'G'])) {
                 i += 1;
@@ -442,12 +534,28 @@ fn interpreter(
     feed: &Feed,
     r: &mut Reading,
 ) {
-    // Code given by an option (checked or not) means no operand is code.
-    let code_given = words.iter().enumerate().any(|(i, _)| {
-        table::program(name).is_some_and(|p| {
-            find_opt(p.opts, words, i).is_some_and(|(o, _)| matches!(o.given, Given::Checked | Given::Unknown))
-        })
-    });
+    // Code given by an option (inline, or a file of it) means no operand is code. A file of
+    // code is a program as any, unless it is the standard input the line feeds
+    // (`sed -f /dev/stdin`) or a name the shell computes.
+    let opts = table::program(name).map_or(&[][..], |p| p.opts);
+    let mut code_given = false;
+    for i in 1..words.len() {
+        let Some((opt, value)) = find_opt(opts, words, i) else {
+            continue;
+        };
+        if opt.act != Act::Code {
+            continue;
+        }
+        code_given = true;
+        if opt.given == Given::Nothing {
+            let file = match value {
+                Some(Value::Word(w)) => w.clone(),
+                Some(Value::Attached(text)) => Word::plain(&text),
+                None => continue,
+            };
+            script_file(name, &file, feed, false, r);
+        }
+    }
     if code_given {
         return;
     }

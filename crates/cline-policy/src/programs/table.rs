@@ -41,6 +41,9 @@ pub enum Given {
     Unknown,
     /// Code the policy reads when it is plain (sed's scripts, awk's programs), else unknown.
     Checked,
+    /// An ssh_config option (`-o KEY=VALUE`): `ProxyCommand`, `LocalCommand`,
+    /// `KnownHostsCommand` and `RemoteCommand` run their value as a script.
+    SshOption,
 }
 
 /// How an option takes its value.
@@ -179,6 +182,17 @@ const fn wrapper_any(names: &'static [&'static str]) -> Program {
     }
 }
 
+/// An option naming a file of code: acting for approve rules, and for deny rules a program as
+/// any (`python x.py` is one command, whatever the file holds).
+const fn code_file(name: &'static str) -> Opt<'static> {
+    Opt {
+        name,
+        takes: Takes::Value,
+        act: Act::Code,
+        given: Given::Nothing,
+    }
+}
+
 const fn checked(name: &'static str) -> Opt<'static> {
     Opt {
         name,
@@ -200,11 +214,74 @@ pub const SHELLS: &[&str] = &[
 /// Every program the policy knows more of than its name.
 pub const PROGRAMS: &[Program] = &[
     // Read-only tools people approve, and the options that make them act.
-    plain(
-        &["rg", "ripgrep"],
-        &[runs("--pre", Prog), runs("--hostname-bin", Prog)],
-        "",
-    ),
+    Program {
+        names: &["rg", "ripgrep"],
+        kind: Kind::Plain,
+        opts: &[
+            runs("--pre", Prog),
+            runs("--hostname-bin", Prog),
+            Opt {
+                name: "-z",
+                takes: Takes::Nothing,
+                act: Act::Runs,
+                given: Nothing,
+            },
+            Opt {
+                name: "--search-zip",
+                takes: Takes::Nothing,
+                act: Act::Runs,
+                given: Nothing,
+            },
+        ],
+        values: &[
+            "-e",
+            "--regexp",
+            "-f",
+            "--file",
+            "-g",
+            "--glob",
+            "--iglob",
+            "-t",
+            "--type",
+            "-T",
+            "--type-not",
+            "--type-add",
+            "--type-clear",
+            "-A",
+            "--after-context",
+            "-B",
+            "--before-context",
+            "-C",
+            "--context",
+            "-m",
+            "--max-count",
+            "-j",
+            "--threads",
+            "-M",
+            "--max-columns",
+            "-E",
+            "--encoding",
+            "-r",
+            "--replace",
+            "--sort",
+            "--sortr",
+            "--pre-glob",
+            "--color",
+            "--colors",
+            "--context-separator",
+            "--field-context-separator",
+            "--field-match-separator",
+            "--path-separator",
+            "--dfa-size-limit",
+            "--regex-size-limit",
+            "-d",
+            "--max-depth",
+            "--max-filesize",
+            "--ignore-file",
+            "--engine",
+        ],
+        note: "-z runs decompressors on compressed files",
+    },
     plain(
         &["find", "gfind", "bfs"],
         &[
@@ -449,8 +526,8 @@ pub const PROGRAMS: &[Program] = &[
             },
             checked("-e"),
             checked("--expression"),
-            code("-f"),
-            code("--file"),
+            code_file("-f"),
+            code_file("--file"),
         ],
         values: &["-l", "--line-length"],
         note: "its script may write (w, W) and run (e); plain scripts are read",
@@ -462,8 +539,8 @@ pub const PROGRAMS: &[Program] = &[
             checked: true,
         },
         opts: &[
-            code("-f"),
-            code("--file"),
+            code_file("-f"),
+            code_file("--file"),
             checked("-e"),
             checked("--source"),
             code("-i"),
@@ -506,7 +583,7 @@ pub const PROGRAMS: &[Program] = &[
         ],
     ),
     interpreter(
-        &["node", "nodejs", "bun", "deno", "tsx", "ts-node"],
+        &["node", "nodejs", "bun", "tsx", "ts-node"],
         &[
             code("-e"),
             code("--eval"),
@@ -579,7 +656,26 @@ pub const PROGRAMS: &[Program] = &[
     ),
     interpreter(&["dc"], &[code("-e"), code("--expression"), code("-f"), code("--file")]),
     interpreter(&["ed", "red", "m4"], &[]),
-    interpreter(&["sqlite3", "duckdb"], &[code("-cmd"), code("-init")]),
+    Program {
+        names: &["sqlite3", "duckdb"],
+        kind: Kind::Interpreter {
+            code_operand: false,
+            checked: false,
+        },
+        opts: &[code("-cmd"), code("-init")],
+        values: &["-separator", "-newline", "-nullvalue", "-cmd", "-init"],
+        note: "its operands after the database are SQL and dot-commands (.shell, .system run programs)",
+    },
+    plain(
+        &["go"],
+        &[
+            runs("-exec", Prog),
+            runs("-toolexec", Prog),
+            code("-ldflags"),
+            code("-gcflags"),
+        ],
+        "runs the package's code",
+    ),
     interpreter(&["psql"], &[code("-c"), code("--command"), code("-f"), code("--file")]),
     interpreter(
         &["mysql", "mariadb"],
@@ -700,6 +796,17 @@ pub const PROGRAMS: &[Program] = &[
         0,
     ),
     wrapper_any(&[
+        "setpriv",
+        "prlimit",
+        "setarch",
+        "linux32",
+        "linux64",
+        "i386",
+        "x86_64",
+        "ld.so",
+        "npm",
+        "pnpm",
+        "yarn",
         "coproc",
         "nsenter",
         "unshare",
@@ -759,10 +866,18 @@ pub const PROGRAMS: &[Program] = &[
         names: &["ssh", "autossh"],
         kind: Kind::Joins { skip: 1 },
         values: &[
-            "-B", "-b", "-c", "-D", "-E", "-e", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-p", "-Q", "-R", "-S", "-W",
-            "-w",
+            "-B", "-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o", "-p", "-Q", "-R",
+            "-S", "-W", "-w",
         ],
-        opts: &[runs("-o", Unknown), code("-F")],
+        opts: &[
+            Opt {
+                name: "-o",
+                takes: Takes::Value,
+                act: Act::Runs,
+                given: Given::SshOption,
+            },
+            code("-F"),
+        ],
         note: "runs its operands as a script on a host (that host may be this one)",
     },
     Program {
@@ -794,8 +909,13 @@ const fn interpreter(names: &'static [&'static str], opts: &'static [Opt<'static
     }
 }
 
-/// Looks a program up by its base name (`python3.12` is `python3`'s).
+/// Looks a program up by its base name (`python3.12` is `python3`'s; every dynamic loader,
+/// `ld-linux-x86-64.so.2`, is `ld.so`).
 pub fn program(name: &str) -> Option<&'static Program> {
+    let name = match name.starts_with("ld-linux") || name.starts_with("ld-musl") {
+        true => "ld.so",
+        false => name,
+    };
     let stem = versionless(name);
     PROGRAMS
         .iter()
@@ -874,6 +994,7 @@ pub fn describe() -> String {
                     Given::Command => ", the words after it a command deny rules read".into(),
                     Given::Unknown => ", unknown to deny rules".into(),
                     Given::Checked => ", read when plain".into(),
+                    Given::SshOption => ", its *Command options' values scripts deny rules read".into(),
                 };
                 format!("`{}` ({}{given})", o.name, o.act.words())
             })

@@ -22,6 +22,11 @@ pub(super) fn read(
     joins: bool,
     r: &mut Reading,
 ) {
+    // taskset -c LIST COMMAND has no mask operand.
+    let skip = match name == "taskset" && words.iter().any(|w| w.text == "-c" || w.text.starts_with("--cpu-list")) {
+        true => 0,
+        false => skip,
+    };
     let mut i = 1;
     let mut ambiguous = None;
     let mut skipped = 0;
@@ -53,6 +58,8 @@ pub(super) fn read(
                 return;
             }
             if !t.starts_with('-') && t.contains('=') {
+                let (name, value) = t.split_once('=').unwrap_or((t, ""));
+                r.runs.extend(super::variables::runs(name, value, false));
                 i += 1;
                 continue;
             }

@@ -5,8 +5,8 @@
 //! call, and holds every bound a hostile file meets (size, rule count, regex count and size).
 
 use super::{
-    Answer, CommandPattern, Pattern, PolicyError, PolicyFile, Rule, Timeout, MAX_BYTES, MAX_REGEXES, MAX_REGEX_BYTES,
-    MAX_RULES,
+    Answer, CommandPattern, Pattern, PolicyError, PolicyFile, Rule, Stop, Timeout, MAX_BYTES, MAX_REGEXES,
+    MAX_REGEX_BYTES, MAX_RULES,
 };
 use crate::programs::{Custom, CustomProgram, CustomRuns};
 use globset::{Glob, GlobBuilder, GlobMatcher};
@@ -54,7 +54,7 @@ fn timeout_of(timeout: Option<&str>, on: Option<Answer>) -> Result<Option<Timeou
 }
 
 /// The keys a rule may have.
-const RULE_KEYS: [&str; 10] = [
+const RULE_KEYS: [&str; 11] = [
     "name",
     "tool",
     "command",
@@ -65,6 +65,7 @@ const RULE_KEYS: [&str; 10] = [
     "reason",
     "timeout",
     "on_timeout",
+    "stop",
 ];
 
 #[derive(Deserialize)]
@@ -104,6 +105,7 @@ struct RawRule {
     reason: Option<String>,
     timeout: Option<String>,
     on_timeout: Option<Answer>,
+    stop: Option<Stop>,
 }
 
 /// `command = "ls *"` or `command = ["ls *", "cat *"]`.
@@ -193,6 +195,11 @@ impl Rule {
                 raw.answer
             )));
         }
+        if raw.stop.is_some() && raw.answer == Answer::Approve {
+            return Err(site.bad(format!(
+                "{label}: stop is for a deny (or an ask's on_timeout = \"deny\"): what the deny stops, the tool (the default) or the run"
+            )));
+        }
         let conditions = [
             raw.tool.is_some(),
             !command.is_empty(),
@@ -218,6 +225,7 @@ impl Rule {
             line,
             answer: raw.answer,
             reason: raw.reason.filter(|r| !r.trim().is_empty()),
+            stop: raw.stop.unwrap_or_default(),
         })
     }
 }
@@ -409,6 +417,12 @@ mod tests {
             e,
             "line 6: rule \"b\": command_regex = \"(unclosed\" is not a regex: unclosed group"
         );
+        let e = err("[[rule]]\nname = 'x'\ntool = '*'\nanswer = 'approve'\nstop = 'run'\n");
+        assert!(e.contains("stop is for a deny"), "{e}");
+        let e = err("[[rule]]\nname = 'x'\ntool = '*'\nanswer = 'deny'\nstop = 'session'\n");
+        assert!(e.contains("rule \"x\"") && e.contains("session"), "{e}");
+        let run = PolicyFile::parse("[[rule]]\nname = 'x'\ntool = '*'\nanswer = 'deny'\nstop = 'run'\n").unwrap();
+        assert_eq!(run.rules[0].stop, Stop::Run);
         let e = err("[[rule]]\nname = 'all'\nanswer = 'approve'\n");
         assert!(
             e.contains("rule \"all\" approves every tool call") && e.contains("tool = \"*\""),

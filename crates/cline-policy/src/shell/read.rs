@@ -1,61 +1,10 @@
 //! The reader: tree-sitter-bash's tree walked into simple commands, constructs and unknowns.
 
-use super::word::{ansi_c, join_continued_lines, unescape, unescape_in_double};
+use super::word::{ansi_c, backtick_scripts, join_continued_lines, unescape, unescape_in_double};
 use super::{Script, MAX_COMMANDS, MAX_DEPTH, MAX_SCRIPT_BYTES};
 use crate::command::{Construct, SimpleCommand, Via, Word};
 use crate::programs::{self, code, Custom, Feed, Run};
 use tree_sitter::{Node, Parser};
-
-/// Variables whose value, given before a command or set on the line, changes which program a
-/// name runs or loads code into it: what runs after is unknown.
-const LOADING_VARIABLES: &[&str] = &[
-    "PATH",
-    "LD_PRELOAD",
-    "LD_LIBRARY_PATH",
-    "LD_AUDIT",
-    "BASH_ENV",
-    "ENV",
-    "SHELLOPTS",
-    "BASHOPTS",
-    "PS4",
-    "PYTHONPATH",
-    "PYTHONSTARTUP",
-    "PYTHONHOME",
-    "PERL5LIB",
-    "PERL5OPT",
-    "RUBYLIB",
-    "RUBYOPT",
-    "NODE_OPTIONS",
-    "NODE_PATH",
-    "GIT_EXEC_PATH",
-    "GIT_CONFIG",
-    "GIT_CONFIG_GLOBAL",
-    "GIT_CONFIG_SYSTEM",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_CONFIG_COUNT",
-    "GCONV_PATH",
-    "CDPATH",
-];
-/// Variables whose value is a command some program runs.
-const COMMAND_VARIABLES: &[&str] = &[
-    "PAGER",
-    "GIT_PAGER",
-    "MANPAGER",
-    "SYSTEMD_PAGER",
-    "EDITOR",
-    "VISUAL",
-    "GIT_EDITOR",
-    "GIT_SEQUENCE_EDITOR",
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_EXTERNAL_DIFF",
-    "GIT_ASKPASS",
-    "SSH_ASKPASS",
-    "LESSOPEN",
-    "LESSCLOSE",
-    "BROWSER",
-    "PROMPT_COMMAND",
-];
 
 /// A program and its arguments given as words (no shell reads them), with what it runs.
 pub(super) fn argv(argv: &[String], custom: &Custom) -> Script {
@@ -63,6 +12,7 @@ pub(super) fn argv(argv: &[String], custom: &Custom) -> Script {
         script: Script::default(),
         budget: MAX_COMMANDS,
         custom,
+        unreadables: 0,
     };
     let words = argv.iter().map(|a| Word::plain(a)).collect();
     let text = argv.join(" ");
@@ -83,6 +33,7 @@ pub(super) fn read(text: &str, custom: &Custom) -> Script {
         script: Script::default(),
         budget: MAX_COMMANDS,
         custom,
+        unreadables: 0,
     };
     reader.read(text, Via::Top, 0);
     reader.script
@@ -92,6 +43,8 @@ struct Reader<'c> {
     script: Script,
     budget: usize,
     custom: &'c Custom,
+    /// How many times text the grammar cannot read was met.
+    unreadables: usize,
 }
 
 /// Where the words of a command came from, for what it is told to run.
@@ -148,12 +101,18 @@ impl Reader<'_> {
             return;
         };
         let src = text.as_bytes();
+        let unreadable_before = self.unreadables;
         self.statement(tree.root_node(), src, &via, depth, &Feed::Inherited);
+        if tree.root_node().has_error() && self.unreadables == unreadable_before {
+            // An error the walk did not meet (a missing `fi`, an unclosed backtick).
+            self.unreadable(&text, &via);
+        }
     }
 
     /// Text the grammar cannot read: a construct, and an unknown command (bash may read it
     /// otherwise than the grammar does).
     fn unreadable(&mut self, text: &str, via: &Via) {
+        self.unreadables += 1;
         self.construct("text the shell grammar cannot read", text);
         self.unknown(
             via,
@@ -278,14 +237,12 @@ impl Reader<'_> {
     }
 
     fn assignment(&mut self, name: &str, value: &str, via: &Via) {
-        if LOADING_VARIABLES.contains(&name) || name.starts_with("BASH_FUNC_") || name.starts_with("DYLD_") {
-            self.unknown(via, format!("{name}= changes which program a name runs"));
-        } else if COMMAND_VARIABLES.contains(&name) {
-            let value = value.trim_matches(['"', '\'']);
-            match value.contains('$') || value.contains('`') {
-                true => self.unknown(via, format!("{name}= gives a command the shell computes")),
-                false => self.read(value, Via::Script(format!("{name}=")), MAX_DEPTH),
-            }
+        let value = value.trim_matches(['"', '\'']);
+        let computed = value.contains('$') || value.contains('`');
+        match programs::variables::runs(name, value, computed) {
+            Some(Run::Script { text, by }) => self.read(&text, Via::Script(by), MAX_DEPTH),
+            Some(Run::Unknown { why }) => self.unknown(via, why),
+            _ => {}
         }
     }
 
@@ -339,6 +296,10 @@ impl Reader<'_> {
                 self.construct("a here-document", text);
                 let body = heredoc_body(node, src);
                 let quoted = text.trim_start_matches(['<', '-', ' ']).starts_with(['\'', '"', '\\']);
+                if let Some(b) = body.as_deref().filter(|b| !quoted && b.contains('`')) {
+                    // An unquoted here-document's backticks run (the grammar leaves them text).
+                    self.backticks(b, depth);
+                }
                 Some(match body {
                     Some(b) if quoted || !(b.contains('$') || b.contains('`')) => Feed::Text(b),
                     _ => Feed::Made,
@@ -361,7 +322,14 @@ impl Reader<'_> {
                         w.is_static() && (w.text == "-" || w.text.bytes().all(|b| b.is_ascii_digit()))
                     });
                 let null = word.as_ref().is_some_and(|w| w.is_static() && w.text == "/dev/null");
-                if !(dup || null) {
+                // Reading a named file is what the command could do with the file as an operand
+                // (`wc -l < x` is `wc -l x`); not a device (`/dev/tcp/..` opens a socket).
+                let reads_file = operator == "<"
+                    && word.as_ref().is_some_and(|w| {
+                        w.is_static() && !w.text.starts_with("/dev/") && !w.text.starts_with("/proc/")
+                    })
+                    && destination.is_some_and(|d| d.kind() != "process_substitution");
+                if !(dup || null || reads_file) {
                     self.construct("a redirection to or from a file", text);
                 }
                 match operator.as_str() {
@@ -377,6 +345,19 @@ impl Reader<'_> {
         // Substitutions inside the redirect still run.
         self.inside(node, src, via, depth, &Feed::Inherited);
         feed
+    }
+
+    /// Backtick substitutions the grammar left as text: each script read in turn.
+    fn backticks(&mut self, text: &str, depth: usize) {
+        self.construct("a command substitution $( ) or backticks", text);
+        match backtick_scripts(text) {
+            Ok(scripts) => {
+                for script in scripts {
+                    self.read(&script, Via::Substitution, depth + 1);
+                }
+            }
+            Err(()) => self.unreadable(text, &Via::Substitution),
+        }
     }
 
     fn substitution(&mut self, node: Node, src: &[u8], depth: usize) {
@@ -483,6 +464,11 @@ impl Reader<'_> {
         let text = text_of(node, src);
         match node.kind() {
             "word" | "number" => {
+                if text.contains('`') {
+                    // A substitution the grammar left as text (inside `${..}`): it runs.
+                    out.dynamic = true;
+                    self.backticks(text, depth);
+                }
                 if !quoted && text.contains(['*', '?', '[']) {
                     out.globbed = true;
                 }
@@ -526,6 +512,10 @@ impl Reader<'_> {
             "simple_expansion" | "expansion" | "arithmetic_expansion" | "brace_expression" => {
                 out.dynamic = true;
                 out.text.push_str(text);
+                if node.kind() == "expansion" && text.contains('`') {
+                    // `${X:-`cmd`}`: the grammar leaves the backticks as text; they run.
+                    self.backticks(text, depth);
+                }
                 if let Some(why) = evaluated(node.kind(), text) {
                     self.construct("an expansion the shell evaluates as code", text);
                     self.unknown(&Via::Substitution, why);

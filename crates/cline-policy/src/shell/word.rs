@@ -44,6 +44,40 @@ pub fn join_continued_lines(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// The scripts of backtick substitutions in `text` the grammar left as text (inside `${..}`,
+/// in a here-document's body): `Err` when a backtick is left open.
+pub fn backtick_scripts(text: &str) -> Result<Vec<String>, ()> {
+    let mut scripts = Vec::new();
+    let mut chars = text.chars();
+    let mut open: Option<String> = None;
+    while let Some(c) = chars.next() {
+        match (c, &mut open) {
+            ('\\', Some(script)) => {
+                // Inside backticks, `\`` is a backtick of the script.
+                match chars.next() {
+                    Some(n @ ('`' | '\\' | '$')) => script.push(n),
+                    Some(n) => {
+                        script.push('\\');
+                        script.push(n);
+                    }
+                    None => {}
+                }
+            }
+            ('\\', None) => {
+                chars.next();
+            }
+            ('`', Some(_)) => scripts.extend(open.take()),
+            ('`', None) => open = Some(String::new()),
+            (c, Some(script)) => script.push(c),
+            (_, None) => {}
+        }
+    }
+    match open {
+        Some(_) => Err(()),
+        None => Ok(scripts),
+    }
+}
+
 /// An unquoted word's escapes undone: `r\m` is `rm`, a backslash-newline joins lines.
 pub(super) fn unescape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -160,6 +194,17 @@ mod tests {
         assert_eq!(join_continued_lines("echo \\' r\\\nm"), "echo \\' rm");
         assert_eq!(join_continued_lines("echo \"it's\" r\\\nm"), "echo \"it's\" rm");
         assert_eq!(join_continued_lines("echo $'a\\'' r\\\nm"), "echo $'a\\'' rm");
+    }
+
+    #[test]
+    fn backticks_left_as_text_are_found() {
+        assert_eq!(
+            backtick_scripts("a `rm -rf x` b `ls`"),
+            Ok(vec!["rm -rf x".to_string(), "ls".to_string()])
+        );
+        assert_eq!(backtick_scripts("no ticks"), Ok(vec![]));
+        assert_eq!(backtick_scripts("\\`not\\`"), Ok(vec![]));
+        assert_eq!(backtick_scripts("`open"), Err(()));
     }
 
     #[test]

@@ -118,7 +118,10 @@ fn call(args: &TestArgs) -> anyhow::Result<(String, serde_json::Value)> {
 
 fn one(policy: &PolicyFile, args: &TestArgs) -> anyhow::Result<ExitCode> {
     let (tool, input) = call(args)?;
-    let mut asked = policy.asked(&tool, &input, args.workspace.as_deref());
+    let home = std::env::var("HOME").ok();
+    let mut asked = policy
+        .asked(&tool, &input, args.workspace.as_deref())
+        .with_home(home.as_deref());
     crate::policy::links::resolve(&mut asked);
     let decision = policy.decide(&asked);
     // What was read first: the simple commands, the constructs, where each path lies.

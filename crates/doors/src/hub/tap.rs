@@ -97,7 +97,8 @@ pub fn approval_requested(
                 approval.input_json.as_deref(),
                 lane.tracker.workspace(),
                 &file.programs,
-            );
+            )
+            .with_home(std::env::var("HOME").ok().as_deref());
             crate::policy::links::resolve(&mut asked);
             (decided, later) = decide(file, &asked, control, &session, request);
         }
