@@ -66,8 +66,8 @@ pub use planned::{Planned, AGENT_EXTENSION};
 use crate::mapping::Mapped;
 use crate::timestamp::duration_ms;
 use crate::usage::{self, Usage};
-use aep_core::bounded::BoundedMap;
-use aep_core::types::RUN_CANCELLED;
+use aep_core::bounded::{BoundedMap, BoundedSet};
+use aep_core::types::{RUN_CANCELLED, RUN_FAILED};
 use held::HeldCancel;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -89,6 +89,15 @@ struct OpenRun {
     started_at: Option<i64>,
 }
 
+/// What asked to end a run: its cause (a control command, or a guard's `tool.denied`), who
+/// (`by`: `control` or `policy`), and what its terminal adds (a budget, a rule).
+#[derive(Debug, Clone)]
+struct Stopping {
+    cause: String,
+    by: &'static str,
+    data: Map<String, Value>,
+}
+
 #[derive(Debug)]
 pub struct SessionTracker {
     started: bool,
@@ -104,9 +113,11 @@ pub struct SessionTracker {
     tools: BoundedMap<String, String>,
     delegations: HashMap<String, String>,
     opened: u64,
-    /// Run id → the control command that asked to cancel it, and what its terminal adds to
-    /// its data (a budget's name, limit and cost).
-    cancels: HashMap<String, (String, Map<String, Value>)>,
+    /// Run id → what asked to end it: a control command's cancel, or a guard's stop.
+    cancels: HashMap<String, Stopping>,
+    /// Tool calls a guard denied: their `tool.denied` resolved them, so the result Cline
+    /// still reports (a call whose input was taken away fails) is no second terminal.
+    denied: BoundedSet<String>,
     /// Pending id-less tool calls: tool name → their `tool.requested` Events, oldest first.
     by_name: HashMap<String, VecDeque<String>>,
     held: Option<HeldCancel>,
@@ -128,6 +139,7 @@ impl Default for SessionTracker {
             delegations: HashMap::new(),
             opened: 0,
             cancels: HashMap::new(),
+            denied: BoundedSet::new(MAX_PENDING_TOOLS),
             by_name: HashMap::new(),
             held: None,
             api_failed: None,
@@ -224,11 +236,35 @@ impl SessionTracker {
     /// [`SessionTracker::note_cancel`] whose terminal also carries `data` (the daemon's budget
     /// names itself, its limit and the cost reached there).
     pub fn note_cancel_with(&mut self, run: &str, command: &str, data: Map<String, Value>) -> bool {
+        self.note(run, command, "control", data)
+    }
+
+    /// Notes that a guard stopped `run` at its tool call `denied` (the `tool.denied` Event):
+    /// whatever terminal Cline then reports for it (an error, an abort, a shutdown), it is
+    /// `run.cancelled {by: "policy"}` with `data` (the rule, or the budget), caused by the
+    /// denial (AEP-0002 §5.3). `false` when `run` is not open.
+    pub fn note_stop(&mut self, run: &str, denied: &str, data: Map<String, Value>) -> bool {
+        self.note(run, denied, "policy", data)
+    }
+
+    fn note(&mut self, run: &str, cause: &str, by: &'static str, data: Map<String, Value>) -> bool {
         if !self.runs.values().any(|r| r.id == run) {
             return false;
         }
-        self.cancels.insert(run.to_string(), (command.to_string(), data));
+        self.cancels.insert(
+            run.to_string(),
+            Stopping {
+                cause: cause.to_string(),
+                by,
+                data,
+            },
+        );
         true
+    }
+
+    /// Whether the result of tool call `call_id` comes after a guard denied it.
+    pub fn was_denied(&self, call_id: &str) -> bool {
+        self.denied.contains(call_id)
     }
 
     /// Whether a control cancel of `run` is noted and its terminal not reported yet.
@@ -238,7 +274,7 @@ impl SessionTracker {
 
     /// Forgets a cancel note (the hub refused the abort).
     pub fn forget_cancel(&mut self, run: &str) -> Option<String> {
-        self.cancels.remove(run).map(|(command, _)| command)
+        self.cancels.remove(run).map(|stopping| stopping.cause)
     }
 
     /// The hub reported the session's run aborted: closes each still-open run whose cancel
@@ -257,15 +293,16 @@ impl SessionTracker {
             .map(|(agent, run)| {
                 self.runs.remove(&agent);
                 self.closed.insert(agent);
-                let (command, extra) = self.cancels.remove(&run.id).expect("filtered on a note");
+                let stopping = self.cancels.remove(&run.id).expect("filtered on a note");
                 let mut event = event.clone();
                 if let Some(data) = event.data.as_mut() {
-                    data.extend(extra);
+                    data.insert("by".to_string(), json!(stopping.by));
+                    data.extend(stopping.data);
                 }
                 Planned {
                     id: new_id(),
                     run: Some(run.id),
-                    cause: Some(command),
+                    cause: Some(stopping.cause),
                     agent: None,
                     event,
                 }
@@ -295,14 +332,24 @@ impl SessionTracker {
             data.insert("duration_ms".to_string(), json!(duration));
         }
         match self.cancels.remove(&run.id) {
-            Some((command, extra)) if event.ty == RUN_CANCELLED => {
+            Some(stopping) if event.ty == RUN_CANCELLED || (stopping.by == "policy" && event.ty == RUN_FAILED) => {
+                // A run a guard stopped reports it as an error (Cline 3.0.65 fires
+                // `agent_error` for a hook's cancel), or a shutdown: it was cancelled, by policy.
+                event.ty = RUN_CANCELLED.to_string();
+                event.severity = None;
                 if let Some(data) = event.data.as_mut() {
-                    data.insert("by".to_string(), json!("control"));
-                    data.extend(extra);
+                    data.retain(|k, _| k == "duration_ms");
+                    data.insert("by".to_string(), json!(stopping.by));
+                    data.extend(stopping.data);
                 }
-                (event, command)
+                (event, stopping.cause)
             }
-            _ => (event, run.started_event.clone()),
+            Some(stopping) => {
+                // The run ended otherwise first (it finished): the note is moot.
+                let _ = stopping;
+                (event, run.started_event.clone())
+            }
+            None => (event, run.started_event.clone()),
         }
     }
 

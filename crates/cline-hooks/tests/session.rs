@@ -625,3 +625,71 @@ fn a_session_taken_up_again_after_its_end_opens_a_run_that_its_next_end_closes()
     }
     assert!(!rebuilt.has_ended(), "the resumed run is open");
 }
+
+impl Harness {
+    /// A guard's denial of `payload`'s tool call, planned as the lane does.
+    fn deny(&mut self, payload: &Value, rule: &str) -> Vec<Value> {
+        let p = HookPayload::from_value(payload.clone()).unwrap();
+        let session = p.session_key().unwrap().to_string();
+        let ctx = MapContext {
+            capture: &self.policy,
+            redactor: &self.redactor,
+        };
+        let planned: Vec<Planned> = self
+            .tracker
+            .plan_denied(&p, Some(rule), &ctx, &mut || "DENIED".into())
+            .into_iter()
+            .collect();
+        self.commit(&session, planned)
+    }
+}
+
+/// #46: a soft deny resolves the call with `tool.denied`; the result Cline still reports (the
+/// call failed, its input taken away) is no second terminal, and the run goes on to its end.
+#[test]
+fn a_denied_calls_result_is_no_second_terminal_and_the_run_finishes() {
+    let mut h = Harness::new();
+    h.feed(real("hooks-local", "agent_start"));
+    let call = real("hooks-local", "tool_call");
+    h.feed(call.clone());
+    let denied = h.deny(&call, "no-rm");
+    assert_eq!(types(&denied), ["tool.denied"]);
+    assert_eq!(denied[0]["data"]["rule"], "no-rm");
+    let result = h.feed(real("hooks-local", "tool_result"));
+    assert!(result.is_empty(), "{result:?}");
+    let end = h.feed(real("hooks-local", "agent_end"));
+    assert_eq!(types(&end), ["run.finished"]);
+    h.assert_valid_stream();
+}
+
+/// #46: a guard that ends the run (`stop = "run"`): the error Cline then reports for it
+/// (3.0.65 fires `agent_error` for a hook's cancel), or a shutdown, is `run.cancelled {by:
+/// "policy"}` with the rule, caused by the denial (AEP-0002 §5.3), never `by: "shutdown"`.
+#[test]
+fn a_run_a_guard_stopped_ends_cancelled_by_policy_caused_by_the_denial() {
+    for end_hook in [("hooks-error", "agent_error"), ("hooks-cancel", "session_shutdown")] {
+        let mut h = Harness::new();
+        let start = h.feed(real(end_hook.0, "agent_start"));
+        let run = start[1]["run"].as_str().unwrap().to_string();
+        let mut call = real("hooks-local", "tool_call");
+        call["sessionContext"] = start_session(&start);
+        call["agent_id"] = real(end_hook.0, "agent_start")["agent_id"].clone();
+        h.feed(call.clone());
+        let denied = h.deny(&call, "no-push");
+        let mut data = serde_json::Map::new();
+        data.insert("rule".into(), json!("no-push"));
+        assert!(h.tracker.note_stop(&run, denied[0]["id"].as_str().unwrap(), data));
+        let end = h.feed(real(end_hook.0, end_hook.1));
+        let cancelled = end.iter().find(|e| e["run"] == run.as_str()).unwrap();
+        assert_eq!(cancelled["type"], "run.cancelled", "{end_hook:?}: {end:?}");
+        assert_eq!(cancelled["data"]["by"], "policy");
+        assert_eq!(cancelled["data"]["rule"], "no-push");
+        assert_eq!(cancelled["cause"], denied[0]["id"]);
+        assert!(cancelled["data"].get("error").is_none(), "{cancelled}");
+        h.assert_valid_stream();
+    }
+}
+
+fn start_session(start: &[Value]) -> Value {
+    json!({"rootSessionId": start[0]["session"]})
+}

@@ -30,7 +30,7 @@ answer = "approve"
 "#;
 
 struct Rig {
-    _model: FakeModel,
+    model: FakeModel,
     cline: ClineSandbox,
     aep: Sandbox,
     _daemon: Daemon,
@@ -38,11 +38,15 @@ struct Rig {
 
 impl Rig {
     fn new(script: Script, env: &[(&str, &str)]) -> Rig {
+        Rig::with_policy(script, env, POLICY)
+    }
+
+    fn with_policy(script: Script, env: &[(&str, &str)], text: &str) -> Rig {
         let model = FakeModel::start(script);
         let cline = ClineSandbox::new(&model);
         let mut aep = Sandbox::new();
         let policy = aep.root.path().join("policy.toml");
-        std::fs::write(&policy, POLICY).unwrap();
+        std::fs::write(&policy, text).unwrap();
         aep = aep.with_env("AEP_CLINE_POLICY", policy.to_str().unwrap());
         for (k, v) in env {
             aep = aep.with_env(k, v);
@@ -50,7 +54,7 @@ impl Rig {
         aep.install_hooks_for(&cline);
         let daemon = aep.start();
         Rig {
-            _model: model,
+            model,
             cline,
             aep,
             _daemon: daemon,
@@ -74,8 +78,11 @@ impl Rig {
     }
 }
 
+/// #46: the soft deny. In Cline's default mode a deny rule fails the tool alone: `rm -rf victim`
+/// does nothing, the run goes on to its end (no `run_aborted`), the model's next request
+/// carries the rule's words, and the log says which rule refused the call.
 #[test]
-fn a_deny_rule_stops_rm_rf_in_clines_default_auto_approve_mode_and_says_why() {
+fn a_deny_rule_fails_rm_rf_and_the_run_goes_on_in_clines_default_auto_approve_mode() {
     let rig = Rig::new(Script::command("rm -rf victim"), &[]);
     let victim = rig.cline.workspace().join("victim");
     std::fs::create_dir_all(victim.join("inner")).unwrap();
@@ -87,16 +94,26 @@ fn a_deny_rule_stops_rm_rf_in_clines_default_auto_approve_mode_and_says_why() {
         run.stdout_lines.join("\n"),
         run.stderr
     );
-    // Cline 3.0.65 ends the run (its `--json` says `aborted`; the reason is in the log and
-    // the daemon's, as `cline --json` prints no hook reason).
-    eprintln!("--- cline stderr ---\n{}", run.stderr);
     let result = run.run_result();
-    assert_eq!(result["finishReason"], "aborted", "{result}");
+    assert_eq!(result["finishReason"], "completed", "{result}");
+    assert!(
+        !run.records().iter().any(|r| r["type"] == "run_aborted"),
+        "the run was aborted: {:?}",
+        run.stdout_lines
+    );
+    // The model was told, with the failed call, which rule refused it and why.
+    let requests = rig.model.chat_requests();
+    let told = requests.iter().skip(1).map(|r| r.to_string()).collect::<String>();
+    assert!(
+        told.contains("policy rule \\\"no-rm\\\"") && told.contains("deleting files needs a person"),
+        "the model's next request does not carry the rule: {told}"
+    );
     let log = rig.log();
     let t = types(&log);
     let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
     assert_eq!(requested["data"]["cline.policy_rule"], "no-rm", "{requested}");
     assert_eq!(requested["data"]["cline.policy_answer"], "deny");
+    assert_eq!(requested["data"]["cline.policy_stop"], "tool");
     assert_eq!(requested["data"]["cline.enforced_at"], "hook");
     let denied = log
         .iter()
@@ -105,7 +122,45 @@ fn a_deny_rule_stops_rm_rf_in_clines_default_auto_approve_mode_and_says_why() {
     assert_eq!(denied["data"]["by"], "policy");
     assert_eq!(denied["data"]["rule"], "no-rm");
     assert_eq!(denied["cause"], requested["id"], "tool.denied resolves its request");
-    assert!(!t.contains(&"tool.completed"), "{t:?}");
+    assert!(!t.contains(&"tool.completed") && !t.contains(&"tool.failed"), "{t:?}");
+    assert!(t.contains(&"run.finished"), "the run ends as it did: finished, {t:?}");
+    support::daemon::assert_valid_stream(&log);
+}
+
+/// #46: `stop = "run"` ends the run as before, and the log says a guard ended it:
+/// `run.cancelled {by: "policy", rule}` caused by the denial, never `by: "shutdown"`.
+#[test]
+fn stop_run_ends_the_run_cancelled_by_policy() {
+    let policy = POLICY.replace(
+        "reason = \"deleting files needs a person\"",
+        "reason = \"deleting files needs a person\"\nstop = \"run\"",
+    );
+    let rig = Rig::with_policy(Script::command("rm -rf victim"), &[], &policy);
+    let victim = rig.cline.workspace().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("keep.txt"), "precious").unwrap();
+    let run = rig.cline.run("please CMD:rm -rf victim");
+    assert!(
+        victim.join("keep.txt").exists(),
+        "the denied command ran: {}",
+        run.stderr
+    );
+    assert_eq!(run.run_result()["finishReason"], "aborted");
+    let log = rig.log();
+    let denied = log.iter().find(|e| e["type"] == "tool.denied").unwrap();
+    let ended = log
+        .iter()
+        .find(|e| {
+            matches!(
+                e["type"].as_str(),
+                Some("run.cancelled" | "run.failed" | "run.finished")
+            )
+        })
+        .unwrap();
+    assert_eq!(ended["type"], "run.cancelled", "{ended}");
+    assert_eq!(ended["data"]["by"], "policy", "{ended}");
+    assert_eq!(ended["data"]["rule"], "no-rm", "{ended}");
+    assert_eq!(ended["cause"], denied["id"], "caused by the denial (AEP-0002 §5.3)");
     support::daemon::assert_valid_stream(&log);
 }
 
@@ -224,16 +279,22 @@ fn a_run_budget_passed_by_its_first_model_call_stops_the_tool_after_it_without_t
         .unwrap_or_else(|| panic!("no notice in {:?}", types(&log)));
     assert_eq!(notice["data"]["budget"]["action"], "stop", "{notice}");
     assert!(!types(&log).contains(&"tool.completed"), "{:?}", types(&log));
+    // #46: the budget fails the tool alone (the model is told the budget is spent and answers
+    // once more), and its request is resolved by a denial naming the budget.
+    let denied = log.iter().find(|e| e["type"] == "tool.denied").unwrap();
+    assert_eq!(denied["data"]["rule"], "budget.run", "{denied}");
+    assert_eq!(run.run_result()["finishReason"], "completed");
     // The run's terminal does not count the store's cost a second time: the day holds what
-    // the store said the run cost.
-    let spent = stop["cost"].as_f64().unwrap();
+    // the store says the run cost, 0.45 USD a model call.
+    let calls = rig.model.chat_requests().len() as f64;
     std::thread::sleep(Duration::from_secs(1));
     let (_, body) = http(&rig._daemon.addr(), "GET", "/healthz", &[], b"");
     let health: Value = serde_json::from_str(&body).unwrap();
     let day = health["budget"]["day"]["cost"].as_f64().unwrap();
     assert!(
-        (day - spent).abs() < 1e-9,
-        "the day counted {day}, the run cost {spent}: {}",
+        (day - 0.45 * calls).abs() < 1e-9,
+        "the day counted {day}, the run's {calls} calls cost {}: {}",
+        0.45 * calls,
         health["budget"]
     );
     support::daemon::assert_valid_stream(&log);

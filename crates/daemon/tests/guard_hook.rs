@@ -38,7 +38,7 @@ fn policy(sb: &Sandbox) -> Sandbox {
 }
 
 #[test]
-fn a_denied_tool_call_gets_the_cancel_on_stdout_and_every_copy_of_the_firing_the_same() {
+fn a_denied_tool_call_gets_the_soft_deny_on_stdout_and_every_copy_of_the_firing_the_same() {
     let base = Sandbox::new();
     let sb = policy(&base);
     let daemon = sb.start();
@@ -46,8 +46,10 @@ fn a_denied_tool_call_gets_the_cancel_on_stdout_and_every_copy_of_the_firing_the
     let body = tool_call("rm -rf victim");
     let first = stdout(&sb.hook(&body));
     let control: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first:?}"));
-    assert_eq!(control["cancel"], true);
-    let words = control["errorMessage"].as_str().unwrap();
+    // The tool fails with its input taken away; the run goes on; the model is told why.
+    assert_eq!(control["overrideInput"], Value::Null);
+    assert!(control.get("cancel").is_none(), "{control}");
+    let words = control["context"].as_str().unwrap();
     assert!(words.contains("\"no-rm\"") && words.contains("ask first"), "{words}");
     // Cline runs the file of every hook folder: each copy is told the same, recorded once.
     assert_eq!(stdout(&sb.hook(&body)), first);
@@ -126,7 +128,7 @@ fn why_a_rule_matched_is_content_kept_only_where_the_capture_allows() {
         let daemon = sb.start();
         sb.hook(&real_payload("hooks-local", "agent_start"));
         let said = stdout(&sb.hook(&tool_call("rm -rf SECRET-PLACE")));
-        assert!(said.contains("\"cancel\":true"), "{said}");
+        assert!(said.contains("\"overrideInput\":null"), "{said}");
         let log = sb.log(SESSION);
         let requested = log.iter().find(|e| e["type"] == "tool.requested").unwrap();
         assert_eq!(requested["data"]["cline.policy_rule"], "no-rm");
@@ -150,7 +152,7 @@ fn the_audit_of_a_sessions_first_hook_lands_on_its_tool_requested() {
     let sb = policy(&base);
     let _daemon = sb.start();
     let control = stdout(&sb.hook(&tool_call("rm -rf victim")));
-    assert!(control.contains("\"cancel\":true"), "{control}");
+    assert!(control.contains("\"overrideInput\":null"), "{control}");
     let log = sb.log(SESSION);
     let started = log.iter().find(|e| e["type"] == "session.started").unwrap();
     assert!(started["data"].get("cline.policy_rule").is_none(), "{started}");

@@ -36,7 +36,10 @@ impl SessionTracker {
     ) -> Option<Planned> {
         let event = crate::mapping::tool_denied(payload, rule, ctx)?;
         let cause = match &event.link {
-            Link::ToolResolved { call_id } => self.tools.remove(call_id),
+            Link::ToolResolved { call_id } => {
+                self.denied.insert(call_id.clone());
+                self.tools.remove(call_id)
+            }
             Link::ToolResolvedByName { tool } => self.pop_by_name(tool),
             _ => None,
         };
@@ -87,7 +90,7 @@ impl SessionTracker {
                 Link::ToolRequested { .. }
                 | Link::ToolResolved { .. }
                 | Link::ToolRequestedByName { .. }
-                | Link::ToolResolvedByName { .. } => out.push(self.plan_tool(&agent, event, new_id)),
+                | Link::ToolResolvedByName { .. } => out.extend(self.plan_tool(&agent, event, new_id)),
                 Link::DelegationStarted { .. } | Link::DelegationStopped { .. } => {
                     out.extend(self.plan_delegation(event, dropped_terminal, new_id));
                 }
@@ -188,8 +191,10 @@ impl SessionTracker {
 
     /// A tool event in `agent`'s open run: a request is remembered (by call id, or by tool name
     /// when the call has none), a result is caused by the request it answers.
-    fn plan_tool(&mut self, agent: &str, event: Mapped, new_id: &mut dyn FnMut() -> String) -> Planned {
-        match event.link.clone() {
+    /// A tool Event, paired with its call; `None` for the result of a call a guard denied
+    /// (its `tool.denied` was its terminal).
+    fn plan_tool(&mut self, agent: &str, event: Mapped, new_id: &mut dyn FnMut() -> String) -> Option<Planned> {
+        Some(match event.link.clone() {
             Link::ToolRequested { call_id } => {
                 let planned = self.in_run(agent, None, event, new_id);
                 self.tools.insert(call_id, planned.id.clone());
@@ -200,6 +205,10 @@ impl SessionTracker {
                 self.push_by_name(tool, planned.id.clone());
                 planned
             }
+            Link::ToolResolved { call_id } if self.was_denied(&call_id) => {
+                self.denied.remove(&call_id);
+                return None;
+            }
             Link::ToolResolved { call_id } => {
                 let cause = self.tools.remove(&call_id);
                 self.in_run(agent, cause, event, new_id)
@@ -209,7 +218,7 @@ impl SessionTracker {
                 self.in_run(agent, cause, event, new_id)
             }
             _ => self.in_run(agent, None, event, new_id),
-        }
+        })
     }
 
     /// A `delegation.subagent.*` event: a start is remembered for its child, a stop is caused

@@ -64,6 +64,12 @@ impl SessionTracker {
                 match event.pointer("/data/tool/call_id").and_then(Value::as_str) {
                     Some(call) => {
                         self.tools.remove(call);
+                        // A denied call's result, when Cline reports it after a restart, is no
+                        // second terminal.
+                        match ty {
+                            TOOL_DENIED => self.denied.insert(call.to_string()),
+                            _ => self.denied.remove(call).then_some(String::new()),
+                        };
                     }
                     None => {
                         if let Some(tool) = tool_name(event) {

@@ -118,6 +118,21 @@ pub struct CoreArgs {
     /// at 80% a notice, at 100% the run is cancelled through Cline's hub (README, "Budgets").
     #[arg(long, env = "AEP_CLINE_BUDGET", value_name = "BUDGETS", value_parser = budget)]
     pub budget: Option<crate::budget::Budgets>,
+    /// What a budget reached at a tool call stops: `tool` (the call does nothing and fails, the
+    /// model is told the budget is spent, the run goes on to its end) or `run` (the run ends).
+    #[arg(long, env = "AEP_CLINE_BUDGET_STOP", default_value = "tool", value_name = "tool|run",
+          value_parser = budget_stop)]
+    pub budget_stop: crate::policy::rules::Stop,
+}
+
+fn budget_stop(text: &str) -> Result<crate::policy::rules::Stop, String> {
+    match text.trim() {
+        "tool" => Ok(crate::policy::rules::Stop::Tool),
+        "run" => Ok(crate::policy::rules::Stop::Run),
+        other => Err(format!(
+            "AEP_CLINE_BUDGET_STOP={other:?}: write tool (the call fails, the run goes on) or run (the run ends)"
+        )),
+    }
 }
 
 #[derive(Args, Debug, Clone)]

@@ -133,9 +133,10 @@ impl Core {
             plan.hub.is_some().then(|| link.clone()),
             Some(crate::budget::kept::Kept::new(&config.state_dir)),
         );
+        budget.set_stop(args.core.budget_stop);
         if let (Some(active), false) = (&plan.policy, gate) {
-            tracing::warn!(path = %active.status().path.display(),
-                "AEP_CLINE_POLICY is set but the hub control gate is off: no approval is answered by policy until AEP_CLINE_HUB_CONTROL=1");
+            tracing::info!(path = %active.status().path.display(),
+                "AEP_CLINE_POLICY decides every tool call at the hook; with the hub control gate off it does not answer the approvals Cline's hub asks (a person does; AEP_CLINE_HUB_CONTROL=1 lets it)");
         }
         let intake = Arc::new(Intake::new(sessions.clone(), gate.then_some(link)));
         let instance = format!("{}/{}", config.host, std::process::id());

@@ -3,7 +3,8 @@
 //! It answers like `shared/cline/recipe/fake_openai.py`, the server the vendor captures were made
 //! with, so the CLI behaves here exactly as in those captures:
 //! - `GET …/models` lists one model, `fake-model`.
-//! - `POST …/chat/completions`: when the last message is not a `tool` message, one tool call
+//! - `POST …/chat/completions`: when the last message is not a `tool` message (nor the
+//!   `<hook_context>` Cline adds after one), one tool call
 //!   (default `run_commands {"commands":["echo hi"]}`; a user message containing `CMD:<shell>`
 //!   overrides the command); otherwise the final text. Streamed as SSE chunks when the request
 //!   says `stream: true` (Cline always does), with usage on every turn.
@@ -277,7 +278,12 @@ impl Responder {
         };
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let completion_id = format!("chatcmpl-{n:012x}");
-        let after_tool = messages.last().and_then(|m| m.get("role")).and_then(Value::as_str) == Some("tool");
+        // After a tool result, or after the context a hook gave with one (Cline 3.0.65 adds it
+        // as a user message `<hook_context source="PreToolUse" ...>` after the result), the
+        // model answers in words, as a model told why its call failed would.
+        let last = messages.last();
+        let after_tool = last.and_then(|m| m.get("role")).and_then(Value::as_str) == Some("tool")
+            || last.is_some_and(|m| text_of(m.get("content").unwrap_or(&Value::Null)).contains("<hook_context"));
         // A subagent runs on the system prompt `Script::spawning` gave it; anything else (Cline's
         // own prompt, a hub session's) is the lead.
         let lead = !messages

@@ -79,6 +79,9 @@ pub struct Watch {
     facts: Mutex<BoundedMap<String, Facts>>,
     /// The hub tap's command leg, when the tap is on: where cancels go.
     hub: Option<Link>,
+    /// A budget reached at a tool call ends the run (`AEP_CLINE_BUDGET_STOP=run`), not only
+    /// fails the tool.
+    stops_run: std::sync::atomic::AtomicBool,
 }
 
 impl Watch {
@@ -109,6 +112,7 @@ impl Watch {
             ledger: Mutex::new(ledger),
             facts: Mutex::new(BoundedMap::new(MAX_SESSIONS)),
             hub,
+            stops_run: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -479,6 +483,21 @@ impl Watch {
             planned.extend(notice(&stop, &applied, Act::StoppedAtHook, run, level));
         }
         planned
+    }
+
+    /// What a budget reached at a tool call stops: the tool (the model is told, the run goes
+    /// on to its end) or the run.
+    pub fn stop(&self) -> crate::policy::rules::Stop {
+        match self.stops_run.load(std::sync::atomic::Ordering::Relaxed) {
+            true => crate::policy::rules::Stop::Run,
+            false => crate::policy::rules::Stop::Tool,
+        }
+    }
+
+    /// Sets [`Watch::stop`] (`AEP_CLINE_BUDGET_STOP`).
+    pub fn set_stop(&self, stop: crate::policy::rules::Stop) {
+        let run = stop == crate::policy::rules::Stop::Run;
+        self.stops_run.store(run, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The limit `session` is at or past now (the daemon's clock names the day), with the

@@ -105,13 +105,18 @@ impl Guard {
             true => None,
             false => self.policy.as_ref().map(|p| p.current()),
         };
-        let mut verdict = decide::decide(
-            &step,
-            policy.as_deref(),
-            tracker.workspace(),
-            over.as_ref(),
-            &crate::policy::links::follow,
-        );
+        let home = std::env::var("HOME").ok();
+        let place = decide::Place {
+            workspace: tracker.workspace(),
+            home: home.as_deref(),
+            follow: &crate::policy::links::follow,
+        };
+        let over = over.as_ref().map(|(crossing, words)| decide::Over {
+            crossing,
+            words,
+            stop: self.budget.stop(),
+        });
+        let mut verdict = decide::decide(&step, policy.as_deref(), &place, over.as_ref());
         if !notices.is_empty() {
             verdict.get_or_insert_with(Verdict::default).planned = notices;
         }

@@ -26,4 +26,4 @@ pub mod verdict;
 pub use bus::{Bus, Note, Published};
 pub use journal::Journal;
 pub use sessions::{IngestError, Ingested, Lane, Lifetime, Sessions, DELIVERY_EXTENSION};
-pub use verdict::{Judge, Judging, Verdict};
+pub use verdict::{Denial, Judge, Judging, Verdict};

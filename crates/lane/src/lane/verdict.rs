@@ -24,10 +24,23 @@ pub struct Verdict {
     /// (AEP-0003 §9.2); never at `metadata`.
     pub audit_content: Map<String, Value>,
     /// The tool call was blocked: the hook's `tool.requested` is resolved by a `tool.denied`
-    /// naming this rule, in the same write.
-    pub denied: Option<Option<String>>,
+    /// naming the rule, in the same write.
+    pub denied: Option<Denial>,
     /// Events the guard adds to the hook's write, after its first (a budget's notices).
     pub planned: Vec<Planned>,
+}
+
+/// A tool call a guard blocked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Denial {
+    /// What blocked it, as `tool.denied.rule` says: a policy rule's name, or a budget's
+    /// (`budget.run`).
+    pub rule: String,
+    /// The control ends the run (a cancel): its terminal, whatever Cline reports, is
+    /// `run.cancelled {by: "policy"}` with [`Denial::data`], caused by the `tool.denied`.
+    pub ends_run: bool,
+    /// What that terminal carries: `{rule}` or `{budget: {..}}`.
+    pub data: Map<String, Value>,
 }
 
 /// Decides a hook, given the session's tracker (its runs and workspace) as planned so far, and

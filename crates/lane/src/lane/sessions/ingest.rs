@@ -256,7 +256,13 @@ fn apply(
         }
     }
     planned.extend(verdict.planned.iter().cloned());
-    if let Some(rule) = &verdict.denied {
-        planned.extend(tracker.plan_denied(payload, rule.as_deref(), ctx, &mut aep_core::id::new_id));
+    if let Some(denial) = &verdict.denied {
+        if let Some(resolved) = tracker.plan_denied(payload, Some(&denial.rule), ctx, &mut aep_core::id::new_id) {
+            if let (true, Some(run)) = (denial.ends_run, resolved.run.as_deref()) {
+                // Whatever end Cline then reports for the run, a guard stopped it.
+                tracker.note_stop(run, &resolved.id, denial.data.clone());
+            }
+            planned.push(resolved);
+        }
     }
 }
