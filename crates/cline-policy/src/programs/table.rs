@@ -938,30 +938,6 @@ fn versionless(name: &str) -> &str {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versioned_names_are_their_programs() {
-        assert_eq!(program("python3.12").map(|p| p.names[0]), Some("python"));
-        assert_eq!(program("perl5.36").map(|p| p.names[0]), Some("perl"));
-        assert_eq!(program("rg").map(|p| p.names[0]), Some("rg"));
-        assert!(program("ls").is_none());
-    }
-
-    #[test]
-    fn no_program_is_listed_twice() {
-        let mut seen = std::collections::HashSet::new();
-        for p in PROGRAMS {
-            for n in p.names {
-                assert!(seen.insert(*n), "{n} twice");
-                assert!(!SHELLS.contains(n), "{n} is a shell");
-            }
-        }
-    }
-}
-
 /// The table for people, in Markdown (docs/policy-programs.md is this text; a test keeps the
 /// two alike).
 pub fn describe() -> String {
@@ -1008,4 +984,28 @@ pub fn describe() -> String {
         SHELLS.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versioned_names_are_their_programs() {
+        assert_eq!(program("python3.12").map(|p| p.names[0]), Some("python"));
+        assert_eq!(program("perl5.36").map(|p| p.names[0]), Some("perl"));
+        assert_eq!(program("rg").map(|p| p.names[0]), Some("rg"));
+        assert!(program("ls").is_none());
+    }
+
+    #[test]
+    fn no_program_is_listed_twice() {
+        let mut seen = std::collections::HashSet::new();
+        for p in PROGRAMS {
+            for n in p.names {
+                assert!(seen.insert(*n), "{n} twice");
+                assert!(!SHELLS.contains(n), "{n} is a shell");
+            }
+        }
+    }
 }

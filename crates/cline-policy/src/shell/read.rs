@@ -351,12 +351,12 @@ impl Reader<'_> {
     fn backticks(&mut self, text: &str, depth: usize) {
         self.construct("a command substitution $( ) or backticks", text);
         match backtick_scripts(text) {
-            Ok(scripts) => {
+            Some(scripts) => {
                 for script in scripts {
                     self.read(&script, Via::Substitution, depth + 1);
                 }
             }
-            Err(()) => self.unreadable(text, &Via::Substitution),
+            None => self.unreadable(text, &Via::Substitution),
         }
     }
 

@@ -45,8 +45,8 @@ pub fn join_continued_lines(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The scripts of backtick substitutions in `text` the grammar left as text (inside `${..}`,
-/// in a here-document's body): `Err` when a backtick is left open.
-pub fn backtick_scripts(text: &str) -> Result<Vec<String>, ()> {
+/// in a here-document's body): `None` when a backtick is left open.
+pub fn backtick_scripts(text: &str) -> Option<Vec<String>> {
     let mut scripts = Vec::new();
     let mut chars = text.chars();
     let mut open: Option<String> = None;
@@ -73,8 +73,8 @@ pub fn backtick_scripts(text: &str) -> Result<Vec<String>, ()> {
         }
     }
     match open {
-        Some(_) => Err(()),
-        None => Ok(scripts),
+        Some(_) => None,
+        None => Some(scripts),
     }
 }
 
@@ -200,11 +200,11 @@ mod tests {
     fn backticks_left_as_text_are_found() {
         assert_eq!(
             backtick_scripts("a `rm -rf x` b `ls`"),
-            Ok(vec!["rm -rf x".to_string(), "ls".to_string()])
+            Some(vec!["rm -rf x".to_string(), "ls".to_string()])
         );
-        assert_eq!(backtick_scripts("no ticks"), Ok(vec![]));
-        assert_eq!(backtick_scripts("\\`not\\`"), Ok(vec![]));
-        assert_eq!(backtick_scripts("`open"), Err(()));
+        assert_eq!(backtick_scripts("no ticks"), Some(vec![]));
+        assert_eq!(backtick_scripts("\\`not\\`"), Some(vec![]));
+        assert_eq!(backtick_scripts("`open"), None);
     }
 
     #[test]
