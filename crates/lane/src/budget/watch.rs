@@ -487,16 +487,16 @@ impl Watch {
 
     /// What a budget reached at a tool call stops: the tool (the model is told, the run goes
     /// on to its end) or the run.
-    pub fn stop(&self) -> crate::policy::rules::Stop {
+    pub fn stop(&self) -> cline_policy::Stop {
         match self.stops_run.load(std::sync::atomic::Ordering::Relaxed) {
-            true => crate::policy::rules::Stop::Run,
-            false => crate::policy::rules::Stop::Tool,
+            true => cline_policy::Stop::Run,
+            false => cline_policy::Stop::Tool,
         }
     }
 
     /// Sets [`Watch::stop`] (`AEP_CLINE_BUDGET_STOP`).
-    pub fn set_stop(&self, stop: crate::policy::rules::Stop) {
-        let run = stop == crate::policy::rules::Stop::Run;
+    pub fn set_stop(&self, stop: cline_policy::Stop) {
+        let run = stop == cline_policy::Stop::Run;
         self.stops_run.store(run, std::sync::atomic::Ordering::Relaxed);
     }
 
