@@ -443,9 +443,9 @@ fn real_cline_2_18_model_failures_are_failed_runs_said_why_first_and_ended() {
 
 /// A deny rule in 2.18's auto-approve mode (`cline task -y`, #35): the daemon answers the real
 /// `PreToolUse` hook with `cancel`, judged under the 3.x tool name (`execute_command` as
-/// `run_commands`): `rm -rf victim` never runs. 2.18 then waits at `resume_task` and does not
-/// exit by itself (docs/cline-vendor-facts.md), nor on SIGTERM, so the run is given 30 s and
-/// killed.
+/// `run_commands`): `rm -rf victim` never runs. 2.18 then waits at `resume_task` forever
+/// (docs/cline-vendor-facts.md), so the daemon ends the CLI as two SIGTERMs do (#46): the run
+/// ends by itself, well within its 30 s, with the reason in its output.
 #[test]
 fn real_cline_2_18_a_deny_rule_stops_rm_rf_in_auto_approve_mode() {
     let prepare = |root: &Path| {
@@ -461,8 +461,9 @@ fn real_cline_2_18_a_deny_rule_stops_rm_rf_in_auto_approve_mode() {
     let setup = Setup {
         env: &[("AEP_CLINE_POLICY", "{sandbox}/policy.toml")],
         prepare: Some(&prepare),
-        // `timeout` ends it: 2.18 ignores its SIGTERM (137 after the KILL), or exits (124).
-        rc: Some(&["124", "137"]),
+        // The daemon's signals end it (2.18 exits 1 on its second SIGTERM, 143 if the first
+        // ended it); `timeout` (124, 137) would mean it was left waiting.
+        rc: Some(&["1", "143"]),
         run_timeout_s: Some(30),
     };
     let (sandbox, sessions) = in_private_network_with(&["cmd:CMD:rm -rf victim"], "", &setup);
@@ -484,5 +485,11 @@ fn real_cline_2_18_a_deny_rule_stops_rm_rf_in_auto_approve_mode() {
     assert_eq!(denied.len(), 1, "{:?}", types(log));
     assert_eq!(denied[0]["data"]["rule"], "no-rm");
     assert!(of(log, "tool.completed").is_empty(), "{:?}", types(log));
+    // What the person running it reads: the rule and its reason, in 2.18's own output.
+    let output = std::fs::read_to_string(sandbox.path().join("1.stdout.jsonl")).unwrap_or_default();
+    assert!(
+        output.contains("no-rm") && output.contains("deleting needs a person"),
+        "the reason is not in 2.18's output: {output}"
+    );
     assert_valid_stream(log);
 }

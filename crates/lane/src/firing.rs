@@ -184,6 +184,22 @@ pub fn rfc3339(ns: u64) -> String {
     aep_core::time::millis(at)
 }
 
+/// Whether the payload is Cline 2.x's: a PascalCase `hookName` (3.x's are snake_case). 2.x
+/// writes it second, after `clineVersion`, so only the payload's head is looked at: the shim
+/// does not parse the body.
+pub fn is_legacy(body: &[u8]) -> bool {
+    const KEY: &[u8] = b"\"hookName\"";
+    let head = &body[..body.len().min(512)];
+    let Some(at) = head.windows(KEY.len()).position(|w| w == KEY) else {
+        return false;
+    };
+    let mut rest = head[at + KEY.len()..]
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace());
+    rest.next() == Some(b':') && rest.next() == Some(b'"') && rest.next().is_some_and(|b| b.is_ascii_uppercase())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -91,7 +91,7 @@ pub fn run() -> std::process::ExitCode {
         }
     };
     let (parent, parent_started) =
-        crate::lane::parent::hook_runner(std::os::unix::process::parent_id(), is_legacy(&body));
+        crate::lane::parent::hook_runner(std::os::unix::process::parent_id(), firing::is_legacy(&body));
     let delivery = firing::delivery_id(&body);
     // One copy of the body: the daemon and the spool get the same text (invalid UTF-8 made
     // valid once, here), and a valid body, the rule, is not copied at all.
@@ -116,7 +116,12 @@ pub fn run() -> std::process::ExitCode {
         print_control(&crate::guard::control_for(CLOSED_WORDS).to_string());
     }
     match delivered {
-        Delivered::Recorded(Some(control)) => print_control(&control),
+        Delivered::Recorded(Some(control)) => {
+            print_control(&control);
+            if firing::is_legacy(spooled.body.as_bytes()) {
+                say_why(&control);
+            }
+        }
         Delivered::Recorded(None) => {}
         Delivered::Refused(413) => eprintln!(
             "aep-cline hook: the payload ({} bytes) is over the daemon's limit (AEP_CLINE_MAX_BODY) and was not recorded",
@@ -154,6 +159,18 @@ fn enforce_closed() -> bool {
     }
 }
 
+/// Cline 2.18 shows neither a cancel's words nor its reason; it copies a hook's stderr into its
+/// output (`hook_output_stream`), so the words go there too. Not starting with `word:`, which
+/// 2.18 would take for a type and drop.
+fn say_why(control: &str) {
+    let words = serde_json::from_str::<serde_json::Value>(control)
+        .ok()
+        .and_then(|c| c.get("errorMessage").and_then(|w| w.as_str()).map(str::to_string));
+    if let Some(words) = words {
+        eprintln!("The aep-cline guard stopped this tool, and so the task ({words})");
+    }
+}
+
 /// Hook control on stdout, one line, as Cline reads it (the whole of stdout is JSON).
 fn print_control(control: &str) {
     let mut out = std::io::stdout().lock();
@@ -184,22 +201,6 @@ fn waits_on(body: &[u8]) -> bool {
         from += at + KEY.len();
     }
     false
-}
-
-/// Whether the payload is Cline 2.x's: a PascalCase `hookName` (3.x's are snake_case). 2.x
-/// writes it second, after `clineVersion`, so only the payload's head is looked at: the shim
-/// does not parse the body.
-fn is_legacy(body: &[u8]) -> bool {
-    const KEY: &[u8] = b"\"hookName\"";
-    let head = &body[..body.len().min(512)];
-    let Some(at) = head.windows(KEY.len()).position(|w| w == KEY) else {
-        return false;
-    };
-    let mut rest = head[at + KEY.len()..]
-        .iter()
-        .copied()
-        .filter(|b| !b.is_ascii_whitespace());
-    rest.next() == Some(b':') && rest.next() == Some(b'"') && rest.next().is_some_and(|b| b.is_ascii_uppercase())
 }
 
 fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
@@ -383,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_2x_payload_is_told_by_its_pascal_case_hook_name() {
-        use super::is_legacy;
+        use crate::firing::is_legacy;
         assert!(is_legacy(
             br#"{"clineVersion":"3.82.0","hookName":"PreToolUse","taskId":"1"}"#
         ));

@@ -56,6 +56,7 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         cline_data: header(&headers, CLINE_DATA_HEADER).and_then(firing::decode_path),
     };
     let (sessions, spool) = (state.sessions.clone(), state.spool.clone());
+    let body_head = body.slice(..body.len().min(512));
     // With a policy or budgets set, the hooks Cline waits on are decided as they are recorded.
     let hub = crate::guard::Hub {
         tapped: state.hub.is_some(),
@@ -101,7 +102,15 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             session,
             events,
             control,
-        }))) => answered(json!({"ok": true, "session": session, "events": events.len()}), control),
+        }))) => {
+            if control.as_ref().is_some_and(|c| c["cancel"] == true) && firing::is_legacy(&body_head) {
+                // Cline 2.18 waits at resume_task forever after a cancel: its CLI is ended.
+                if let Some(cli) = parent.and_then(|(pid, started)| crate::lane::parent::Parent::new(pid, started)) {
+                    crate::guard::task_end::end(cli);
+                }
+            }
+            answered(json!({"ok": true, "session": session, "events": events.len()}), control)
+        }
         Ok(Ok(Some(Ingested::Duplicate { session, control }))) => answered(
             json!({"ok": true, "session": session, "events": 0, "duplicate": true}),
             control,

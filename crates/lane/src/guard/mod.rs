@@ -14,6 +14,7 @@
 //! firing gets the answer the first one got (the lane keeps it by delivery id).
 
 pub mod decide;
+pub mod task_end;
 
 use crate::budget::Watch;
 use crate::lane::Verdict;

@@ -81,6 +81,31 @@ pub fn hook_runner(parent: u32, legacy: bool) -> (u32, Option<u64>) {
     (parent, fields.map(|(_, _, started)| started))
 }
 
+impl Parent {
+    /// The process's command line, its arguments joined by spaces (Linux); `None` when it is
+    /// gone, is no longer this very process, or the system does not say.
+    pub fn command_line(&self) -> Option<String> {
+        if !self.alive() {
+            return None;
+        }
+        let raw = std::fs::read(format!("/proc/{}/cmdline", self.pid)).ok()?;
+        let text = String::from_utf8_lossy(&raw);
+        Some(text.split('\0').filter(|a| !a.is_empty()).collect::<Vec<_>>().join(" "))
+    }
+
+    /// Sends `signal` to this very process (checked alive first, so a reused pid is spared);
+    /// `false` when it was gone or refused it.
+    #[allow(unsafe_code)] // kill(2): see the SAFETY note inside
+    pub fn signal(&self, signal: i32) -> bool {
+        if !self.alive() {
+            return false;
+        }
+        // SAFETY: kill(2) with a pid this daemon saw run a hook, checked still the same
+        // process (its start time) just above; no memory is touched.
+        unsafe { libc::kill(self.pid as libc::pid_t, signal) == 0 }
+    }
+}
+
 /// `/proc/<pid>/stat`, read in one go: the file says its size is 0, so a plain read to the end
 /// starts with 32-byte reads and grows (six reads where one does; the shim pays this per firing).
 /// The line is a few hundred bytes (the command name is at most 64).
