@@ -440,19 +440,33 @@ pub fn tool_denied(p: &HookPayload, rule: Option<&str>, ctx: &MapContext) -> Opt
     }
     let call = p.tool_call.clone().unwrap_or_default();
     let name = call.name.clone().unwrap_or_default();
+    Some(tool_denied_call(&name, call.id.as_deref(), rule, p.iteration, ctx))
+}
+
+/// `tool.denied {tool, by: "policy", rule}` for the call `call_id` of tool `name`: a tool call a
+/// guard blocked, with or without its hook at hand (a person's deny of a call the hook held).
+pub fn tool_denied_call(
+    name: &str,
+    call_id: Option<&str>,
+    rule: Option<&str>,
+    iteration: Option<u64>,
+    ctx: &MapContext,
+) -> Mapped {
     let mut b = Builder::new(TOOL_DENIED, ctx)
-        .meta("tool", tool_ref(&name, call.id.as_deref()))
+        .meta("tool", tool_ref(name, call_id))
         .meta("by", json!("policy"));
     if let Some(rule) = rule {
         b = b.meta("rule", json!(rule));
     }
-    let link = match call.id.filter(|id| !id.is_empty()) {
-        Some(call_id) => Link::ToolResolved { call_id },
-        None => Link::ToolResolvedByName { tool: name.clone() },
+    let link = match call_id.filter(|id| !id.is_empty()) {
+        Some(call_id) => Link::ToolResolved {
+            call_id: call_id.to_string(),
+        },
+        None => Link::ToolResolvedByName { tool: name.to_string() },
     };
-    let mut m = with(b.done(link), Some(&name), p.iteration);
+    let mut m = with(b.done(link), Some(name), iteration);
     m.severity = Some(Severity::Notice);
-    Some(m)
+    m
 }
 
 fn tool_ref(name: &str, call_id: Option<&str>) -> Value {

@@ -22,6 +22,10 @@ use aep_core::types::{ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT
 use cline_hooks::Planned;
 use serde_json::Value;
 
+/// The approval id of a request the daemon holds itself at a `tool_call` hook (an `ask` rule
+/// where Cline asks nobody): `hook:` and the request Event's id. No hub approval id starts so.
+pub const HOOK: &str = "hook:";
+
 /// A command answering a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answering {
@@ -225,6 +229,61 @@ impl Approvals {
             denied.push(approval_id);
         }
         denied
+    }
+
+    /// A request the daemon holds itself, not the hub (a `tool_call` hook held while a person
+    /// answers: its approval id starts with [`HOOK`]): the answer `answer` marked applies at
+    /// once, nobody's reply in between. Plans `attention.answered` (caused by the command) and
+    /// `attention.resolved {answered}`; nothing when it is not pending with an answer.
+    pub fn answered_here(
+        &mut self,
+        approval_id: &str,
+        at_ms: u64,
+        ctx: &AttentionContext,
+        new_id: NewId,
+    ) -> Vec<Planned> {
+        let Some(i) = self.find(approval_id) else {
+            return Vec::new();
+        };
+        let ours = match &self.pending[i].answered {
+            Answered::InFlight { ours, .. } | Answered::Confirmed(ours) => ours.clone(),
+            Answered::No => return Vec::new(),
+        };
+        let p = self.pending.remove(i);
+        let held = Held {
+            resolved: ApprovalResolved {
+                approval_id: approval_id.to_string(),
+                approved: ours.answer.approved(),
+                cancelled: false,
+                reason: ours.answer.text.clone(),
+            },
+            at_ms: Some(at_ms),
+        };
+        outcome(&p, &held, Some(&ours), ctx, new_id)
+    }
+
+    /// Nobody answered `request_event` within its time: `attention.timeout {after_ms}`, and the
+    /// request leaves the table. `None` when it is not pending, or an answer is on its way (a
+    /// person's answer first stands).
+    pub fn timed_out(
+        &mut self,
+        request_event: &str,
+        after_ms: u64,
+        ctx: &AttentionContext,
+        new_id: NewId,
+    ) -> Option<Planned> {
+        let i = self
+            .pending
+            .iter()
+            .position(|p| p.request_event == request_event && matches!(p.answered, Answered::No))?;
+        let p = self.pending.remove(i);
+        Some(Planned {
+            id: new_id(),
+            run: p.run.clone(),
+            cause: Some(p.request_event.clone()),
+            agent: None,
+            event: attention::timeout(after_ms, &p.request_event, ctx),
+        })
     }
 
     /// Our answer never reached the hub: the request is open to other answers again.

@@ -16,7 +16,7 @@
 
 use crate::frame::ApprovalRequested;
 use aep_core::redact::Redactor;
-use aep_core::types::{ATTENTION_ANSWERED, ATTENTION_REQUESTED, ATTENTION_RESOLVED};
+use aep_core::types::{ATTENTION_ANSWERED, ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT};
 use aep_core::{Capture, CapturePolicy, Severity};
 use cline_hooks::{Link, Mapped};
 use serde_json::{json, Map, Value};
@@ -204,6 +204,15 @@ pub fn resolved(
         data.insert("latency_ms".into(), json!(ms));
     }
     mapped(ATTENTION_RESOLVED, level, Some(request_event.to_string()), data)
+}
+
+/// `attention.timeout {after_ms}`, subject = the request Event's id: nobody answered in time
+/// (AEP-0002 §7); what then applies is the requester's.
+pub fn timeout(after_ms: u64, request_event: &str, ctx: &AttentionContext) -> Mapped {
+    let level = level(ctx, ATTENTION_TIMEOUT);
+    let mut data = Map::new();
+    data.insert("after_ms".into(), json!(after_ms));
+    mapped(ATTENTION_TIMEOUT, level, Some(request_event.to_string()), data)
 }
 
 /// JSON on one line, as a prompt carries it.

@@ -160,3 +160,182 @@ fn the_audit_of_a_sessions_first_hook_lands_on_its_tool_requested() {
     assert_eq!(requested["data"]["cline.policy_rule"], "no-rm", "{requested}");
     assert_eq!(requested["data"]["cline.policy_answer"], "deny");
 }
+
+/// A policy with an `ask` rule (#46): `git push` waits for a person, at most 5 s.
+fn asking(sb: &Sandbox) -> Sandbox {
+    let path = sb.root.path().join("policy.toml");
+    std::fs::write(
+        &path,
+        "[[rule]]\nname = 'push-asks'\ntool = 'run_commands'\ncommand = 'git push *'\nanswer = 'ask'\n\
+         reason = 'pushes need a person'\ntimeout = '5s'\non_timeout = 'deny'\n",
+    )
+    .unwrap();
+    Sandbox {
+        root: tempfile::tempdir().unwrap(),
+        log_dir: sb.log_dir.clone(),
+        state_dir: sb.state_dir.clone(),
+        env: vec![("AEP_CLINE_POLICY".into(), path.to_str().unwrap().into())],
+        bin: sb.bin.clone(),
+    }
+}
+
+/// The shim of a held call, in a thread of its own (it waits for the answer). On a loaded
+/// machine the shim may give up on the daemon's first answer (its 200 ms) and spool the firing:
+/// the call then runs unguarded (open); fired again, as Cline's other hook folders fire it, the
+/// same delivery waits on the same request.
+fn held(sb: &Sandbox, body: Vec<u8>) -> std::thread::JoinHandle<std::process::Output> {
+    held_env(sb, body, &[])
+}
+
+fn held_env(sb: &Sandbox, body: Vec<u8>, env: &[(&str, &str)]) -> std::thread::JoinHandle<std::process::Output> {
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let sb = Sandbox {
+        root: tempfile::tempdir().unwrap(),
+        log_dir: sb.log_dir.clone(),
+        state_dir: sb.state_dir.clone(),
+        env: sb.env.clone(),
+        bin: sb.bin.clone(),
+    };
+    std::thread::spawn(move || {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        (0..20)
+            .map(|_| sb.hook_env(&body, &env))
+            .find(|out| !String::from_utf8_lossy(&out.stderr).contains("spooled"))
+            .expect("the daemon answered the hook within 20 firings")
+    })
+}
+
+/// The request a held call waits on, once the log has it.
+fn request_of(sb: &Sandbox, n: usize) -> String {
+    support::wait::wait_until(
+        "the held call's request in the log",
+        std::time::Duration::from_secs(20),
+        || {
+            let log = sb.log(SESSION);
+            let requests: Vec<&Value> = log.iter().filter(|e| e["type"] == "attention.requested").collect();
+            requests.get(n).map(|r| r["id"].as_str().unwrap().to_string())
+        },
+    )
+}
+
+/// #46: an `ask` rule holds the hook while a person answers, where Cline asks nobody: answered
+/// `approve` from the terminal the call goes on (the shim prints nothing); `deny` fails it with
+/// the rule's words; nobody in time, the rule's `on_timeout` answers. Every step audited as a hub
+/// approval is, and other hooks go on meanwhile.
+#[test]
+fn an_ask_rule_holds_the_hook_until_a_person_answers() {
+    let base = Sandbox::new();
+    let sb = asking(&base);
+    let _daemon = sb.start();
+    assert_eq!(stdout(&sb.hook(&real_payload("hooks-local", "agent_start"))), "");
+    let person = |verb: &str, request: &str| {
+        let out = sb.run(&[verb, &request[20..].to_lowercase()], &[]);
+        assert!(
+            out.status.success(),
+            "{verb}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let call = |n: u32| {
+        let mut p: Value = serde_json::from_slice(&tool_call(&format!("git push origin feature-{n}"))).unwrap();
+        p["tool_call"]["id"] = json!(format!("call_ask_{n}"));
+        serde_json::to_vec(&p).unwrap()
+    };
+    // Approved by a person.
+    let waiting = held(&sb, call(1));
+    let request = request_of(&sb, 0);
+    // Meanwhile another hook of the session is answered at once.
+    assert_eq!(stdout(&sb.hook(&tool_call("echo meanwhile"))), "");
+    assert!(!waiting.is_finished(), "the held call was answered before anyone did");
+    person("approve", &request);
+    assert_eq!(stdout(&waiting.join().unwrap()), "", "approved: Cline goes on");
+    // Denied by a person: the rule's words, the call fails alone.
+    let waiting = held(&sb, call(2));
+    let request = request_of(&sb, 1);
+    person("deny", &request);
+    let control: Value = serde_json::from_str(&stdout(&waiting.join().unwrap())).unwrap();
+    assert_eq!(control["overrideInput"], Value::Null, "{control}");
+    assert!(
+        control["context"].as_str().unwrap().contains("\"push-asks\""),
+        "{control}"
+    );
+    // Nobody answers: at 5 s the rule's on_timeout denies.
+    let waiting = held(&sb, call(3));
+    let request = request_of(&sb, 2);
+    let control: Value = serde_json::from_str(&stdout(&waiting.join().unwrap())).unwrap();
+    assert!(
+        control["context"]
+            .as_str()
+            .unwrap()
+            .contains("nobody answered within 5 s"),
+        "{control}"
+    );
+    let log = sb.log(SESSION);
+    let asked: Vec<&Value> = log.iter().filter(|e| e["type"] == "attention.requested").collect();
+    assert_eq!(asked.len(), 3);
+    for a in &asked {
+        assert_eq!(a["data"]["cline.policy_rule"], "push-asks", "{a}");
+        assert_eq!(a["data"]["cline.policy_answer"], "ask");
+        assert_eq!(a["data"]["cline.policy_timeout"]["after_s"], 5);
+        assert!(a["data"]["expires_at"].is_string());
+    }
+    let of = |ty: &str| log.iter().filter(|e| e["type"] == ty).count();
+    assert_eq!(
+        (
+            of("attention.answered"),
+            of("attention.resolved"),
+            of("attention.timeout")
+        ),
+        (2, 2, 1)
+    );
+    let denied: Vec<&Value> = log.iter().filter(|e| e["type"] == "tool.denied").collect();
+    assert_eq!(denied.len(), 2, "the person's deny and the timeout's");
+    let timeout = log.iter().find(|e| e["type"] == "attention.timeout").unwrap();
+    assert_eq!(timeout["subject"], request.as_str());
+    assert!(
+        denied.iter().any(|d| d["cause"] == timeout["id"]),
+        "the timeout's deny is caused by it"
+    );
+    support::daemon::assert_valid_stream(&log);
+}
+
+/// #46: a call held while the daemon goes away follows `AEP_CLINE_ENFORCE`, as any hook the
+/// daemon cannot answer: open lets it run, closed stops it.
+#[test]
+fn a_held_call_whose_daemon_goes_away_follows_enforce() {
+    for (enforce, stopped) in [("open", false), ("closed", true)] {
+        let base = Sandbox::new();
+        let sb = asking(&base);
+        let daemon = sb.start();
+        sb.hook(&real_payload("hooks-local", "agent_start"));
+        let waiting = held_env(
+            &sb,
+            tool_call("git push origin feature"),
+            &[("AEP_CLINE_ENFORCE", enforce)],
+        );
+        request_of(&sb, 0);
+        // Held: the shim waits on the request (not gone spooling it).
+        support::wait::wait_until(
+            "the shim to wait on the request",
+            std::time::Duration::from_secs(20),
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                (!waiting.is_finished()).then_some(())
+            },
+        );
+        drop(daemon);
+        let out = waiting.join().unwrap();
+        let said = stdout(&out);
+        assert_eq!(
+            said.contains("\"cancel\":true"),
+            stopped,
+            "{enforce}: {said:?} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("held for a person's answer"),
+            "{out:?}"
+        );
+    }
+}

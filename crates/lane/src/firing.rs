@@ -40,6 +40,13 @@ pub const PROOF_HEADER: &str = "x-aep-cline-proof";
 /// Response header saying the answer's body carries a guard's `control` for Cline
 /// ([`crate::guard`]): the shim prints it on stdout. Absent, the shim reads no body.
 pub const CONTROL_HEADER: &str = "x-aep-cline-control";
+/// Response header saying the call is held while a person answers (an `ask` rule): its value
+/// is the request's Event id, which the shim then waits on (`GET /hook/wait/<id>`) for the
+/// control to print. [`WAIT_MS_HEADER`] says for how long at most.
+pub const WAIT_HEADER: &str = "x-aep-cline-wait";
+/// How long (ms) the shim waits on a held call's answer; past it, it follows
+/// `AEP_CLINE_ENFORCE`, as when the daemon is away.
+pub const WAIT_MS_HEADER: &str = "x-aep-cline-wait-ms";
 /// `AEP_CLINE_ENFORCE`, read by the shim from Cline's environment: `closed` makes a daemon the
 /// shim cannot reach stop the tools Cline waits on, instead of letting them run (`open`, the
 /// default: the agent is never held up by aep-cline being away).

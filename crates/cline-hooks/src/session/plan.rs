@@ -35,6 +35,25 @@ impl SessionTracker {
         new_id: &mut dyn FnMut() -> String,
     ) -> Option<Planned> {
         let event = crate::mapping::tool_denied(payload, rule, ctx)?;
+        Some(self.plan_denial(payload.agent(), event, new_id))
+    }
+
+    /// [`SessionTracker::plan_denied`] for a call whose hook is no longer at hand (a person
+    /// denied a call the hook held): `agent`'s call `call_id` of tool `tool`.
+    pub fn plan_denied_call(
+        &mut self,
+        agent: &str,
+        tool: &str,
+        call_id: Option<&str>,
+        rule: Option<&str>,
+        ctx: &MapContext,
+        new_id: &mut dyn FnMut() -> String,
+    ) -> Planned {
+        let event = crate::mapping::tool_denied_call(tool, call_id, rule, None, ctx);
+        self.plan_denial(agent, event, new_id)
+    }
+
+    fn plan_denial(&mut self, agent: &str, event: Mapped, new_id: &mut dyn FnMut() -> String) -> Planned {
         let cause = match &event.link {
             Link::ToolResolved { call_id } => {
                 self.denied.insert(call_id.clone());
@@ -43,7 +62,7 @@ impl SessionTracker {
             Link::ToolResolvedByName { tool } => self.pop_by_name(tool),
             _ => None,
         };
-        Some(self.in_run(payload.agent(), cause, event, new_id))
+        self.in_run(agent, cause, event, new_id)
     }
 
     /// [`SessionTracker::plan`] with what the daemon read of the session's usage: each run

@@ -14,7 +14,7 @@
 
 use crate::firing::{
     self, Firing, CLINE_DATA_HEADER, CONTROL_HEADER, DELIVERY_HEADER, ENFORCE_VARIABLE, FIRED_HEADER, PARENT_HEADER,
-    PROOF_HEADER, SHIM_WAIT,
+    PROOF_HEADER, SHIM_WAIT, WAIT_HEADER, WAIT_MS_HEADER,
 };
 use crate::lane::spool::{self, Spooled};
 use crate::state::discovery::Discovery;
@@ -62,6 +62,12 @@ enum Delivered {
     Refused(u16),
     /// Not delivered; spool it.
     Retry(String),
+    /// Recorded, and held while a person answers (an `ask` rule): wait on this request, this
+    /// many ms at most.
+    Held { request: String, ms: u64 },
+    /// Recorded, but its held answer never came (the daemon went away meanwhile): follow
+    /// `AEP_CLINE_ENFORCE`, as when the daemon is away.
+    Unanswered(String),
 }
 
 pub fn run() -> std::process::ExitCode {
@@ -109,7 +115,10 @@ pub fn run() -> std::process::ExitCode {
     };
     let deadline = started + daemon_wait(spooled.body.len());
     let closed = enforce_closed();
-    let delivered = deliver(&state_dir, &spooled, deadline);
+    let delivered = match deliver(&state_dir, &spooled, deadline) {
+        Delivered::Held { request, ms } => wait_held(&state_dir, &spooled, &request, ms),
+        other => other,
+    };
     if closed && !matches!(delivered, Delivered::Recorded(_)) && waits_on(spooled.body.as_bytes()) {
         // Nobody decided this tool: under `closed` it does not run (the daemon still records
         // the hook from the spool).
@@ -130,6 +139,8 @@ pub fn run() -> std::process::ExitCode {
         Delivered::Refused(status) => {
             eprintln!("aep-cline hook: the daemon refused this payload (HTTP {status}); see the daemon's log for why")
         }
+        Delivered::Held { .. } => {}
+        Delivered::Unanswered(why) => eprintln!("aep-cline hook: {why}"),
         Delivered::Retry(why) => match spool::write_at(&state_dir, &spooled, fired_boot, false) {
             Ok(_) => eprintln!("aep-cline hook: {why}; spooled for the daemon to ingest when it runs"),
             Err(e) => {
@@ -233,6 +244,11 @@ fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
                 answer.status
             ))
         }
+        Ok(Answer {
+            status: 200..=299,
+            wait: Some((request, ms)),
+            ..
+        }) => Delivered::Held { request, ms },
         Ok(answer) if (200..300).contains(&answer.status) => Delivered::Recorded(answer.control),
         Ok(answer) if matches!(answer.status, 400 | 413 | 415) => Delivered::Refused(answer.status),
         Ok(answer) => Delivered::Retry(format!("the daemon answered HTTP {}", answer.status)),
@@ -277,6 +293,8 @@ struct Answer {
     proof: Option<String>,
     /// A guard's control ([`CONTROL_HEADER`]), as JSON text.
     control: Option<String>,
+    /// The call is held while a person answers ([`WAIT_HEADER`], [`WAIT_MS_HEADER`]).
+    wait: Option<(String, u64)>,
 }
 
 /// One `POST /hook` on the daemon's socket.
@@ -298,6 +316,54 @@ fn post(mut stream: UnixStream, daemon: &Discovery, firing: &Spooled, deadline: 
     // write then fails, but the answer is already there to read. Head and body go as they are
     // (two writes, no copy of a body that may be tens of MiB).
     let written = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body));
+    read_answer(stream, written, deadline)
+}
+
+/// A held call's answer: `GET /hook/wait/<request>` on the daemon's socket, waited on at most
+/// `ms` (the daemon answers at the rule's timeout at the latest).
+fn wait_held(state_dir: &Path, firing: &Spooled, request: &str, ms: u64) -> Delivered {
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    let gone = |why: String| Delivered::Unanswered(format!("the call was held for a person's answer, but {why}"));
+    let Some(daemon) = Discovery::read(state_dir) else {
+        return gone("the daemon is gone (no discovery file)".into());
+    };
+    let stream = match remaining(deadline).and_then(|within| daemon.connect(within)) {
+        Ok(stream) => stream,
+        Err(e) => return gone(format!("the daemon cannot be reached ({e})")),
+    };
+    let answer = (|| {
+        let mut stream = stream;
+        let head = format!(
+            "GET /hook/wait/{request} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n{DELIVERY_HEADER}: {}\r\n\
+             {WAIT_MS_HEADER}: {ms}\r\n{PARENT_HEADER}: {}\r\nConnection: close\r\n\r\n",
+            daemon.host(),
+            daemon.token,
+            firing.delivery(),
+            firing::parent_header(firing.firing.parent.unwrap_or_default(), firing.firing.parent_started),
+        );
+        stream.set_write_timeout(Some(remaining(deadline)?))?;
+        let written = stream.write_all(head.as_bytes());
+        read_answer(stream, written, deadline)
+    })();
+    match answer {
+        Ok(answer)
+            if !answer.proof.as_deref().is_some_and(|p| {
+                crate::http::auth::same_token(p, &firing::proof(&daemon.token, firing.delivery()))
+            }) =>
+        {
+            gone(format!(
+                "the answer (HTTP {}) did not come from the daemon",
+                answer.status
+            ))
+        }
+        Ok(answer) if (200..300).contains(&answer.status) => Delivered::Recorded(answer.control),
+        Ok(answer) => gone(format!("the daemon no longer holds it (HTTP {})", answer.status)),
+        Err(e) => gone(format!("no answer came ({e})")),
+    }
+}
+
+/// Reads the daemon's answer on `stream` after a request was `written`, within `deadline`.
+fn read_answer(mut stream: UnixStream, written: std::io::Result<()>, deadline: Instant) -> std::io::Result<Answer> {
     let mut response = Vec::with_capacity(512);
     let mut chunk = [0u8; 512];
     while !response.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -329,6 +395,7 @@ fn post(mut stream: UnixStream, daemon: &Discovery, firing: &Spooled, deadline: 
     };
     let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").map(|at| at + 4);
     let (mut proof, mut has_control, mut length) = (None, false, None);
+    let (mut held, mut held_ms) = (None, None);
     for l in lines.take_while(|l| !l.is_empty()) {
         let Some((name, value)) = l.split_once(':') else {
             continue;
@@ -340,8 +407,18 @@ fn post(mut stream: UnixStream, daemon: &Discovery, firing: &Spooled, deadline: 
             has_control = true;
         } else if name.eq_ignore_ascii_case("content-length") {
             length = value.parse::<usize>().ok();
+        } else if name.eq_ignore_ascii_case(WAIT_HEADER) {
+            held = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case(WAIT_MS_HEADER) {
+            held_ms = value.parse::<u64>().ok();
         }
     }
+    // A request id names an Event: letters, digits, and nothing a path could be bent with.
+    let wait = held
+        .filter(|id| {
+            !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .map(|id| (id, held_ms.unwrap_or(120_000).min(600_000)));
     // The body only when it carries a control (the daemon says so), bounded, within the budget.
     let control = match (has_control, head_end, length) {
         (true, Some(start), Some(length)) if length <= MAX_CONTROL => {
@@ -358,7 +435,12 @@ fn post(mut stream: UnixStream, daemon: &Discovery, firing: &Spooled, deadline: 
         }
         _ => None,
     };
-    Ok(Answer { status, proof, control })
+    Ok(Answer {
+        status,
+        proof,
+        control,
+        wait,
+    })
 }
 
 /// The `control` of the daemon's answer body, as compact JSON text; `None` when the body is

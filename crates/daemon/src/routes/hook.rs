@@ -8,6 +8,7 @@
 use super::AppState;
 use crate::firing::{
     self, Firing, CLINE_DATA_HEADER, CONTROL_HEADER, DELIVERY_HEADER, FIRED_HEADER, PARENT_HEADER, PROOF_HEADER,
+    WAIT_HEADER, WAIT_MS_HEADER,
 };
 use crate::guard::Guard;
 use crate::http::auth::authorized;
@@ -15,7 +16,7 @@ use crate::http::error::error;
 use crate::lane::spool::Spooled;
 use crate::lane::{IngestError, Ingested};
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -102,19 +103,27 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             session,
             events,
             control,
+            asks,
         }))) => {
-            if control.as_ref().is_some_and(|c| c["cancel"] == true) && firing::is_legacy(&body_head) {
-                // Cline 2.18 waits at resume_task forever after a cancel: its CLI is ended.
-                if let Some(cli) = parent.and_then(|(pid, started)| crate::lane::parent::Parent::new(pid, started)) {
-                    crate::guard::task_end::end(cli);
-                }
+            let legacy = firing::is_legacy(&body_head);
+            if control.as_ref().is_some_and(|c| c["cancel"] == true) && legacy {
+                end_legacy_task(parent);
             }
-            answered(json!({"ok": true, "session": session, "events": events.len()}), control)
+            if let Some(request) = &asks {
+                hold(&state, &session, request, &events);
+            }
+            let mut response = answered(json!({"ok": true, "session": session, "events": events.len()}), control);
+            waits(&state, &mut response, asks.as_deref());
+            response
         }
-        Ok(Ok(Some(Ingested::Duplicate { session, control }))) => answered(
-            json!({"ok": true, "session": session, "events": 0, "duplicate": true}),
-            control,
-        ),
+        Ok(Ok(Some(Ingested::Duplicate { session, control, asks }))) => {
+            let mut response = answered(
+                json!({"ok": true, "session": session, "events": 0, "duplicate": true}),
+                control,
+            );
+            waits(&state, &mut response, asks.as_deref());
+            response
+        }
         Ok(Ok(None)) => (StatusCode::OK, Json(json!({"ok": true, "spooled": true}))).into_response(),
         Ok(Err(IngestError::Payload(e))) => {
             tracing::warn!(error = %e, "hook refused");
@@ -128,6 +137,108 @@ pub async fn hook(State(state): State<AppState>, headers: HeaderMap, body: Bytes
             tracing::error!(error = %e, "hook ingest task failed");
             error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e)
         }
+    }
+}
+
+/// Cline 2.18 waits at `resume_task` forever after a cancel: the CLI that ran the hook is ended.
+fn end_legacy_task(parent: Option<(u32, Option<u64>)>) {
+    if let Some(cli) = parent.and_then(|(pid, started)| crate::lane::parent::Parent::new(pid, started)) {
+        crate::guard::task_end::end(cli);
+    }
+}
+
+/// A call held while a person answers (an `ask` rule): its expiry set (the rule's
+/// `on_timeout` answers when nobody did), and the person told as for a hub approval.
+fn hold(state: &AppState, session: &str, request: &str, events: &[std::sync::Arc<crate::lane::Published>]) {
+    let Some(ask) = state.sessions.asks().get(request) else {
+        return;
+    };
+    let (intake, id, after) = (state.intake.clone(), request.to_string(), ask.after);
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let expired = tokio::task::spawn_blocking(move || intake.expire_held(&id)).await;
+        if let Err(e) = expired {
+            tracing::error!(error = %e, "a held call's expiry failed");
+        }
+    });
+    if let Some(notify) = &state.notify {
+        let requested = events.iter().find(|e| e.value["id"] == request);
+        let since = requested
+            .and_then(|e| e.value["time"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let on_timeout = match ask.on_timeout {
+            crate::lane::asks::OnTimeout::Approve => crate::policy::Answer::Approve,
+            crate::lane::asks::OnTimeout::Deny => crate::policy::Answer::Deny,
+        };
+        notify.approval(crate::notify::Waiting {
+            session: session.to_string(),
+            request: request.to_string(),
+            tool: Some(ask.tool.clone()),
+            input_json: Some(ask.input.clone()),
+            since,
+            timeout: Some((
+                crate::policy::rules::Timeout {
+                    after: ask.after,
+                    answer: on_timeout,
+                },
+                ask.rule.clone(),
+            )),
+        });
+    }
+}
+
+/// Tells the shim to wait on held request `asks`, for at most how long.
+fn waits(state: &AppState, response: &mut Response, asks: Option<&str>) {
+    let Some(request) = asks else { return };
+    // A copy of the firing asking after the call was settled waits on nothing: it reads the
+    // settled answer at once.
+    let ms = state
+        .sessions
+        .asks()
+        .get(request)
+        .map_or(0, |a| a.after.as_millis() as u64)
+        + WAIT_SLACK_MS;
+    let headers = response.headers_mut();
+    if let (Ok(id), Ok(ms)) = (HeaderValue::from_str(request), HeaderValue::from_str(&ms.to_string())) {
+        headers.insert(WAIT_HEADER, id);
+        headers.insert(WAIT_MS_HEADER, ms);
+    }
+}
+
+/// What the shim waits beyond a held call's expiry (the expiry's own write, a loaded machine).
+const WAIT_SLACK_MS: u64 = 3000;
+
+/// `GET /hook/wait/<request>`: the shim of a held call waits here for its answer, then prints
+/// it. 404 when no call is held for it (the daemon restarted meanwhile): the shim then follows
+/// `AEP_CLINE_ENFORCE`. A 2.x call denied here has its CLI ended, as at the hook.
+pub async fn wait(State(state): State<AppState>, headers: HeaderMap, Path(request): Path<String>) -> Response {
+    if !authorized(&headers, &state.token) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token",
+        );
+    }
+    let within = header(&headers, WAIT_MS_HEADER)
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(std::time::Duration::from_secs(120), std::time::Duration::from_millis)
+        .min(std::time::Duration::from_secs(600));
+    let held = state.sessions.asks().get(&request);
+    match state.sessions.asks().wait(&request, within).await {
+        Some(crate::lane::asks::Outcome::Go) => answered(json!({"ok": true, "answered": "approve"}), None),
+        Some(crate::lane::asks::Outcome::Stop(control)) => {
+            if held.is_some_and(|a| a.legacy) && control["cancel"] == true {
+                let parent = header(&headers, PARENT_HEADER).and_then(firing::parse_parent);
+                end_legacy_task(parent);
+            }
+            answered(json!({"ok": true, "answered": "deny"}), Some(control))
+        }
+        None => error(
+            StatusCode::NOT_FOUND,
+            "not-held",
+            format!("no call is held for request {request}: it was never held here, or the daemon restarted"),
+        ),
     }
 }
 

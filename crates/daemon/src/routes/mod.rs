@@ -67,7 +67,8 @@ pub fn router(state: AppState, max_body: usize, addr: std::net::SocketAddr) -> R
         .with_state(registry);
     let proven = axum::middleware::from_fn_with_state(state.clone(), hook::prove);
     let daemon = Router::new()
-        .route("/hook", post(hook::hook).layer(proven))
+        .route("/hook", post(hook::hook).layer(proven.clone()))
+        .route("/hook/wait/{request}", get(hook::wait).layer(proven))
         .route("/control", post(control::control))
         .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(max_body))

@@ -84,6 +84,11 @@ impl Intake {
         &self.accepts
     }
 
+    /// The sessions' lane the intake writes to.
+    pub(super) fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
+    }
+
     /// Whether `session` is one this daemon emits.
     pub fn owns(&self, session: &str) -> bool {
         self.sessions.owns(session)
@@ -229,6 +234,9 @@ impl Intake {
         rule: Option<&str>,
     ) -> Result<Option<Arc<Published>>, Refusal> {
         let nack = |reason, detail: String| self.ack_now(session, &key.id, Ack::Rejected(Nack::new(reason, detail)));
+        if let Some(ask) = self.held_for(command).filter(|a| a.session == session) {
+            return self.answer_held(command, key, ask, local, self.hub.is_some());
+        }
         let ends_session = ty == control::CANCEL && command.pointer("/data/scope") == Some(&Value::from("session"));
         if ends_session && (local || self.hub.is_some()) {
             return self.end_session(command, key, session);
@@ -324,7 +332,7 @@ impl Intake {
         Ok(ack)
     }
 
-    fn ack_now(&self, session: &str, command_id: &str, ack: Ack) -> Result<Option<Arc<Published>>, Refusal> {
+    pub(super) fn ack_now(&self, session: &str, command_id: &str, ack: Ack) -> Result<Option<Arc<Published>>, Refusal> {
         let mut published = self
             .sessions
             .append(session, || vec![self.ack_event(command_id, &ack)])?;
@@ -332,7 +340,7 @@ impl Intake {
     }
 
     /// The ack Event for a command: `cause` = the command id (AEP-0004 §3).
-    fn ack_event(&self, command_id: &str, ack: &Ack) -> Planned {
+    pub(super) fn ack_event(&self, command_id: &str, ack: &Ack) -> Planned {
         if let Ack::Rejected(nack) = ack {
             self.refusals.lock().insert(command_id.to_string(), nack.detail.clone());
         }

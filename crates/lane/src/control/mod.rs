@@ -4,6 +4,7 @@
 //! What a person does (approve, cancel, ...) becomes a command and waits for its ack and
 //! outcome in [`crate::person`], above the views it reads outcomes with.
 
+pub mod held;
 pub mod intake;
 
 pub use intake::{Intake, Refusal};

@@ -17,15 +17,21 @@
 //!   the run ends, `run.cancelled {by: "policy"}` caused by the denial;
 //! - `approve`: nothing (Cline goes on; on the hub its approval, if it asks one, is answered by
 //!   the same rule);
-//! - `ask`: nothing here: a person answers where Cline asks one;
+//! - `ask`: the call is held at its hook while a person answers (the dashboard, `aep-cline
+//!   approve`/`deny`, a notification's link), until shortly before Cline's own deadline for the
+//!   hook (120 s in 3.0.65, 30 s in 2.18), when the rule's `on_timeout` (default deny) answers;
+//!   a deny then is the rule's, soft where Cline has one. Where Cline's hub asks a person
+//!   itself and the tap answers it, the hook is not asked ([`super::Guard::judge`]);
 //! - no rule: nothing, and no audit.
 
 use crate::budget::account::Crossing;
-use crate::lane::{Denial, Verdict};
+use crate::lane::asks::OnTimeout;
+use crate::lane::{AskPlan, Denial, Verdict};
 use crate::policy::rules::Stop;
 use crate::policy::{Answer, PolicyFile};
 use cline_hooks::HookPayload;
 use serde_json::{json, Map, Value};
+use std::time::Duration;
 
 /// The audit member that says why the rule matched. It quotes the command and its paths, so
 /// the lane keeps it only on an Event whose capture allows content.
@@ -147,15 +153,63 @@ pub fn decide(step: &Step, policy: Option<&PolicyFile>, place: &Place, over: Opt
         }
         Answer::Approve => Some(verdict),
         Answer::Ask => {
+            let Step::Tool { legacy, .. } = step else {
+                return Some(verdict);
+            };
+            // Held at the hook while a person answers: at most until shortly before Cline's own
+            // deadline for the hook, when the rule's `on_timeout` (default deny) answers.
+            let (deadline, margin) = match legacy {
+                true => (CLINE_2X_HOOK_DEADLINE, Duration::from_secs(5)),
+                false => (CLINE_3X_HOOK_DEADLINE, Duration::from_secs(15)),
+            };
+            let cap = deadline - margin;
+            let timeout = file.timeout_for(&decision);
+            let after = timeout.map_or(cap, |t| t.after.min(cap));
+            let on_timeout = match timeout.map(|t| t.answer) {
+                Some(Answer::Approve) => OnTimeout::Approve,
+                _ => OnTimeout::Deny,
+            };
+            let soft = rule.stop == Stop::Tool && step.soft_deniable();
+            let reason = rule.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+            let words = format!(
+                "aep-cline: policy rule {:?} (line {}) asks a person before this {tool} call, and it was not allowed \
+                 (denied, or nobody answered within {} s){reason}",
+                rule.name,
+                rule.line,
+                after.as_secs()
+            );
+            let deny = match soft {
+                true => soft_control(&format!(
+                    "{words}. The call did nothing. Do not try to get the same effect another way; if it is \
+                     needed, stop and ask the user."
+                )),
+                false => control_for(&words),
+            };
             let mut verdict = verdict;
             verdict.audit.insert(
                 "cline.policy_note".into(),
-                json!("left to Cline's own approval: no hook answer makes Cline ask where it auto-approves"),
+                json!("held at the hook while a person answers"),
             );
+            verdict.ask = Some(AskPlan {
+                rule: rule.name.clone(),
+                deny,
+                deny_ends_run: !soft,
+                after,
+                on_timeout,
+                tool: tool.clone(),
+                input: input.clone(),
+                legacy: *legacy,
+            });
             Some(verdict)
         }
     }
 }
+
+/// How long Cline 3.0.65 waits on a `tool_call` hook before it kills it and runs the tool
+/// (docs/cline-vendor-facts.md).
+pub const CLINE_3X_HOOK_DEADLINE: Duration = Duration::from_secs(120);
+/// How long Cline 2.18 waits on a `PreToolUse` hook before it ends it and runs the tool.
+pub const CLINE_2X_HOOK_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A budget reached: the step is stopped (the tool alone, or the run), its request resolved
 /// by a denial naming the budget.
@@ -335,7 +389,15 @@ answer = "ask"
         let v = decide(&tool("editor", json!({"path": "a.rs"})), Some(&p), &HERE, None).unwrap();
         assert!(v.control.is_none());
         assert_eq!(v.audit["cline.policy_answer"], "ask");
-        assert!(v.audit["cline.policy_note"].as_str().unwrap().contains("auto-approves"));
+        let ask = v.ask.unwrap();
+        assert_eq!(ask.rule, "edits");
+        assert_eq!(
+            ask.after,
+            CLINE_3X_HOOK_DEADLINE - Duration::from_secs(15),
+            "no timeout: up to Cline's deadline"
+        );
+        assert_eq!(ask.on_timeout, OnTimeout::Deny);
+        assert_eq!(ask.deny["overrideInput"], Value::Null, "a deny of the editor is soft");
         assert_eq!(decide(&tool("read_files", json!({})), Some(&p), &HERE, None), None);
         assert_eq!(
             decide(&tool("run_commands", json!({"commands": ["rm x"]})), None, &HERE, None),

@@ -11,6 +11,7 @@
 //! - [`run_usage`]: a run's tokens and cost, read from Cline's own store for the mapping.
 //! - [`local`]: what only the owner sees, from memory: what an approval asks, a session's title.
 
+pub mod asks;
 pub mod bus;
 pub mod client;
 pub mod journal;
@@ -26,4 +27,4 @@ pub mod verdict;
 pub use bus::{Bus, Note, Published};
 pub use journal::Journal;
 pub use sessions::{IngestError, Ingested, Lane, Lifetime, Sessions, DELIVERY_EXTENSION};
-pub use verdict::{Denial, Judge, Judging, Verdict};
+pub use verdict::{AskPlan, Denial, Judge, Judging, Verdict};

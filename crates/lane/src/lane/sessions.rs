@@ -86,10 +86,24 @@ pub enum Ingested {
         session: String,
         events: Vec<Arc<Published>>,
         control: Option<Value>,
+        /// The call is held while a person answers this `attention.requested` (its Event id):
+        /// the hook waits on it ([`crate::lane::asks`]).
+        asks: Option<String>,
     },
-    /// The delivery was seen before; nothing was recorded again. `control`: the answer the
-    /// first copy got.
-    Duplicate { session: String, control: Option<Value> },
+    /// The delivery was seen before; nothing was recorded again. `control` and `asks`: the
+    /// answer the first copy got.
+    Duplicate {
+        session: String,
+        control: Option<Value>,
+        asks: Option<String>,
+    },
+}
+
+/// What a guard answered a delivery, for its copies.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Said {
+    pub control: Option<Value>,
+    pub asks: Option<String>,
 }
 
 struct SessionState {
@@ -98,7 +112,7 @@ struct SessionState {
     /// Recent hook deliveries, so a redelivered hook is recorded once.
     deliveries: BoundedSet<String>,
     /// What a guard answered recent deliveries ([`crate::lane::Verdict::control`]).
-    verdicts: BoundedMap<String, Value>,
+    verdicts: BoundedMap<String, Said>,
     approvals: Approvals,
     /// Acks a hook's effect wrote ahead of the hub's reply, by command id, until the intake
     /// records them ([`cline_hub::answers_before_effects`]).
@@ -187,6 +201,8 @@ pub struct Sessions {
     local: Local,
     /// What `/metrics` counts of the hooks and the Events appended.
     metrics: Arc<crate::metrics::Recorder>,
+    /// Tool calls held at their hook while a person answers.
+    asks: crate::lane::asks::Asks,
 }
 
 /// `None` until loaded from the log, and again after a failed write (the next use reloads).
@@ -210,6 +226,21 @@ impl Sessions {
             db_unread: Mutex::new(std::collections::HashMap::new()),
             local: Local::new(true),
             metrics: Arc::default(),
+            asks: crate::lane::asks::Asks::new(),
+        }
+    }
+
+    /// The tool calls held at their hook while a person answers.
+    pub fn asks(&self) -> &crate::lane::asks::Asks {
+        &self.asks
+    }
+
+    /// The redactor and capture ceilings, as the requests of held calls are mapped with.
+    pub fn attention(&self, control: bool) -> cline_hub::AttentionContext<'_> {
+        cline_hub::AttentionContext {
+            capture: &self.capture,
+            redactor: &self.redactor,
+            control,
         }
     }
 

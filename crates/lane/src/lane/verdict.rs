@@ -28,6 +28,26 @@ pub struct Verdict {
     pub denied: Option<Denial>,
     /// Events the guard adds to the hook's write, after its first (a budget's notices).
     pub planned: Vec<Planned>,
+    /// The call is held at its hook while a person answers (an `ask` rule where Cline asks
+    /// nobody): the lane plans the `attention.requested` and holds the call
+    /// ([`crate::lane::asks`]).
+    pub ask: Option<AskPlan>,
+}
+
+/// What a guard's `ask` holds a call for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskPlan {
+    pub rule: String,
+    /// What Cline is told on a deny (soft where Cline has one, else a cancel).
+    pub deny: Value,
+    pub deny_ends_run: bool,
+    /// How long a person has (the rule's timeout, within Cline's deadline for the hook).
+    pub after: std::time::Duration,
+    pub on_timeout: crate::lane::asks::OnTimeout,
+    /// The call's tool (3.x name) and input, for the request's prompt.
+    pub tool: String,
+    pub input: Value,
+    pub legacy: bool,
 }
 
 /// A tool call a guard blocked.

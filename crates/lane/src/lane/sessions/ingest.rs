@@ -99,9 +99,11 @@ impl Sessions {
         self.with(&session, |state| {
             if let Some(d) = delivery {
                 if state.deliveries.contains(d) {
+                    let said = state.verdicts.get(d).cloned();
                     return Ok(Ingested::Duplicate {
                         session: session.clone(),
-                        control: state.verdicts.get(d).cloned(),
+                        control: said.as_ref().and_then(|s| s.control.clone()),
+                        asks: said.and_then(|s| s.asks),
                     });
                 }
             }
@@ -134,6 +136,10 @@ impl Sessions {
             if let Some(verdict) = &verdict {
                 apply(verdict, &payload, &mut state.tracker, &ctx, &mut planned);
             }
+            let held = match verdict.as_ref().and_then(|v| v.ask.as_ref()) {
+                Some(plan) => self.hold(plan, &payload, &session, state, &mut planned),
+                None => None,
+            };
             let acks = self.answers_before_effects(&mut planned, state);
             self.dismiss_before_end(&mut planned, state);
             let events = self.commit(&session, state, &planned, delivery, &time)?;
@@ -143,10 +149,19 @@ impl Sessions {
                 }
             }
             let control = verdict.and_then(|v| v.control);
+            let asks = held.map(|ask| {
+                let request = ask.request.clone();
+                self.asks.open(ask);
+                request
+            });
             if let Some(d) = delivery {
                 state.deliveries.insert(d.to_string());
-                if let Some(control) = &control {
-                    state.verdicts.insert(d.to_string(), control.clone());
+                if control.is_some() || asks.is_some() {
+                    let said = super::Said {
+                        control: control.clone(),
+                        asks: asks.clone(),
+                    };
+                    state.verdicts.insert(d.to_string(), said);
                 }
             }
             if state.last_hook.as_deref().is_none_or(|last| *last < *time) {
@@ -167,8 +182,82 @@ impl Sessions {
                 session: session.clone(),
                 events,
                 control,
+                asks,
             })
         })
+    }
+
+    /// Holds a tool call at its hook while a person answers: its `attention.requested`
+    /// (caused by the call's `tool.requested`, named by the rule, expiring when the policy
+    /// answers) planned after the call, and the held call for [`crate::lane::asks`].
+    fn hold(
+        &self,
+        plan: &crate::lane::AskPlan,
+        payload: &HookPayload,
+        session: &str,
+        state: &mut SessionState,
+        planned: &mut Vec<Planned>,
+    ) -> Option<crate::lane::asks::Ask> {
+        let requested = planned
+            .iter()
+            .find(|p| p.event.ty == aep_core::types::TOOL_REQUESTED)?
+            .clone();
+        let call = payload.tool_call.clone().unwrap_or_default();
+        let approval = cline_hub::frame::ApprovalRequested {
+            approval_id: format!("{}{}", cline_hub::approvals::HOOK, requested.id),
+            session_id: session.to_string(),
+            agent_id: Some(payload.agent().to_string()),
+            conversation_id: None,
+            iteration: payload.iteration,
+            tool_call_id: call.id.clone(),
+            tool_name: Some(plan.tool.clone()),
+            input_json: Some(plan.input.to_string()),
+        };
+        let now = super::now_ms();
+        let mut request = state.approvals.request(
+            &approval,
+            Some(now),
+            requested.run.clone(),
+            Some(requested.id.clone()),
+            &self.attention(true),
+            &mut aep_core::id::new_id,
+        )?;
+        let (answer, after_s) = (
+            match plan.on_timeout {
+                crate::lane::asks::OnTimeout::Approve => "approve",
+                crate::lane::asks::OnTimeout::Deny => "deny",
+            },
+            plan.after.as_secs(),
+        );
+        let expires = aep_core::time::seconds(jiff::Timestamp::now() + jiff::SignedDuration::from_secs(after_s as i64));
+        if self.local().is_on() {
+            // What it asks, for the owner's local view (never an Event), as a hub approval's.
+            self.local().hold(
+                &request.id,
+                &approval.approval_id,
+                cline_hub::Detail::requested(&approval, &self.redactor),
+            );
+        }
+        cline_hub::attention::by_policy(&mut request.event, &plan.rule, Some("ask"));
+        cline_hub::attention::expires(&mut request.event, &expires, after_s, answer, &plan.rule);
+        let ask = crate::lane::asks::Ask {
+            session: session.to_string(),
+            request: request.id.clone(),
+            approval_id: approval.approval_id.clone(),
+            rule: plan.rule.clone(),
+            agent: payload.agent().to_string(),
+            tool: plan.tool.clone(),
+            call_id: call.id,
+            run: requested.run.clone(),
+            deny: plan.deny.clone(),
+            deny_ends_run: plan.deny_ends_run,
+            input: plan.input.to_string(),
+            after: plan.after,
+            on_timeout: plan.on_timeout,
+            legacy: plan.legacy,
+        };
+        planned.push(request);
+        Some(ask)
     }
 
     /// What resolved an approval goes before the tool result that proves it: our answer in
