@@ -3,6 +3,7 @@
 //! One test binary gathers these modules (a binary per file linked the whole crate again each
 //! time); run one module with `cargo test -p <crate> --test e2e <module>::`.
 
+mod e2e_ask;
 mod e2e_client_gone;
 mod e2e_cline2;
 mod e2e_cline_smoke;

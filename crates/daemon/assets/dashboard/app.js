@@ -131,7 +131,7 @@ function renderApprovals() {
   const list = $('approval-list');
   const items = state.approvals.map((p) => {
     const live = state.sessions.get(p.session)?.state !== 'ended';
-    const key = `${state.control}/${p.answerable}/${live}/${JSON.stringify(p.detail || null)}`;
+    const key = `${state.control}/${p.held}/${p.answerable}/${live}/${JSON.stringify(p.detail || null)}`;
     const cached = approvalCache.get(p.id);
     if (cached && cached.key === key) {
       cached.li.querySelector('.waited').textContent = ` · waiting ${ago(p.time).replace(' ago', '')} · id `;
@@ -152,7 +152,8 @@ function renderApprovals() {
 }
 
 function approvalItem(p, live) {
-  const canAnswer = state.control && p.answerable && live;
+  // A call the daemon holds at its hook (an ask rule) is answered here, control on or off.
+  const canAnswer = (state.control || p.held) && p.answerable && live;
   const item = el('li', { 'data-request': p.id },
     el('div', {}, el('span', { class: 'what' }, `${p.tool || p.kind} `), 'asks in ',
       el('a', { href: `#/s/${encodeURIComponent(p.session)}`, class: 'mono' }, p.session),
@@ -170,7 +171,7 @@ function approvalItem(p, live) {
       el('form', { class: 'row', onsubmit: (ev) => { ev.preventDefault(); if (text.value.trim()) act(ev.submitter, `Answer ${p.short}`, { action: 'answer', session: p.session, request: p.id, text: text.value }); } },
         text, el('button', { type: 'submit' }, 'Send answer'))));
   } else {
-    item.append(el('div', { class: 'muted' }, state.control ? 'Answer it in Cline.' : 'Answer it in Cline (control is off here).'));
+    item.append(el('div', { class: 'muted' }, state.control || p.held ? 'Answer it in Cline.' : 'Answer it in Cline (control is off here).'));
   }
   return item;
 }

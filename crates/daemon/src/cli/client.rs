@@ -201,6 +201,7 @@ mod tests {
             pid: 1,
             version: "0".into(),
             socket: Some(path.clone()),
+            guards: false,
         };
         let gone = discovery.connect(Duration::from_secs(1)).unwrap_err();
         assert!(matches!(Failure::from(gone), Failure::Refused));

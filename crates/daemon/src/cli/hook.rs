@@ -219,6 +219,12 @@ fn deliver(state_dir: &Path, firing: &Spooled, deadline: Instant) -> Delivered {
     let Some(daemon) = Discovery::read(state_dir) else {
         return Delivered::Retry("no daemon is running (no discovery file)".to_string());
     };
+    // A tool call a guard decides: its decision comes before speed (a loaded machine must not
+    // let a denied call run because the answer took 201 ms).
+    let deadline = match daemon.guards && waits_on(firing.body.as_bytes()) {
+        true => deadline.max(started + crate::state::discovery::GUARDED_WAIT),
+        false => deadline,
+    };
     // Over the daemon's socket only, once its listener is known to run as this user: whatever
     // holds the TCP port after the daemon died gets nothing, not even the token.
     let stream = match remaining(deadline).and_then(|within| daemon.connect(within)) {

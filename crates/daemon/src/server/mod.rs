@@ -77,7 +77,8 @@ async fn serve(args: DaemonArgs) -> anyhow::Result<()> {
     let listeners = Listeners::bind(&plan, [&mut lock, &mut log_lock]).await?;
 
     // 4. The discovery file: from now on shims find this daemon.
-    let me = announce(&plan.config, &listeners)?;
+    let guards = plan.policy.is_some() || !core.budget.budgets().is_empty();
+    let me = announce(&plan.config, &listeners, guards)?;
 
     // 5. Serve, with the background work supervised.
     start::upkeep(&core, &plan.config, &spool, lost, args.logs.log_retain);
@@ -205,7 +206,7 @@ impl Listeners {
 }
 
 /// Writes the discovery file: from now on shims find this daemon.
-fn announce(config: &Config, listeners: &Listeners) -> anyhow::Result<Discovery> {
+fn announce(config: &Config, listeners: &Listeners, guards: bool) -> anyhow::Result<Discovery> {
     let token = discovery::token(&config.state_dir)
         .with_context(|| format!("cannot keep the token in {}", config.state_dir.display()))?;
     let me = Discovery {
@@ -214,6 +215,7 @@ fn announce(config: &Config, listeners: &Listeners) -> anyhow::Result<Discovery>
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         socket: Some(listeners.socket.path.clone()),
+        guards,
     };
     me.write(&config.state_dir)
         .with_context(|| format!("cannot write the discovery file in {}", config.state_dir.display()))?;

@@ -225,7 +225,8 @@ impl Notifier {
         format!("{}/notify/{}", self.base, self.signer.sign(link, Now::read()))
     }
 
-    /// An approval started waiting (called by the hub tap, off the async workers): its
+    /// An approval started waiting (called by the hub tap or the hook door, off the async
+    /// workers): its
     /// message is queued for every target; nothing waits for the delivery.
     pub fn approval(&self, waiting: Waiting) {
         if !self.settings.on.approval {
@@ -238,7 +239,9 @@ impl Notifier {
         );
         let expires = now_s() + self.settings.link_lifetime.as_secs();
         self.remember(&waiting, &summary, expires);
-        let (approve, deny) = match self.answers() {
+        // A call held at its hook is answered here whatever the control gate says.
+        let answerable = self.answers() || self.sessions.asks().get(&waiting.request).is_some();
+        let (approve, deny) = match answerable {
             true => {
                 let url = |answer| {
                     self.link_url(&Link {

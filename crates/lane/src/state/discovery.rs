@@ -28,7 +28,17 @@ pub struct Discovery {
     /// daemon older than the socket (the shim then spools; the commands say to restart it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<PathBuf>,
+    /// A policy or budgets decide the tool calls Cline waits on: a shim gives the daemon up to
+    /// [`GUARDED_WAIT`] to answer one (a decision comes before speed), where it gives any other
+    /// hook its 200 ms.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub guards: bool,
 }
+
+/// How long a shim waits for the daemon's answer to a tool call a guard decides, before it
+/// follows `AEP_CLINE_ENFORCE` (and spools the firing): long enough for a loaded machine, far
+/// within Cline's own deadline for the hook.
+pub const GUARDED_WAIT: Duration = Duration::from_secs(3);
 
 pub fn path(state_dir: &Path) -> PathBuf {
     state_dir.join(FILE_NAME)
@@ -175,6 +185,7 @@ mod tests {
             pid: 1,
             version: "0".into(),
             socket: None,
+            guards: false,
         };
         assert_eq!(old.host(), "127.0.0.1:9");
         let e = old.connect(Duration::from_secs(1)).unwrap_err();

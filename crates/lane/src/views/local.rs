@@ -23,6 +23,10 @@ pub fn pending(list: &[Pending], sessions: &Sessions) -> Vec<Value> {
             if let Some(detail) = sessions.local().asks(&p.id) {
                 v["detail"] = json!(detail);
             }
+            // A call held at its hook: answered here whatever the control gate says.
+            if sessions.asks().get(&p.id).is_some() {
+                v["held"] = json!(true);
+            }
             v
         })
         .collect()
