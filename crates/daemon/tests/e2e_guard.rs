@@ -363,3 +363,112 @@ fn installed_closed_with_the_binary_gone_the_tool_does_not_run() {
     let spooled = std::fs::read_dir(aep.state_dir.join("spool")).unwrap().count();
     assert!(spooled > 0, "the hooks were not spooled");
 }
+
+/// #46: each of Cline 3.0.65's own tools, denied, does nothing (its input taken away, its check
+/// fails before it acts), the run goes on to its end, and the model is told which rule refused.
+#[test]
+fn each_of_clines_own_tools_denied_does_nothing_and_the_run_goes_on() {
+    use std::io::{Read, Write};
+    // A web server that counts what reaches it: fetch_web_content must not.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    {
+        let hits = hits.clone();
+        std::thread::spawn(move || {
+            for stream in server.incoming().flatten() {
+                hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut stream = stream;
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            }
+        });
+    }
+    let policy = "[[rule]]\nname = \"no-tools\"\ntool = \"{editor,read_files,fetch_web_content,spawn_agent,search_codebase}\"\nanswer = \"deny\"\nreason = \"not this tool\"\n";
+    let cases: Vec<(&str, Value, bool)> = vec![
+        (
+            "editor",
+            serde_json::json!({"path": "made.txt", "new_text": "made"}),
+            false,
+        ),
+        (
+            "read_files",
+            serde_json::json!({"files": [{"path": "secret.txt"}]}),
+            false,
+        ),
+        (
+            "fetch_web_content",
+            serde_json::json!({"requests": [{"url": format!("http://127.0.0.1:{port}/page"), "prompt": "read it"}]}),
+            false,
+        ),
+        (
+            "search_codebase",
+            serde_json::json!({"queries": ["NEEDLE-IN-THE-WORKSPACE"]}),
+            false,
+        ),
+        (
+            "spawn_agent",
+            serde_json::json!({"systemPrompt": support::fake_model::SUBAGENT_PROMPT, "task": "say hi"}),
+            true,
+        ),
+    ];
+    for (tool, arguments, spawn) in cases {
+        let script = Script {
+            tool: tool.to_string(),
+            arguments,
+            spawn,
+            ..Script::default()
+        };
+        let rig = Rig::with_policy(script, &[], policy);
+        let ws = rig.cline.workspace();
+        std::fs::write(ws.join("secret.txt"), "THE-SECRET-CONTENT").unwrap();
+        std::fs::write(ws.join("haystack.txt"), "NEEDLE-IN-THE-WORKSPACE here").unwrap();
+        let run = rig.cline.run("please use the tool");
+        assert_eq!(run.run_result()["finishReason"], "completed", "{tool}: {}", run.stderr);
+        let later: String = rig
+            .model
+            .chat_requests()
+            .iter()
+            .skip(1)
+            .map(|r| r.to_string())
+            .collect();
+        assert!(
+            later.contains("\\\"no-tools\\\""),
+            "{tool}: the model was not told the rule: {later}"
+        );
+        match tool {
+            "editor" => assert!(!ws.join("made.txt").exists(), "the denied editor made the file"),
+            "read_files" => assert!(
+                !later.contains("THE-SECRET-CONTENT"),
+                "the denied read reached the model"
+            ),
+            "fetch_web_content" => assert_eq!(
+                hits.load(std::sync::atomic::Ordering::SeqCst),
+                0,
+                "the denied fetch reached the server"
+            ),
+            "search_codebase" => assert!(
+                !later.contains("haystack.txt"),
+                "the denied search found the file: {later}"
+            ),
+            "spawn_agent" => {
+                let subagent = rig.model.chat_requests().iter().any(|r| {
+                    r["messages"][0]
+                        .to_string()
+                        .contains(support::fake_model::SUBAGENT_PROMPT)
+                });
+                assert!(!subagent, "the denied spawn started a subagent");
+            }
+            _ => unreachable!(),
+        }
+        let log = rig.log();
+        let denied = log
+            .iter()
+            .find(|e| e["type"] == "tool.denied")
+            .unwrap_or_else(|| panic!("{tool}: {:?}", types(&log)));
+        assert_eq!(denied["data"]["rule"], "no-tools");
+        assert!(types(&log).contains(&"run.finished"), "{tool}: {:?}", types(&log));
+        support::daemon::assert_valid_stream(&log);
+    }
+}
