@@ -338,7 +338,8 @@ impl SessionTracker {
                 event.ty = RUN_CANCELLED.to_string();
                 event.severity = None;
                 if let Some(data) = event.data.as_mut() {
-                    data.retain(|k, _| k == "duration_ms");
+                    // What the run spent stays (#46: a stopped run's tokens are counted).
+                    data.retain(|k, _| k == "duration_ms" || k == "cost" || k.starts_with("gen_ai.usage."));
                     data.insert("by".to_string(), json!(stopping.by));
                     data.extend(stopping.data);
                 }

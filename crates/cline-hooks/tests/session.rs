@@ -298,19 +298,19 @@ fn a_cancel_noted_with_data_carries_it_on_the_terminal_of_either_lane() {
     let mut h = Harness::new();
     let base = |hook: &str| json!({"hookName": hook, "taskId": "t7", "agent_id": "a", "parent_agent_id": null, "iteration": 1});
     let run = h.feed(base("agent_start"))[1]["run"].as_str().unwrap().to_string();
-    assert!(h.tracker.note_cancel_with(&run, "B1", budget()));
+    assert!(h.tracker.note_stop(&run, "B1", budget()));
     let planned = h
         .tracker
         .close_cancelled(&cancelled_by_control(), &mut || "HUB2".into());
     let closed = h.commit("t7", planned);
-    assert_eq!(closed[0]["data"]["by"], "control");
+    assert_eq!(closed[0]["data"]["by"], "policy", "a budget is the operator's rule");
     assert_eq!(closed[0]["data"]["budget"]["name"], "run");
     assert_eq!(closed[0]["cause"], "B1");
     // The hook lane first.
     let run = h.feed(base("agent_start"))[0]["run"].as_str().unwrap().to_string();
-    assert!(h.tracker.note_cancel_with(&run, "B2", budget()));
+    assert!(h.tracker.note_stop(&run, "B2", budget()));
     let abort = h.feed(base("agent_abort"));
-    assert_eq!(abort[0]["data"]["by"], "control");
+    assert_eq!(abort[0]["data"]["by"], "policy");
     assert_eq!(abort[0]["data"]["budget"]["cost"], 1.2);
     assert_eq!(abort[0]["cause"], "B2");
     h.assert_valid_stream();

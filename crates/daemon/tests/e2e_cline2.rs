@@ -10,7 +10,7 @@
 
 use crate::support;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::daemon::{assert_valid_stream, of, project, types, BIN};
@@ -485,6 +485,28 @@ fn real_cline_2_18_a_deny_rule_stops_rm_rf_in_auto_approve_mode() {
     assert_eq!(denied.len(), 1, "{:?}", types(log));
     assert_eq!(denied[0]["data"]["rule"], "no-rm");
     assert!(of(log, "tool.completed").is_empty(), "{:?}", types(log));
+    let ended = log
+        .iter()
+        .find(|e| {
+            matches!(
+                e["type"].as_str(),
+                Some("run.cancelled" | "run.failed" | "run.finished")
+            )
+        })
+        .unwrap_or_else(|| panic!("the run never ended: {:?}", types(log)));
+    // A guard stopped it (not a user, not a shutdown), caused by the denial, with what the run
+    // used so far read from 2.18's task folder (#46: it once showed tokens `-`).
+    assert_eq!(ended["type"], "run.cancelled", "{ended}");
+    assert_eq!(
+        (&ended["data"]["by"], &ended["data"]["rule"]),
+        (&json!("policy"), &json!("no-rm")),
+        "{ended}"
+    );
+    assert_eq!(ended["cause"], denied[0]["id"], "{ended}");
+    assert!(
+        ended["data"]["gen_ai.usage.output_tokens"].as_u64() > Some(0),
+        "no tokens: {ended}"
+    );
     // What the person running it reads: the rule and its reason, in 2.18's own output.
     let output = std::fs::read_to_string(sandbox.path().join("1.stdout.jsonl")).unwrap_or_default();
     assert!(

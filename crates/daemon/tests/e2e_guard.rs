@@ -124,7 +124,33 @@ fn a_deny_rule_fails_rm_rf_and_the_run_goes_on_in_clines_default_auto_approve_mo
     assert_eq!(denied["cause"], requested["id"], "tool.denied resolves its request");
     assert!(!t.contains(&"tool.completed") && !t.contains(&"tool.failed"), "{t:?}");
     assert!(t.contains(&"run.finished"), "the run ends as it did: finished, {t:?}");
+    assert_eq!(denied["data"]["cline.policy_reason"], "deleting files needs a person");
+    assert!(denied["data"]["cline.policy_line"].as_u64().is_some(), "{denied}");
     support::daemon::assert_valid_stream(&log);
+    // Every view says which rule refused the call, and why; none says a shutdown ended it.
+    let session = log[0]["session"].as_str().unwrap();
+    let text = |args: &[&str]| {
+        let out = rig.aep.run(args, &[]);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let list = text(&["sessions"]);
+    assert!(
+        list.contains("denied by no-rm"),
+        "the sessions list has no marker:\n{list}"
+    );
+    let shown = text(&["show", session]);
+    for said in ["no-rm", "deleting files needs a person", "denied"] {
+        assert!(shown.contains(said), "`show` does not say {said:?}:\n{shown}");
+    }
+    assert!(!shown.contains("shutdown"), "`show` says a shutdown ended it:\n{shown}");
+    let json: Value = serde_json::from_str(&text(&["show", session, "--json"])).unwrap();
+    assert_eq!(json["summary"]["denied"], 1, "{}", json["summary"]);
+    assert_eq!(json["summary"]["denied_by"], "no-rm");
 }
 
 /// #46: `stop = "run"` ends the run as before, and the log says a guard ended it:

@@ -578,7 +578,7 @@ async fn a_run_past_its_budget_is_cancelled_through_the_hub_after_the_notice_at_
     let run2 = &of(&log, "run.started")[1]["run"];
     assert_eq!(&cancelled[0]["run"], run2);
     let budget = &cancelled[0]["data"]["budget"];
-    assert_eq!(cancelled[0]["data"]["by"], "control");
+    assert_eq!(cancelled[0]["data"]["by"], "policy", "a budget is the operator's rule");
     assert_eq!((&budget["name"], &budget["limit"]), (&json!("session"), &json!(1.0)));
     assert!((budget["cost"].as_f64().unwrap() - 1.35).abs() < 1e-9, "{budget}");
     let reached = budget_notices(&log, "session", 1.0);

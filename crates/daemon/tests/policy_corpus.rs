@@ -57,17 +57,23 @@ fn every_case_of_the_corpus_gets_its_answer_through_the_live_hook() {
     let cases = corpus();
     assert!(cases.len() >= 70, "{}", cases.len());
     let mut printed = HashMap::new();
+    // The call id each case was answered live under.
+    let mut live = Vec::new();
     for (n, case) in cases.iter().enumerate() {
-        let call = format!("call_corpus_{n}");
-        let body = payload(case, &call);
-        // On a loaded machine the shim may give up on the daemon and spool the firing; its
-        // copy fired again is the same delivery, answered as the first was.
-        let out = (0..20)
-            .map(|_| sb.hook(&body))
-            .find(|out| !String::from_utf8_lossy(&out.stderr).contains("spooled"))
+        // On a loaded machine the shim may give up on the daemon and spool the firing (Cline
+        // would then run the tool: fail-open); the case is then fired again as a new call (a
+        // copy of the same firing would be answered as the spooled one was: undecided).
+        let (call, out) = (0..20)
+            .map(|attempt| {
+                let call = format!("call_corpus_{n}_{attempt}");
+                let out = sb.hook(&payload(case, &call));
+                (call, out)
+            })
+            .find(|(_, out)| !String::from_utf8_lossy(&out.stderr).contains("spooled"))
             .expect("the daemon answered the hook within 20 firings");
         assert!(out.status.success());
-        printed.insert(call, String::from_utf8(out.stdout).unwrap());
+        printed.insert(call.clone(), String::from_utf8(out.stdout).unwrap());
+        live.push(call);
     }
     // What the log audits of each call: its rule and answer on its tool.requested.
     let mut audited: HashMap<String, (Option<String>, Option<String>)> = HashMap::new();
@@ -85,10 +91,9 @@ fn every_case_of_the_corpus_gets_its_answer_through_the_live_hook() {
         }
     }
     let mut wrong = Vec::new();
-    for (n, case) in cases.iter().enumerate() {
-        let call = format!("call_corpus_{n}");
-        let stdout = &printed[&call];
-        let (rule, answer) = audited.get(&call).cloned().unwrap_or_default();
+    for (case, call) in cases.iter().zip(&live) {
+        let stdout = &printed[call];
+        let (rule, answer) = audited.get(call).cloned().unwrap_or_default();
         let answer = answer.unwrap_or_else(|| "ask".into());
         let told = !stdout.trim().is_empty();
         // What Cline is told: the soft deny's context for the model, or the cancel's words.

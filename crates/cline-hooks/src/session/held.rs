@@ -8,6 +8,7 @@
 use super::{Planned, SessionTracker};
 use crate::mapping::Mapped;
 use crate::payload::HookPayload;
+use crate::usage::Usage;
 use aep_core::types::RUN_FAILED;
 use serde_json::{json, Value};
 
@@ -17,6 +18,9 @@ pub(super) struct HeldCancel {
     agent: String,
     event: Mapped,
     at: Option<i64>,
+    /// What the run had used when the cancel came (read for the `TaskCancel` hook): its
+    /// terminal carries it when the cancel is applied.
+    usage: Option<Usage>,
 }
 
 /// What a 2.x `Notification {source: "api_req_failed"}` said of the failure: its `message` is the
@@ -97,7 +101,7 @@ impl SessionTracker {
             return Vec::new();
         };
         let event = self.cancel_or_failure(held.event);
-        self.close_run(&held.agent, event, held.at, None, new_id)
+        self.close_run(&held.agent, event, held.at, held.usage.as_ref(), new_id)
             .into_iter()
             .collect()
     }
@@ -130,7 +134,7 @@ impl SessionTracker {
             }
             _ => {
                 let event = self.cancel_or_failure(held.event);
-                self.close_run(&held.agent, event, held.at, None, new_id)
+                self.close_run(&held.agent, event, held.at, held.usage.as_ref(), new_id)
             }
         }
     }
@@ -145,13 +149,20 @@ impl SessionTracker {
         }
     }
 
-    /// Holds `agent`'s 2.x `TaskCancel` (its mapped terminal `event`, hook time `at`), unless its
-    /// run is closed already (the completion came first) or a cancel is held already.
-    pub(super) fn hold_cancel(&mut self, agent: String, event: Option<Mapped>, at: Option<i64>) {
+    /// Holds `agent`'s 2.x `TaskCancel` (its mapped terminal `event`, hook time `at`, the run's
+    /// `usage` then), unless its run is closed already (the completion came first) or a cancel
+    /// is held already.
+    pub(super) fn hold_cancel(&mut self, agent: String, event: Option<Mapped>, at: Option<i64>, usage: Option<&Usage>) {
         let closed = !self.runs.contains_key(&agent) && self.closed.contains(&agent);
         if !closed && self.held.is_none() {
             if let Some(event) = event {
-                self.held = Some(HeldCancel { agent, event, at });
+                let usage = usage.cloned();
+                self.held = Some(HeldCancel {
+                    agent,
+                    event,
+                    at,
+                    usage,
+                });
             }
         }
     }

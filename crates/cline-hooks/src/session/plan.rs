@@ -86,7 +86,8 @@ impl SessionTracker {
         self.note_notification(payload);
         let mut mapped = map_hook(payload, ctx);
         if legacy == Some("TaskCancel") {
-            self.hold_cancel(agent, mapped.pop(), at);
+            let run_usage = usage.runs.get(&agent);
+            self.hold_cancel(agent, mapped.pop(), at, run_usage);
             return out;
         }
         if mapped.iter().any(|m| m.link == Link::OpenRun) {

@@ -98,7 +98,9 @@ export function cost(s) {
 }
 
 export function stateLabel(s) {
-  return s.state === 'waiting' ? `waiting (${s.pending.length})` : s.state;
+  const state = s.state === 'waiting' ? `waiting (${s.pending.length})` : s.state;
+  // The guardrail that acted, where people look first.
+  return s.denied_by ? `${state}, denied by ${s.denied_by}` : state;
 }
 
 /** One value of an entry's detail, as text. */
@@ -116,7 +118,7 @@ export function contentText(v) {
   return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
 }
 
-const DETAIL_SHOWN = ['by', 'reason', 'error_type', 'option', 'via', 'waited_ms', 'short', 'delivery',
+const DETAIL_SHOWN = ['by', 'rule', 'line', 'budget', 'reason', 'policy_rule', 'error_type', 'option', 'via', 'waited_ms', 'short', 'delivery',
   'resolution', 'trigger', 'gen_ai.usage.input_tokens', 'gen_ai.usage.output_tokens', 'cost', 'kind', 'strategy'];
 
 /** One timeline entry as a list item. */

@@ -165,7 +165,7 @@ function renderSessions(v) {
     rows.append(el("tr", {},
       el("td", {}, s.host),
       el("td", { class: "mono" }, sessionButton(s.host, s.session)),
-      el("td", {}, el("span", { class: `badge state-${s.state}` }, s.state)),
+      el("td", {}, el("span", { class: `badge state-${s.state}` }, s.denied_by ? `${s.state}, denied by ${s.denied_by}` : s.state)),
       el("td", {}, s.workspace ?? "-"),
       el("td", {}, `${ago(s.last)} ago`),
       el("td", { class: "num" }, String(s.runs)),
@@ -197,10 +197,14 @@ async function showTimeline() {
     const t = await get(`/api/timeline?${q}`);
     const s = t.summary;
     $("detail-facts").textContent = [s.state, count(s.runs, "run"), count(s.tool_calls, "tool call"),
-      count(s.failures, "failure"), `model ${s.model ?? "-"}`].join(" · ");
+      count(s.failures, "failure"), count(s.denied ?? 0, "denied"), `model ${s.model ?? "-"}`].join(" · ");
+    // Which guardrail acted, and why: the rule, its line, its reason (the operator's words).
+    const guard = (e) => ["by", "rule", "line", "budget", "reason"]
+      .filter((k) => e.detail && e.detail[k] != null && typeof e.detail[k] !== "object")
+      .map((k) => ` ${k}=${e.detail[k]}`).join("");
     $("timeline").replaceChildren(...t.timeline.map((e) => el("li", { class: `entry kind-${e.kind}` },
       el("time", { datetime: e.time, title: e.time }, clock(e.time)),
-      ` ${e.kind} ${e.name} ${e.status}` + (e.duration_ms != null ? ` (${e.duration_ms} ms)` : ""))));
+      ` ${e.kind} ${e.name} ${e.status}` + (e.duration_ms != null ? ` (${e.duration_ms} ms)` : "") + guard(e))));
     $("earlier").textContent = t.earlier
       ? `${t.earlier} earlier entries not shown (aep-cline fleet show ${session} --host ${host} prints them all)` : "";
   } catch (e) {

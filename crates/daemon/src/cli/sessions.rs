@@ -155,10 +155,14 @@ pub(super) fn push_left_out(text: &mut String, left_out: usize) {
 }
 
 pub(super) fn row(s: &Summary, now: SystemTime) -> Vec<String> {
-    let state = match (s.state, s.pending.len()) {
+    let mut state = match (s.state, s.pending.len()) {
         (State::Waiting, n) => format!("waiting({n})"),
         (other, _) => other.as_str().to_string(),
     };
+    // The guardrail that acted, where people look first.
+    if let Some(rule) = &s.denied_by {
+        state.push_str(&format!(", denied by {rule}"));
+    }
     let tokens = s.total_tokens().map_or("-".to_string(), crate::views::numbers::tokens);
     let cost = s.cost_text();
     vec![

@@ -27,7 +27,7 @@ use crate::backoff::Backoff;
 use crate::control::Intake;
 use crate::lane::{Note, Sessions};
 use crate::views::index::Index;
-use aep_core::types::{ATTENTION_REQUESTED, RUN_FAILED, SESSION_ENDED};
+use aep_core::types::{ATTENTION_REQUESTED, RUN_FAILED, SESSION_ENDED, TOOL_DENIED};
 use deliver::{Deliverer, Failure};
 use link::{Answer, Link, Now, Signer, Spent};
 use parking_lot::Mutex;
@@ -64,6 +64,7 @@ pub enum Kind {
     Budget,
     Failed,
     Ended,
+    Denied,
 }
 
 impl Kind {
@@ -72,6 +73,7 @@ impl Kind {
             Kind::Approval => "approval",
             Kind::Budget => "budget",
             Kind::Failed => "failed",
+            Kind::Denied => "denied",
             Kind::Ended => "ended",
         }
     }
@@ -321,12 +323,23 @@ impl Notifier {
             ATTENTION_REQUESTED if self.settings.on.budget && e["data"]["budget"].is_object() => return self.budget(e),
             RUN_FAILED if self.settings.on.failed => Kind::Failed,
             SESSION_ENDED if self.settings.on.ended => Kind::Ended,
+            TOOL_DENIED if self.settings.on.denied => Kind::Denied,
             _ => return,
         };
         let session = e["session"].as_str().unwrap_or_default();
-        let reason = e["data"]["reason"].as_str();
+        let data = &e["data"];
+        let denial = (kind == Kind::Denied).then(|| {
+            let tool = data["tool"]["name"].as_str().unwrap_or("a tool");
+            let rule = data["rule"].as_str().unwrap_or("a rule");
+            match data["cline.policy_reason"].as_str() {
+                Some(reason) => format!("{tool}, by {rule}: {reason}"),
+                None => format!("{tool}, by {rule}"),
+            }
+        });
+        let reason = denial.as_deref().or(data["reason"].as_str());
         let what = match kind {
             Kind::Failed => "a Cline run failed",
+            Kind::Denied => "a guard refused a tool call",
             _ => "a Cline session ended",
         };
         let text = match reason {
@@ -417,7 +430,7 @@ impl Notifier {
 
     /// Feeds run failures and session ends from the bus (only when asked for).
     pub async fn pump(self: Arc<Self>, mut bus: tokio::sync::broadcast::Receiver<Note>) {
-        if !(self.settings.on.budget || self.settings.on.failed || self.settings.on.ended) {
+        if !(self.settings.on.budget || self.settings.on.failed || self.settings.on.ended || self.settings.on.denied) {
             drop(bus); // nothing to read: no lagging subscriber is kept
             return std::future::pending().await;
         }
@@ -653,6 +666,26 @@ mod tests {
         assert_eq!(
             queue[1].text,
             "On box, session s1 reached 100% of its run budget ($2.10 of $2.00): the run is cancelled"
+        );
+    }
+
+    #[test]
+    fn a_guards_denial_is_sent_with_its_rule_and_reason_when_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let denied = json!({"type": "tool.denied", "session": "s1", "run": "r1", "time": "t",
+            "data": {"tool": {"name": "run_commands"}, "by": "policy", "rule": "no-rm-r",
+                     "cline.policy_reason": "delete files one by one"}});
+        let off = notifier(dir.path(), kinds("approval,failed"));
+        off.news(&denied);
+        assert_eq!(off.status()["targets"][0]["queued"], 0);
+        let on = notifier(dir.path(), kinds("denied"));
+        on.news(&denied);
+        let queue = on.outs[0].queue.lock();
+        assert_eq!(queue.len(), 1);
+        assert_eq!(queue[0].body["kind"], "denied");
+        assert_eq!(
+            queue[0].text,
+            "On box, a guard refused a tool call (run_commands, by no-rm-r: delete files one by one): session s1"
         );
     }
 

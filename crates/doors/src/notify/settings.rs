@@ -15,8 +15,8 @@ pub struct NotifyArgs {
     #[arg(long, env = "AEP_CLINE_NOTIFY", value_name = "TARGET,...", hide_env_values = true)]
     pub notify: Option<String>,
     /// What is notified, comma-separated: approval (an approval starts waiting), budget (a
-    /// budget of AEP_CLINE_BUDGET reached 80% or 100%), failed (a run failed), ended (a session
-    /// ended).
+    /// budget of AEP_CLINE_BUDGET reached 80% or 100%), denied (a guard refused a tool call:
+    /// its rule and reason), failed (a run failed), ended (a session ended).
     #[arg(long, env = "AEP_CLINE_NOTIFY_ON", default_value = "approval,budget", value_name = "KIND,...",
           value_parser = on)]
     pub notify_on: On,
@@ -33,6 +33,7 @@ pub struct On {
     pub budget: bool,
     pub failed: bool,
     pub ended: bool,
+    pub denied: bool,
 }
 
 /// One place a notification goes.
@@ -218,6 +219,7 @@ pub(super) fn on(value: &str) -> Result<On, String> {
         budget: false,
         failed: false,
         ended: false,
+        denied: false,
     };
     for kind in value.split(',').map(str::trim).filter(|k| !k.is_empty()) {
         match kind {
@@ -225,15 +227,16 @@ pub(super) fn on(value: &str) -> Result<On, String> {
             "budget" => on.budget = true,
             "failed" => on.failed = true,
             "ended" => on.ended = true,
+            "denied" => on.denied = true,
             other => {
                 return Err(format!(
-                    "AEP_CLINE_NOTIFY_ON: {other:?} is not a kind; use approval, budget, failed and/or ended, comma-separated"
+                    "AEP_CLINE_NOTIFY_ON: {other:?} is not a kind; use approval, budget, denied, failed and/or ended, comma-separated"
                 ))
             }
         }
     }
-    if !(on.approval || on.budget || on.failed || on.ended) {
-        return Err("AEP_CLINE_NOTIFY_ON names nothing: use approval, budget, failed and/or ended".into());
+    if !(on.approval || on.budget || on.failed || on.ended || on.denied) {
+        return Err("AEP_CLINE_NOTIFY_ON names nothing: use approval, budget, denied, failed and/or ended".into());
     }
     Ok(on)
 }

@@ -11,6 +11,7 @@
 //!   day starts the day's spend, and its notices, over.
 //! - Sums never poison: a cost that is negative, NaN or infinite counts as nothing.
 
+use crate::views::numbers::figure;
 use aep_core::bounded::BoundedMap;
 use globset::{GlobBuilder, GlobMatcher};
 use std::collections::HashMap;
@@ -97,7 +98,7 @@ impl Limits {
     pub fn describe(&self) -> String {
         let set: Vec<String> = Scope::ALL
             .iter()
-            .filter_map(|s| self.get(*s).map(|l| format!("{} {l:.2} {CURRENCY}", s.as_str())))
+            .filter_map(|s| self.get(*s).map(|l| format!("{} {} {CURRENCY}", s.as_str(), figure(l))))
             .collect();
         if set.is_empty() {
             "none".into()

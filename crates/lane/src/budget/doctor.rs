@@ -1,6 +1,7 @@
 //! What `aep-cline doctor` says of the budgets, from their status (`/healthz` `budget`).
 
 use crate::doctor::Report;
+use crate::views::numbers::figure;
 use serde_json::Value;
 
 pub fn doctor(r: &mut Report, budget: &Value) {
@@ -13,7 +14,7 @@ pub fn doctor(r: &mut Report, budget: &Value) {
     let limits = |l: &Value| {
         let set: Vec<String> = ["run", "session", "day"]
             .iter()
-            .filter_map(|k| l[*k].as_f64().map(|v| format!("{k} {v:.2}")))
+            .filter_map(|k| l[*k].as_f64().map(|v| format!("{k} {}", figure(v))))
             .collect();
         match set.is_empty() {
             true => "none".to_string(),
@@ -24,9 +25,9 @@ pub fn doctor(r: &mut Report, budget: &Value) {
     r.info(
         "budgets",
         format!(
-            "{}; today (UTC) {:.2} USD so far; {overrides} workspace override(s){}",
+            "{}; today (UTC) {} USD so far; {overrides} workspace override(s){}",
             limits(&budget["limits"]),
-            budget["day"]["cost"].as_f64().unwrap_or(0.0),
+            figure(budget["day"]["cost"].as_f64().unwrap_or(0.0)),
             match budget["overrides"].as_array() {
                 Some(o) if !o.is_empty() => format!(
                     ": {}",

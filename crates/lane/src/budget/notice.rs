@@ -5,6 +5,7 @@
 //! Pure: the Events are planned here, [`super::watch`] decides when and appends them.
 
 use super::account::{Applied, Crossing, Level, CURRENCY};
+use crate::views::numbers::figure;
 use aep_core::types::{ATTENTION_REQUESTED, ATTENTION_RESOLVED};
 use aep_core::{Capture, Severity};
 use cline_hooks::{Link as Linked, Mapped, Planned};
@@ -21,7 +22,7 @@ pub(super) enum Act {
 }
 
 pub(super) fn amounts(c: &Crossing) -> String {
-    format!("{:.2} of {:.2} {CURRENCY}", c.cost, c.limit)
+    format!("{} of {} {CURRENCY}", figure(c.cost), figure(c.limit))
 }
 
 /// `data.budget`: which budget, its limit, the cost reached, and what was done.

@@ -17,7 +17,8 @@
 //! same write (nothing waits on it: AEP-0002 §7.2 wants every request resolved before its
 //! session ends). A run at or past a limit is cancelled once through the hub, as
 //! `aep-cline cancel` is (`run.abort`, the lane's cancel note), so its terminal is
-//! `run.cancelled {by: "control"}`, caused by the notice, with the same `budget` data.
+//! `run.cancelled {by: "policy"}` (a budget is the operator's rule, not a command: AEP-0002
+//! §5.3), caused by the notice, with the same `budget` data.
 //!
 //! Never on the hook path: hub frames are handled on the tap's blocking thread, terminals on
 //! the bus; each charge is O(1) under one short lock, taken inside the session's lock (the
@@ -29,6 +30,7 @@ use super::notice::{amounts, budget_data, notice, Act};
 use crate::control::intake::withdraw;
 use crate::control::{Kind, Link, Request};
 use crate::lane::{Note, Sessions};
+use crate::views::numbers::figure;
 use aep_core::bounded::BoundedMap;
 use aep_core::types::{ATTENTION_REQUESTED, RUN_CANCELLED, RUN_FAILED, RUN_FINISHED, SESSION_ENDED, SESSION_STARTED};
 use aep_core::Capture;
@@ -565,7 +567,9 @@ impl Watch {
                 let nearest = uses
                     .iter()
                     .max_by(|a, b| share(a.1, a.2).total_cmp(&share(b.1, b.2)))
-                    .map(|(scope, cost, limit)| format!("{cost:.2}/{limit:.2} {CURRENCY} {}", scope.as_str()));
+                    .map(|(scope, cost, limit)| {
+                        format!("{}/{} {CURRENCY} {}", figure(*cost), figure(*limit), scope.as_str())
+                    });
                 Some((
                     id.to_string(),
                     json!({
@@ -601,10 +605,7 @@ fn stop_run(
         return (notes, None);
     }
     let command = notes[0].id.clone();
-    if !lane
-        .tracker
-        .note_cancel_with(run, &command, budget_data(stop, applied, act))
-    {
+    if !lane.tracker.note_stop(run, &command, budget_data(stop, applied, act)) {
         return (notes, None);
     }
     let reason = format!(

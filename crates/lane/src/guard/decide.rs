@@ -143,12 +143,18 @@ pub fn decide(step: &Step, policy: Option<&PolicyFile>, place: &Place, over: Opt
                     rule.name, rule.line
                 )),
             };
+            let mut shown = Map::new();
+            shown.insert("cline.policy_line".into(), json!(rule.line));
+            if let Some(reason) = &rule.reason {
+                shown.insert("cline.policy_reason".into(), json!(reason));
+            }
             Some(denied(
                 verdict,
                 control,
                 rule.name.clone(),
                 !soft,
                 json!({"rule": rule.name}),
+                shown,
             ))
         }
         Answer::Approve => Some(verdict),
@@ -242,7 +248,8 @@ fn budget_stop(step: &Step, over: &Over) -> Verdict {
             control,
             format!("budget.{}", crossing.scope.as_str()),
             !soft,
-            json!({"budget": budget}),
+            json!({"budget": budget.clone()}),
+            Map::from_iter([("cline.budget_stop".to_string(), budget)]),
         ),
         // A prompt has no tool call to resolve; the run it would start does not start.
         Step::Prompt => Verdict {
@@ -254,7 +261,14 @@ fn budget_stop(step: &Step, over: &Over) -> Verdict {
 
 /// `verdict` with its control and the denial the lane plans (`tool.denied`, and the run's end
 /// noted when the control ends it), the stop in the audit.
-fn denied(mut verdict: Verdict, control: Value, rule: String, ends_run: bool, ended_with: Value) -> Verdict {
+fn denied(
+    mut verdict: Verdict,
+    control: Value,
+    rule: String,
+    ends_run: bool,
+    ended_with: Value,
+    shown: Map<String, Value>,
+) -> Verdict {
     verdict
         .audit
         .insert("cline.policy_stop".into(), json!(if ends_run { "run" } else { "tool" }));
@@ -266,6 +280,7 @@ fn denied(mut verdict: Verdict, control: Value, rule: String, ends_run: bool, en
             Value::Object(map) => map,
             _ => Map::new(),
         },
+        shown,
     });
     verdict
 }

@@ -61,6 +61,9 @@ pub struct Denial {
     pub ends_run: bool,
     /// What that terminal carries: `{rule}` or `{budget: {..}}`.
     pub data: Map<String, Value>,
+    /// What the `tool.denied` shows besides the rule (metadata: the operator's own words):
+    /// `cline.policy_line`, `cline.policy_reason`.
+    pub shown: Map<String, Value>,
 }
 
 /// Decides a hook, given the session's tracker (its runs and workspace) as planned so far, and

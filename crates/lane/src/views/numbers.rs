@@ -11,6 +11,17 @@
 
 /// `amount` in `currency`, by the rule above.
 pub fn money(amount: f64, currency: &str) -> String {
+    let number = figure(amount.abs());
+    let sign = if amount < 0.0 { "-" } else { "" };
+    match currency {
+        "USD" => format!("{sign}${number}"),
+        other => format!("{sign}{number} {other}"),
+    }
+}
+
+/// An amount's figure alone, by the rule above (`0.00`, `1.62`, `0.0007740`): where a sentence
+/// names the currency once (`0.0007740 of 0.0005000 USD`).
+pub fn figure(amount: f64) -> String {
     let abs = amount.abs();
     let decimals = if abs == 0.0 || abs >= 0.01 || !abs.is_finite() {
         2
@@ -18,12 +29,8 @@ pub fn money(amount: f64, currency: &str) -> String {
         // Four significant digits: the first one sits at 10^floor(log10 |x|).
         (3 - abs.log10().floor() as i64).clamp(2, 15) as usize
     };
-    let number = format!("{abs:.decimals$}");
     let sign = if amount < 0.0 { "-" } else { "" };
-    match currency {
-        "USD" => format!("{sign}${number}"),
-        other => format!("{sign}{number} {other}"),
-    }
+    format!("{sign}{abs:.decimals$}")
 }
 
 /// A token count, by the rule above.
@@ -52,6 +59,14 @@ mod tests {
     fn cases() -> Value {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../daemon/tests/data/numbers.json");
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn small_figures_keep_four_significant_digits() {
+        assert_eq!(figure(0.000774), "0.0007740");
+        assert_eq!(figure(0.0005), "0.0005000");
+        assert_eq!(figure(1.6234), "1.62");
+        assert_eq!(figure(0.0), "0.00");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use aep_core::types::{
     ATTENTION_REQUESTED, ATTENTION_RESOLVED, ATTENTION_TIMEOUT, CONTROL_REJECTED, RUN_CANCELLED, RUN_FAILED,
-    RUN_FINISHED, RUN_STARTED, SESSION_ENDED, SESSION_STARTED, TOOL_FAILED, TOOL_REQUESTED,
+    RUN_FINISHED, RUN_STARTED, SESSION_ENDED, SESSION_STARTED, TOOL_DENIED, TOOL_FAILED, TOOL_REQUESTED,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -115,8 +115,13 @@ pub struct Summary {
     /// What failed: `run.failed`, and `tool.failed` for a tool that ran and failed (a denied
     /// approval and a tool stopped by its run's cancel are counted as what they are).
     pub failures: u64,
-    /// Tools whose approval was not granted (`tool.failed {error.type: denied}`).
+    /// Tools a guard or a person refused: `tool.denied`, and `tool.failed {error.type:
+    /// denied}` (a hub approval denied).
     pub denied: u64,
+    /// The rule (or budget) of the session's latest `tool.denied`: the marker people see
+    /// (`denied by no-rm-r`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied_by: Option<String>,
     /// Runs cancelled (`run.cancelled`), by a person, a command or Cline.
     pub cancelled: u64,
     /// Recognisable without leaking the path: the workspace folder's name where the log holds
@@ -218,6 +223,7 @@ impl Summary {
             tool_calls: 0,
             failures: 0,
             denied: 0,
+            denied_by: None,
             cancelled: 0,
             workspace: None,
             model: None,
@@ -308,6 +314,10 @@ impl Summary {
                 self.note_usage(data);
             }
             TOOL_REQUESTED => self.tool_calls += 1,
+            TOOL_DENIED => {
+                self.denied += 1;
+                self.denied_by = str_of(data, "rule").map(str::to_string);
+            }
             TOOL_FAILED => match data.pointer("/error/type").and_then(Value::as_str) {
                 Some("denied") => self.denied += 1,
                 // Stopped because its run was cancelled: the cancel is counted.
@@ -521,6 +531,31 @@ mod tests {
         assert_eq!(s.total_tokens(), Some(1065), "every token once");
         assert_eq!(s.unpriced_runs, 1);
         assert_eq!(s.cost_text(), "$0.00007590 + unpriced");
+    }
+
+    /// A guard's refusal is counted and named: the latest rule is the marker people see.
+    #[test]
+    fn a_denied_tool_is_counted_and_its_rule_named() {
+        let events = [
+            ev(0, "run.started", json!({"run": "R1"})),
+            ev(
+                1,
+                "tool.denied",
+                json!({"run": "R1", "data": {"by": "policy", "rule": "no-rm"}}),
+            ),
+            ev(
+                2,
+                "tool.denied",
+                json!({"run": "R1", "data": {"by": "policy", "rule": "budget.run"}}),
+            ),
+        ];
+        let s = Summary::of("s1", &events);
+        assert_eq!((s.denied, s.failures), (2, 0), "a refusal is not a failure");
+        assert_eq!(s.denied_by.as_deref(), Some("budget.run"));
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["denied_by"], "budget.run");
+        let none = Summary::of("s1", &events[..1]);
+        assert!(serde_json::to_value(&none).unwrap().get("denied_by").is_none());
     }
 
     #[test]

@@ -192,6 +192,9 @@ impl Fold {
         entry.detail("by", data.get("by"));
         entry.detail("reason", data.get("reason"));
         entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
+        // A run a guard stopped: the rule, or the budget.
+        entry.detail("rule", data.get("rule"));
+        entry.detail("budget", data.get("budget").and_then(|b| b.get("name")));
         if data.get("by").and_then(Value::as_str) == Some("control") {
             entry.detail("command", e.event.get("cause"));
         }
@@ -220,6 +223,11 @@ impl Fold {
         entry.status = status.to_string();
         entry.duration_ms = data.get("duration_ms").and_then(Value::as_u64);
         entry.detail("error_type", data.get("error").and_then(|x| x.get("type")));
+        // Which guard refused it, and why: the operator's own words (metadata).
+        entry.detail("by", data.get("by"));
+        entry.detail("rule", data.get("rule"));
+        entry.detail("line", data.get("cline.policy_line"));
+        entry.detail("reason", data.get("cline.policy_reason"));
         entry.content("result", data.get("result").or(data.get("result_redacted")));
         entry.content("message", data.get("error").and_then(|x| x.get("message")));
     }
@@ -242,7 +250,11 @@ impl Fold {
             let currency = s(b, "currency").unwrap_or("USD");
             entry.detail.insert(
                 "spent".into(),
-                Value::String(format!("{cost:.2}/{limit:.2} {currency}")),
+                Value::String(format!(
+                    "{}/{} {currency}",
+                    crate::views::numbers::figure(cost),
+                    crate::views::numbers::figure(limit)
+                )),
             );
         }
         entry.detail("workspace", b.get("workspace"));
@@ -436,6 +448,33 @@ mod tests {
         );
         assert_eq!(t[0].detail["spent"], "1.62/2.00 USD");
         assert_eq!(t[1].detail["spent"], "2.05/2.00 USD");
+    }
+
+    /// A refused call and the run a guard ended name the guard, its rule, line and reason.
+    #[test]
+    fn a_denial_names_its_rule_line_and_reason() {
+        let events = vec![
+            json!({"type": "run.started", "id": "E1", "run": "R1", "time": "t1", "data": {"trigger": "user"}}),
+            json!({"type": "tool.requested", "id": "E2", "run": "R1", "time": "t2", "subject": "run_commands",
+                   "data": {"tool": {"name": "run_commands"}}}),
+            json!({"type": "tool.denied", "id": "E3", "run": "R1", "time": "t3", "cause": "E2",
+                   "data": {"tool": {"name": "run_commands"}, "by": "policy", "rule": "no-push",
+                            "cline.policy_line": 12, "cline.policy_reason": "pushes go through review"}}),
+            json!({"type": "run.cancelled", "id": "E4", "run": "R1", "time": "t4", "cause": "E3",
+                   "data": {"by": "policy", "rule": "no-push"}}),
+        ];
+        let t = timeline(&events);
+        let kinds: Vec<(&str, &str)> = t.iter().map(|e| (e.kind, e.status.as_str())).collect();
+        assert_eq!(kinds, [("run", "cancelled"), ("tool", "denied")]);
+        let tool = &t[1];
+        assert_eq!(tool.detail["by"], "policy");
+        assert_eq!(tool.detail["rule"], "no-push");
+        assert_eq!(tool.detail["line"], 12);
+        assert_eq!(tool.detail["reason"], "pushes go through review");
+        assert_eq!(
+            (t[0].detail["by"].as_str(), t[0].detail["rule"].as_str()),
+            (Some("policy"), Some("no-push"))
+        );
     }
 
     /// A run's tokens and cost read as the header reads them: input without the cache's share,

@@ -218,10 +218,13 @@ impl Spans {
                 .pointer("/error/message")
                 .and_then(Value::as_str)
                 .map(str::to_string),
-            TOOL_DENIED => Some(format!(
-                "denied by {}",
-                e.data.get("by").and_then(Value::as_str).unwrap_or("someone")
-            )),
+            TOOL_DENIED => {
+                let by = e.data.get("by").and_then(Value::as_str).unwrap_or("someone");
+                Some(match e.data.get("rule").and_then(Value::as_str) {
+                    Some(rule) => format!("denied by {by} rule {rule}"),
+                    None => format!("denied by {by}"),
+                })
+            }
             _ => None,
         };
         let end = ToolEnd {
@@ -433,11 +436,7 @@ fn run_span(
     if !known {
         attributes.push(kv("aep.span.start_unknown", &json!(true)));
     }
-    let status = error_status(
-        error,
-        data.get("reason").and_then(Value::as_str).map(str::to_string),
-        &mut attributes,
-    );
+    let status = error_status(error, run_end_message(data), &mut attributes);
     Finished {
         span: Span {
             trace_id: trace_id(session, run),
@@ -454,6 +453,20 @@ fn run_span(
         },
         agent,
     }
+}
+
+/// A run's end in words: its `reason`, else who cancelled it and by which rule or budget.
+fn run_end_message(data: &Value) -> Option<String> {
+    let text = |key: &str| data.get(key).and_then(Value::as_str);
+    if let Some(reason) = text("reason") {
+        return Some(reason.to_string());
+    }
+    let by = text("by")?;
+    Some(match (text("rule"), text("budget")) {
+        (Some(rule), _) => format!("cancelled by {by} rule {rule}"),
+        (None, Some(budget)) => format!("cancelled by {by} budget {budget}"),
+        (None, None) => format!("cancelled by {by}"),
+    })
 }
 
 /// What the fold reads of one Event: an Event without a session or a type is none of its
@@ -791,8 +804,10 @@ mod tests {
         assert_eq!(error(&out[0]).as_deref(), Some("tool_error"));
         assert_eq!(out[0].status.as_ref().unwrap().message, "boom");
         assert_eq!(error(&out[1]).as_deref(), Some("denied"));
+        assert_eq!(out[1].status.as_ref().unwrap().message, "denied by policy rule no-rm");
         assert_eq!(error(&out[2]).as_deref(), Some("unfinished"), "ended with its run");
         assert_eq!(error(&out[3]).as_deref(), Some("cancelled"));
+        assert_eq!(out[3].status.as_ref().unwrap().message, "cancelled by user");
         assert!(out
             .iter()
             .all(|s| s.status.as_ref().unwrap().code == StatusCode::Error as i32));

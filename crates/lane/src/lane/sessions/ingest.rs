@@ -346,7 +346,10 @@ fn apply(
     }
     planned.extend(verdict.planned.iter().cloned());
     if let Some(denial) = &verdict.denied {
-        if let Some(resolved) = tracker.plan_denied(payload, Some(&denial.rule), ctx, &mut aep_core::id::new_id) {
+        if let Some(mut resolved) = tracker.plan_denied(payload, Some(&denial.rule), ctx, &mut aep_core::id::new_id) {
+            if let Some(data) = resolved.event.data.as_mut() {
+                data.extend(denial.shown.clone());
+            }
             if let (true, Some(run)) = (denial.ends_run, resolved.run.as_deref()) {
                 // Whatever end Cline then reports for the run, a guard stopped it.
                 tracker.note_stop(run, &resolved.id, denial.data.clone());
