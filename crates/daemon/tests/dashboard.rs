@@ -362,7 +362,7 @@ async fn without_control_the_page_observes_and_offers_no_buttons_and_outlives_a_
             "return document.getElementById('control').innerText",
         )
         .await;
-    assert_eq!(control, "control off (observe only)");
+    assert_eq!(control, "control off (hub approvals answered in Cline)");
     browser.click(&format!("tr[data-session=\"{SESSION}\"] a")).await;
     browser
         .until(

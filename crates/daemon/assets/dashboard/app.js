@@ -113,7 +113,7 @@ function renderRows() {
 function render() {
   const n = state.approvals.length;
   document.title = n ? `(${n}) waiting · aep-cline` : 'aep-cline';
-  $('control').textContent = state.control ? 'control on' : 'control off (observe only)';
+  $('control').textContent = state.control ? 'control on' : 'control off (hub approvals answered in Cline)';
   $('control').title = state.control
     ? 'Approvals can be answered and runs cancelled from here'
     : 'Start the daemon with AEP_CLINE_HUB_CONTROL=1 to answer approvals and cancel runs from here';

@@ -60,7 +60,8 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<std::process::ExitCode> {
             if health["control"] == true {
                 "on: approvals can be answered and runs cancelled (aep-cline approve, the dashboard)"
             } else {
-                "off: observe only (AEP_CLINE_HUB_CONTROL=1 turns it on)"
+                "off: the hub's approvals are answered and its runs cancelled in Cline only (AEP_CLINE_HUB_CONTROL=1 \
+                 turns it on); guardrails at the hook and the calls they hold work without it"
             },
         );
         crate::budget::doctor::doctor(&mut r, &health["budget"]);

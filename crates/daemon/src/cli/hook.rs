@@ -3,7 +3,8 @@
 //! stdout as control (`{"cancel":true}` would abort the run), and an observer must never steer.
 //! The one exception is a guard the user turned on (a policy or budgets, [`crate::guard`]): the
 //! daemon's proven answer then carries the control that carries out its decision, printed as
-//! it came; and with `AEP_CLINE_ENFORCE=closed`, a tool hook the daemon did not decide is
+//! it came (a call an `ask` rule holds is waited for, as the daemon says, until a person
+//! answers); and with `AEP_CLINE_ENFORCE=closed`, a tool hook the daemon did not decide is
 //! stopped rather than let through.
 //!
 //! Cline blocks on `tool_call` and `tool_result` hooks, so this path is paid twice per tool

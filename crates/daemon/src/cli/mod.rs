@@ -45,9 +45,12 @@ enum Command {
     Daemon(Box<DaemonArgs>),
     /// The hook shim Cline runs (from the files install-hooks writes): stdin to the daemon.
     ///
-    /// Prints nothing on stdout, always exits 0, and never blocks Cline for more than 250 ms:
-    /// if the daemon is not there it spools the payload under AEP_CLINE_STATE_DIR/spool, and the
-    /// daemon ingests it when it next runs.
+    /// Always exits 0. Prints nothing on stdout unless a guardrail the user turned on
+    /// (AEP_CLINE_POLICY, AEP_CLINE_BUDGET, AEP_CLINE_ENFORCE=closed) decides the call: then
+    /// the control that carries it out. Blocks Cline for at most 250 ms (a tool call under a
+    /// guardrail: 3 s; a call an `ask` rule holds: until a person answers, at most 105 s, 25 s
+    /// for Cline 2.x); if the daemon is not there it spools the payload under
+    /// AEP_CLINE_STATE_DIR/spool, and the daemon ingests it when it next runs.
     Hook,
     /// Install (or remove) the Cline hook files that run the shim.
     InstallHooks(install::InstallArgs),

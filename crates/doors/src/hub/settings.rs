@@ -90,8 +90,10 @@ pub struct HubArgs {
     #[arg(long, env = "AEP_CLINE_HUB_ACK_GUARD_MS", default_value = "8000", value_name = "MS",
           value_parser = ack_guard)]
     pub hub_ack_guard_ms: u64,
-    /// Rules that answer approvals before a person does (TOML; README, "Policy"), read again
-    /// when the file changes. Answering needs AEP_CLINE_HUB_CONTROL=1.
+    /// Rules that approve, deny or ask before each tool call (TOML; README, "Policy"), read
+    /// again when the file changes. They decide at Cline's tool_call hook in every mode: a deny
+    /// fails the call (the run goes on), an ask holds it until a person answers. With
+    /// AEP_CLINE_HUB_CONTROL=1 they also answer the hub's approvals (docs/guardrails.md).
     #[arg(long, env = "AEP_CLINE_POLICY", value_name = "FILE")]
     pub policy: Option<PathBuf>,
 }
